@@ -1,0 +1,1 @@
+"""crashmatrix's harness: session/ledger format, contracts, crash injection, invariants."""

@@ -1,0 +1,196 @@
+"""Tool contracts: what running a tool twice does, and how recovery must treat it.
+
+A contract is a YAML file validated by ``schemas/contract.schema.json``. Defaults follow
+seed 004: a tool nobody described is ``non_idempotent`` / ``never`` / ``surface_uncertain``,
+because assuming the worst is the only safe guess.
+
+``run_command`` is one tool name with many behaviours, so its contract says
+``classify: run_command`` and each call is classified from its command string
+(``harness.commands``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .yamlfile import Located, load_yaml, validate
+
+__all__ = [
+    "Idempotency",
+    "MockSpec",
+    "Recovery",
+    "ReplayPolicy",
+    "ToolContract",
+    "contract_from_mapping",
+    "default_contract",
+    "load_contract",
+    "load_contracts",
+]
+
+Idempotency = Literal["idempotent", "conditional", "non_idempotent"]
+ReplayPolicy = Literal["auto", "ask", "never"]
+Recovery = Literal["replay", "precondition", "reconcile", "surface_uncertain", "manual"]
+
+_DEFAULT_POLICY: Mapping[str, ReplayPolicy] = {
+    "idempotent": "auto",
+    "conditional": "ask",
+    "non_idempotent": "never",
+}
+_DEFAULT_RECOVERY: Mapping[str, Recovery] = {
+    "idempotent": "replay",
+    "conditional": "precondition",
+    "non_idempotent": "surface_uncertain",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class MockSpec:
+    """A generic mock behaviour declared in YAML (``mock:``)."""
+
+    kind: Literal["record_row", "lookup_row", "read_only"]
+    table: str = ""
+    honours_idempotency_key: bool = False
+    result: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContract:
+    name: str
+    idempotency: Idempotency = "non_idempotent"
+    replay_policy: ReplayPolicy = "never"
+    recovery: Recovery = "surface_uncertain"
+    approval: Literal["required", "auto"] = "required"
+    ledger: bool = True
+    description: str = ""
+    lookup_tool: str | None = None
+    path_argument: str = "path"
+    content_argument: str = "content"
+    side_effects: tuple[str, ...] = ()
+    classify: str | None = None
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    mock: MockSpec | None = None
+    source: str = "(default)"
+    reason: str = ""  # why this class applies (a classifier's verdict, an import's hint)
+
+    @property
+    def has_side_effects(self) -> bool:
+        return self.idempotency != "idempotent" or bool(self.side_effects)
+
+    def for_call(self, arguments: Mapping[str, Any]) -> ToolContract:
+        """The contract that governs one call: per-call classification where declared."""
+        if self.classify != "run_command":
+            return self
+        from .commands import classify_command  # a leaf module; imported here to stay acyclic
+
+        verdict = classify_command(str(arguments.get("command", "")))
+        return dataclasses.replace(
+            self,
+            idempotency=verdict.idempotency,
+            replay_policy=verdict.replay_policy,
+            recovery=_DEFAULT_RECOVERY[verdict.idempotency]
+            if verdict.idempotency != "conditional"
+            else "manual",
+            approval="auto" if verdict.idempotency == "idempotent" else "required",
+            ledger=verdict.idempotency != "idempotent",
+            reason=verdict.reason,
+        )
+
+    def tool_schema(self) -> dict[str, Any]:
+        """The OpenAI ``tools=[...]`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description or self.name,
+                "parameters": dict(self.parameters) or {"type": "object", "properties": {}},
+            },
+        }
+
+
+def default_contract(name: str) -> ToolContract:
+    """Seed 004: a tool without a contract is non_idempotent and never replayed."""
+    return ToolContract(name=name, source="(no contract: worst case assumed)")
+
+
+def contract_from_mapping(data: Mapping[str, Any], *, source: str = "(mapping)") -> ToolContract:
+    """Build a contract from already-validated data, filling seed 004's defaults."""
+    idempotency: Idempotency = data["idempotency"]
+    recovery: Recovery = data.get("recovery", _DEFAULT_RECOVERY[idempotency])
+    precondition = data.get("precondition") or {}
+    mock = data.get("mock")
+    return ToolContract(
+        name=data["name"],
+        idempotency=idempotency,
+        replay_policy=data.get("replay_policy", _DEFAULT_POLICY[idempotency]),
+        recovery=recovery,
+        approval=data.get("approval", "auto" if idempotency == "idempotent" else "required"),
+        ledger=data.get("ledger", idempotency != "idempotent" or bool(data.get("side_effects"))),
+        description=data.get("description", ""),
+        lookup_tool=(data.get("reconcile") or {}).get("lookup_tool"),
+        path_argument=precondition.get("path_argument", "path"),
+        content_argument=precondition.get("content_argument", "content"),
+        side_effects=tuple(data.get("side_effects", ())),
+        classify=data.get("classify"),
+        parameters=data.get("parameters", {}),
+        mock=MockSpec(
+            kind=mock["kind"],
+            table=mock.get("table", ""),
+            honours_idempotency_key=mock.get("honours_idempotency_key", False),
+            result=mock.get("result", {}),
+        )
+        if mock
+        else None,
+        source=source,
+    )
+
+
+def _check_consistency(doc: Located, contract: ToolContract) -> None:
+    """Combinations the schema cannot express; each message says what to write instead."""
+    data = doc.data
+    if contract.idempotency == "non_idempotent" and contract.replay_policy == "auto":
+        raise doc.error(
+            ("replay_policy",),
+            "a non_idempotent tool cannot replay automatically; write 'never' (or 'ask')",
+        )
+    if contract.idempotency == "non_idempotent" and contract.recovery in ("replay", "precondition"):
+        raise doc.error(
+            ("recovery",),
+            f"a non_idempotent tool cannot recover by {contract.recovery!r}; write reconcile "
+            "(with reconcile.lookup_tool), surface_uncertain or manual",
+        )
+    if contract.recovery == "reconcile" and not contract.lookup_tool:
+        raise doc.error(
+            ("recovery",),
+            "recovery: reconcile needs 'reconcile: {lookup_tool: NAME}' naming the lookup tool",
+        )
+    mock = data.get("mock") or {}
+    if mock.get("kind") in ("record_row", "lookup_row") and not mock.get("table"):
+        raise doc.error(("mock", "kind"), f"mock kind {mock['kind']!r} needs 'table: NAME'")
+
+
+def load_contract(path: Path | str) -> ToolContract:
+    doc = load_yaml(path)
+    validate(doc, "contract.schema.json")
+    contract = contract_from_mapping(doc.data, source=str(doc.path))
+    _check_consistency(doc, contract)
+    return contract
+
+
+def load_contracts(paths: Iterable[Path]) -> dict[str, ToolContract]:
+    """Contracts by tool name; a second file for the same name is an error, not an override."""
+    found: dict[str, ToolContract] = {}
+    for path in sorted(paths):
+        contract = load_contract(path)
+        if contract.name in found:
+            doc = load_yaml(path)
+            raise doc.error(
+                ("name",),
+                f"tool {contract.name!r} is already defined in {found[contract.name].source}; "
+                "rename one of them",
+            )
+        found[contract.name] = contract
+    return found

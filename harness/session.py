@@ -1,0 +1,205 @@
+"""The session file on disk: durable appends and a reader that knows torn from corrupt.
+
+Writing: every append is one ``write()`` of a whole line followed by ``fsync()`` before the
+call returns; a file this writer creates also fsyncs its directory, so the new name itself
+survives a power loss.
+
+Reading (LevelDB's log-reader rule): a final line without its newline means the writer died
+mid-append. It was never acknowledged, so it is dropped and reported as a ``TornTail``. A bad
+line anywhere before the end is corruption: ``SessionCorruption`` names file, line and byte,
+and nothing after it is trusted.
+
+The reader never modifies a file. The writer, when it opens a file with a torn tail, first
+copies the torn bytes to ``<name>.torn-<offset>`` (fsynced) and only then truncates them, so
+nothing is lost and the next record does not get glued onto a fragment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import SessionCorruption
+from .records import Entry, MessageEntry, entry_from_json
+
+__all__ = [
+    "FORMAT_VERSION",
+    "SessionLog",
+    "SessionWriter",
+    "TornTail",
+    "encode_line",
+    "fsync_directory",
+    "prompt_view",
+    "read_session",
+]
+
+# Records may carry "format_version"; a reader refuses a version newer than it knows
+# instead of guessing at fields it has never seen.
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TornTail:
+    """The partial final line a dead writer left: where it starts and what it held."""
+
+    path: Path
+    line: int
+    offset: int
+    fragment: bytes
+
+    def describe(self) -> str:
+        return (
+            f"{self.path}:{self.line}: (byte {self.offset}) torn final line of "
+            f"{len(self.fragment)} bytes dropped: the writer died mid-append"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLog:
+    path: Path
+    entries: tuple[Entry, ...]
+    torn_tail: TornTail | None = None
+    size: int = 0  # bytes of complete lines
+
+
+def encode_line(record: dict[str, Any]) -> bytes:
+    """One record as one JSONL line; compact separators like seed 000's traces."""
+    return (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def fsync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _parse_lines(path: Path, data: bytes) -> SessionLog:
+    entries: list[Entry] = []
+    offset = 0
+    line_no = 0
+    torn: TornTail | None = None
+    while offset < len(data):
+        line_no += 1
+        end = data.find(b"\n", offset)
+        if end == -1:
+            torn = TornTail(path, line_no, offset, data[offset:])
+            break
+        raw_line = data[offset:end]
+        try:
+            text = raw_line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise SessionCorruption(path, line_no, offset + error.start, "line is not valid UTF-8") from error
+        if not text.strip():
+            raise SessionCorruption(path, line_no, offset, "empty line inside the session")
+        try:
+            raw = json.loads(text)
+        except ValueError as error:
+            raise SessionCorruption(path, line_no, offset, f"line is not JSON ({error})") from error
+        version = raw.get("format_version", FORMAT_VERSION) if isinstance(raw, dict) else 1
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise SessionCorruption(
+                path,
+                line_no,
+                offset,
+                f"record has format_version {version}, newer than {FORMAT_VERSION} which this "
+                "crashmatrix reads; upgrade crashmatrix",
+            )
+        try:
+            entries.append(entry_from_json(raw, line=line_no))
+        except ValueError as error:
+            raise SessionCorruption(path, line_no, offset, str(error)) from error
+        offset = end + 1
+    size = torn.offset if torn else len(data)
+    return SessionLog(path, tuple(entries), torn, size)
+
+
+def read_session(path: Path | str) -> SessionLog:
+    """Read a session file. A missing file is an empty session (nothing was ever saved)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return SessionLog(path, ())
+    return _parse_lines(path, data)
+
+
+def prompt_view(entries: Iterable[Entry]) -> list[dict[str, Any]]:
+    """What the model is shown: message records only, never a ledger line (seed 000)."""
+    return [entry.message.to_json() for entry in entries if isinstance(entry, MessageEntry)]
+
+
+AppendHook = Callable[[Path, bytes], None]
+
+
+class SessionWriter:
+    """Append-only, fsync-per-append writer of one session file.
+
+    ``before_append`` is called with each encoded line before it is written; the crash
+    injector uses it to tear a write. Agents never need it.
+    """
+
+    def __init__(self, path: Path | str, *, before_append: AppendHook | None = None) -> None:
+        self.path = Path(path)
+        self.before_append = before_append
+        self.repaired: TornTail | None = None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if created:
+            os.fsync(self._fd)
+            fsync_directory(self.path.parent)
+        else:
+            self._set_aside_torn_tail()
+
+    def _set_aside_torn_tail(self) -> None:
+        data = self.path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        line = data.count(b"\n", 0, cut) + 1
+        self.repaired = TornTail(self.path, line, cut, data[cut:])
+        keep = self.path.with_name(f"{self.path.name}.torn-{cut}")
+        fd = os.open(keep, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data[cut:])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(self.path.parent)
+        os.truncate(self.path, cut)
+        os.fsync(self._fd)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record and return only once it is on stable storage."""
+        line = encode_line(record)
+        if self.before_append is not None:
+            self.before_append(self.path, line)
+        view = memoryview(line)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        os.fsync(self._fd)
+
+    def append_entry(self, entry: Entry) -> None:
+        self.append(entry.to_json())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def entries_of(log: SessionLog) -> Sequence[Entry]:
+    return log.entries

@@ -1,0 +1,105 @@
+"""The boundary between an agent runtime and the tools it runs.
+
+* ``Observation`` is seed 004's observation shape (``ok``, ``code``, ``content``,
+  ``metadata.retryable``, ``metadata.idempotency``) plus the tool's own fields.
+* ``ToolContext`` carries the three identities of seed 000 into the tool, so the world can
+  attribute every side effect to a tool call and an execution attempt.
+* ``Toolbox`` is the Protocol a set of tools implements; the mock tools are one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = [
+    "CODES",
+    "Observation",
+    "PreconditionVerdict",
+    "ToolContext",
+    "Toolbox",
+]
+
+# Error codes a tool result may carry (seed 004 plus the ones recovery produces).
+CODES = (
+    "SIDE_EFFECT_UNCERTAIN",
+    "CONFLICT",
+    "PERMISSION_DENIED",
+    "ARGUMENTS_MISMATCH",
+    "TIMEOUT",
+    "NOT_FOUND",
+    "INVALID_ARGUMENTS",
+    "REJECTED",
+    "MANUAL_CHECK_REQUIRED",
+    "UNKNOWN_TOOL",
+    "TOOL_ERROR",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a tool returns. ``data`` holds the tool's own fields (path, order, ...)."""
+
+    ok: bool
+    code: str | None = None
+    content: str = ""
+    retryable: bool = False
+    data: Mapping[str, Any] = field(default_factory=dict)
+    # True when the tool cannot tell whether its side effect happened (response lost,
+    # timeout after the request was sent): the ledger must say ``unknown``, not ``failed``.
+    uncertain: bool = False
+
+    @property
+    def ledger_status(self) -> str:
+        if self.ok:
+            return "succeeded"
+        return "unknown" if self.uncertain else "failed"
+
+    def to_result(self, *, execution_id: str, idempotency: str) -> dict[str, Any]:
+        """The dict stored as the ledger ``result`` and published as Tool Result content."""
+        out: dict[str, Any] = {"ok": self.ok, "status": self.ledger_status}
+        out["execution_id"] = execution_id
+        out.update(self.data)
+        if not self.ok:
+            out["code"] = self.code or "TOOL_ERROR"
+            out["content"] = self.content
+            out["metadata"] = {"retryable": self.retryable, "idempotency": idempotency}
+        elif self.content:
+            out["content"] = self.content
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    tool_call_id: str
+    execution_id: str
+    idempotency_key: str
+    arguments_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreconditionVerdict:
+    """``canReplayFileWrite`` of seed 004: already_applied, apply_again or conflict."""
+
+    action: str  # "already_applied" | "apply_again" | "conflict"
+    current_sha256: str | None
+    reason: str = ""
+
+
+class Toolbox(Protocol):
+    """A set of tools an agent can run."""
+
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Observation:
+        """Run one tool call. Never raises for tool-level failures: they are Observations."""
+        ...
+
+    def plan(self, name: str, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Facts to record in the ledger before the side effect (e.g. base/after hashes)."""
+        ...
+
+    def check_precondition(
+        self, name: str, arguments: Mapping[str, Any], plan: Mapping[str, Any]
+    ) -> PreconditionVerdict:
+        """For conditional tools: may the recorded plan be applied (again)?"""
+        ...

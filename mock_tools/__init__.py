@@ -1,0 +1,1 @@
+"""Mock tools whose side effects land in a durable per-case world (files + SQLite)."""

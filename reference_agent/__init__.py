@@ -1,0 +1,1 @@
+"""The reference agent: seed 000's reliable tool loop, driven through the openai client."""

@@ -1,0 +1,1 @@
+"""Renders the pass matrix from a results file."""
