@@ -1,0 +1,164 @@
+"""The crash matrix of one scenario, independent of pytest (the plugin and the CLI share it).
+
+1. ``enumerate_points``: a clean run records every boundary it passes; each recorded point
+   becomes one case (ALICE / CrashMonkey style), so nobody hand-lists crash points and a new
+   boundary in the agent is covered automatically.
+2. ``run_point``: one case, judged.
+3. ``run_recovery``: depth 2: crash at a point, then crash the restarted agent at each
+   boundary it passes while recovering, and require the third start to end correctly.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .boundaries import TORN_WRITE, CrashPoint
+from .injector import CaseRun, LifeLauncher, points_from_trace, run_case
+from .judge import Verdict, judge
+from .scenario import Scenario
+
+__all__ = [
+    "RECOVERY_FIRST",
+    "CaseResult",
+    "Enumeration",
+    "enumerate_points",
+    "repro_command",
+    "run_point",
+    "run_recovery",
+]
+
+# First crashes after which recovery does real work worth crashing again.
+RECOVERY_FIRST = ("after_approved", "after_running", "after_side_effect", "before_tool_result")
+
+
+@dataclass(frozen=True)
+class Enumeration:
+    points: tuple[CrashPoint, ...]
+    clean: CaseRun
+    clean_verdict: Verdict
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One cell of the matrix: everything a report or a failure message needs."""
+
+    scenario: Scenario
+    point_id: str  # "clean", a point id, or "recovery@<point id>"
+    boundary: str  # "clean", a boundary, torn_write, or "recovery"
+    verdict: Verdict
+    seconds: float
+    lives: int
+    case_dir: Path
+    agent: str
+    sub_results: tuple[tuple[str, Verdict], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+
+def repro_command(scenario_path: Path, point_id: str, keep: str = "/tmp/crashmatrix-case", agent: str = "reference") -> str:
+    parts = ["crashmatrix", "run", str(scenario_path)]
+    if point_id != "clean":
+        parts += ["--crash", point_id]
+    if agent != "reference":
+        parts += ["--agent", agent]
+    parts += ["--keep", keep]
+    return shlex.join(parts)
+
+
+def enumerate_points(
+    scenario: Scenario, launcher: LifeLauncher, work_dir: Path, *, agent: str = "reference", deadline: float = 30.0
+) -> Enumeration:
+    run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
+    verdict = judge(run, scenario, None)
+    return Enumeration(tuple(points_from_trace(run.trace, 1)), run, verdict)
+
+
+def run_point(
+    scenario: Scenario,
+    point: CrashPoint | None,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    keeps_ledger: bool = True,
+    deadline: float = 30.0,
+) -> CaseResult:
+    started = time.monotonic()
+    run = run_case(case_dir, scenario, launcher, agent=agent, point=point, deadline=deadline)
+    verdict = judge(run, scenario, point, keeps_ledger=keeps_ledger)
+    return CaseResult(
+        scenario,
+        point.id if point else "clean",
+        point.boundary if point else "clean",
+        verdict,
+        time.monotonic() - started,
+        len(run.lives),
+        case_dir,
+        agent,
+    )
+
+
+def run_recovery(
+    scenario: Scenario,
+    point: CrashPoint,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    keeps_ledger: bool = True,
+    deadline: float = 30.0,
+) -> CaseResult:
+    """Crash at ``point``; then for every boundary the recovering life passes, a fresh case
+    that also crashes there. All must end correctly."""
+    started = time.monotonic()
+    first = run_case(case_dir / "first", scenario, launcher, agent=agent, point=point, deadline=deadline)
+    subs: list[tuple[str, Verdict]] = []
+    lives = len(first.lives)
+    seconds_points = [p for p in points_from_trace(first.trace, 2) if p.boundary != TORN_WRITE]
+    for index, second in enumerate(seconds_points):
+        run = run_case(
+            case_dir / f"second-{index}", scenario, launcher, agent=agent, point=point, second=second, deadline=deadline
+        )
+        lives += len(run.lives)
+        verdict = judge(run, scenario, point, recovery=True, keeps_ledger=keeps_ledger, check_ledger=False)
+        subs.append((second.id, verdict))
+    failed = [(sid, v) for sid, v in subs if not v.passed]
+    base = judge(first, scenario, point, keeps_ledger=keeps_ledger)
+    if not seconds_points and base.status == "not_reached":
+        verdict = base
+    elif failed:
+        verdict = failed[0][1]
+    else:
+        verdict = Verdict(
+            "passed",
+            base.observed,
+            base.expected,
+            notes=(f"{len(subs)} recovery crash points, all recovered",),
+        )
+    return CaseResult(
+        scenario,
+        f"recovery@{point.id}",
+        "recovery",
+        verdict,
+        time.monotonic() - started,
+        lives,
+        case_dir,
+        agent,
+        tuple(subs),
+        {"recovery_points": [sid for sid, _ in subs], "failed_points": [sid for sid, _ in failed]},
+    )
+
+
+def selected(points: Sequence[CrashPoint], scenario: Scenario, boundaries: Sequence[str] = ()) -> list[CrashPoint]:
+    chosen = [p for p in points if scenario.covers(p)]
+    if boundaries:
+        chosen = [p for p in chosen if p.boundary in boundaries or p.id in boundaries]
+    return chosen

@@ -1,0 +1,218 @@
+"""The crash injector, parent side: start lives, let them die, restart, enforce deadlines.
+
+Lives are forked from a warm process (a multiprocessing forkserver that has the agent's
+modules imported), so a life costs a fork instead of an interpreter start plus an openai
+import. ``isolation="spawn"`` starts a fresh interpreter per life, for agents that cannot be
+forked. Either way the agent runs in its own process and a crash is a real SIGKILL.
+
+Every life has a deadline. A life still running at its deadline is killed and the case
+ends as ``hung``; no child process outlives its case.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import multiprocessing.context
+import shutil
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .boundaries import TORN_WRITE, CrashPoint
+from .errors import HarnessError
+from .life import LifeSpec, life_main, session_path_of
+from .scenario import Scenario
+
+__all__ = [
+    "CaseRun",
+    "LifeLauncher",
+    "LifeRecord",
+    "apply_between_lives",
+    "points_from_trace",
+    "read_trace",
+    "run_case",
+]
+
+# Imported once in the forkserver. openai loads its chat resources lazily on first use,
+# which would otherwise cost every life ~170 ms.
+PRELOAD = [
+    "harness.life",
+    "harness.invariants",
+    "openai",
+    "openai.resources.chat",
+    "openai.types.chat",
+    "respx",
+    "httpx",
+    "sqlite3",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LifeRecord:
+    life: int
+    crash: str | None  # the point this life was asked to die at
+    status: str  # "exited" | "crashed" | "not_reached" | "error" | "hung" | "died"
+    exitcode: int | None
+    seconds: float
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    case_dir: Path
+    lives: tuple[LifeRecord, ...]
+    trace: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``ok`` when the last life ended normally; otherwise why not."""
+        for life in self.lives:
+            if life.status in ("hung", "error", "died"):
+                return life.status
+        if self.lives and self.lives[0].status == "not_reached":
+            return "not_reached"
+        return "ok" if self.lives and self.lives[-1].status == "exited" else "incomplete"
+
+
+class LifeLauncher:
+    """Starts agent lives in child processes: forked from a warm server, or spawned."""
+
+    def __init__(self, isolation: str = "fork", preload: Sequence[str] = ()) -> None:
+        if isolation not in ("fork", "spawn"):
+            raise HarnessError(f"isolation must be 'fork' or 'spawn', not {isolation!r}")
+        self.isolation = isolation
+        method = "forkserver" if isolation == "fork" else "spawn"
+        self._ctx: multiprocessing.context.BaseContext = multiprocessing.get_context(method)
+        if method == "forkserver":
+            self._ctx.set_forkserver_preload([*PRELOAD, *preload])  # type: ignore[attr-defined]
+
+    def run(self, spec: LifeSpec, *, deadline: float) -> LifeRecord:
+        started = time.monotonic()
+        process = self._ctx.Process(target=life_main, args=(spec,), daemon=True)  # type: ignore[attr-defined]
+        process.start()
+        process.join(deadline)
+        hung = process.is_alive()
+        if hung:
+            process.kill()
+            process.join(5)
+        seconds = time.monotonic() - started
+        code = process.exitcode
+        process.close()
+        crash = spec.crash.id if spec.crash else None
+        if hung:
+            return LifeRecord(spec.life, crash, "hung", code, seconds, f"no exit within {deadline:.0f}s")
+        if code == -signal.SIGKILL:
+            return LifeRecord(spec.life, crash, "crashed" if crash else "died", code, seconds)
+        if code == 0:
+            return LifeRecord(spec.life, crash, "not_reached" if crash else "exited", code, seconds)
+        return LifeRecord(spec.life, crash, "error", code, seconds)
+
+
+def read_trace(case_dir: Path) -> list[dict[str, Any]]:
+    path = case_dir / "trace.jsonl"
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut by the SIGKILL that followed it: the crash event says more
+    return out
+
+
+def points_from_trace(trace: Sequence[dict[str, Any]], life: int = 1) -> list[CrashPoint]:
+    """Every crash point a life passed, in the order it passed them (ALICE-style enumeration)."""
+    points: list[CrashPoint] = []
+    for event in trace:
+        if event.get("life") != life:
+            continue
+        if event.get("event") == "boundary":
+            points.append(CrashPoint(event["boundary"], event["call"], event["occurrence"]))
+        elif event.get("event") == "append":
+            points.append(CrashPoint(TORN_WRITE, event["call"], event["occurrence"], event["label"]))
+    return points
+
+
+def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
+    """Faults that are not crashes, done after the crash and before the restart."""
+    from mock_tools.world import World
+
+    for step in scenario.between_lives:
+        if "external_write" in step:
+            World(case_dir / "world").external_write(step["external_write"]["path"], step["external_write"]["content"])
+        if "tamper_arguments" in step:
+            _tamper(session_path_of(case_dir), step["tamper_arguments"]["call"], step["tamper_arguments"]["arguments"])
+
+
+def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> None:
+    """Someone edits the saved tool call's arguments (the harness, not the agent, does this)."""
+    lines = session.read_bytes().split(b"\n")
+    for index, line in enumerate(lines):
+        if not line:
+            continue
+        record = json.loads(line)
+        message = record.get("message") or {}
+        for call in message.get("tool_calls") or ():
+            if call.get("id") == call_id:
+                call["function"]["arguments"] = json.dumps(arguments, ensure_ascii=False)
+                lines[index] = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+    session.write_bytes(b"\n".join(lines))
+
+
+def prepare_case(case_dir: Path, scenario: Scenario) -> None:
+    from mock_tools.world import FaultSpec, World
+
+    if case_dir.exists():
+        shutil.rmtree(case_dir)
+    case_dir.mkdir(parents=True)
+    World.create(
+        case_dir / "world",
+        session_path=session_path_of(case_dir),
+        files=scenario.files,
+        faults=[
+            FaultSpec(tool=f["tool"], kind=f["kind"], tool_call_id=f.get("call"), times=f.get("times", 1))
+            for f in scenario.faults
+        ],
+    )
+
+
+def run_case(
+    case_dir: Path,
+    scenario: Scenario,
+    launcher: LifeLauncher,
+    *,
+    agent: str = "reference",
+    point: CrashPoint | None = None,
+    second: CrashPoint | None = None,
+    deadline: float = 30.0,
+    max_lives: int = 4,
+) -> CaseRun:
+    """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
+    until a life ends normally."""
+    prepare_case(case_dir, scenario)
+    lives: list[LifeRecord] = []
+    plan: list[CrashPoint | None] = [point, second] if second else [point]
+    for index in range(1, max_lives + 1):
+        crash = plan[index - 1] if index <= len(plan) else None
+        record = launcher.run(
+            LifeSpec(str(case_dir), scenario, agent, index, crash), deadline=deadline
+        )
+        if index > 1 and record.status == "not_reached":
+            # The recovering life never passed the second point: it simply finished.
+            record = LifeRecord(record.life, record.crash, "exited", record.exitcode, record.seconds, "not reached")
+        lives.append(record)
+        if record.status in ("hung", "error", "died", "exited", "not_reached"):
+            break
+        if index == 1:
+            apply_between_lives(case_dir, scenario)
+    trace = read_trace(case_dir)
+    errors = {e["life"]: e["error"] for e in trace if e.get("event") == "error"}
+    lives = [
+        LifeRecord(r.life, r.crash, r.status, r.exitcode, r.seconds, errors.get(r.life, r.error)) for r in lives
+    ]
+    return CaseRun(case_dir, tuple(lives), trace)

@@ -1,0 +1,170 @@
+"""One life of the agent, inside the agent's process: hooks, mocks, and the real death.
+
+``life_main`` is the child process's entry point. It records every boundary the agent
+passes to ``trace.jsonl`` (one ``write`` per line, so the record survives the SIGKILL that
+may follow) and, at the planned crash point, kills its own process with SIGKILL: no
+``finally`` block, no ``atexit`` handler and no buffered write runs after that.
+
+A torn write is produced the way a dying writer produces it: the first half of the line
+reaches the file, then the process is killed before the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import ssl
+import traceback
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import respx
+
+from .adapter import MODEL_BASE_URL, LifeContext, load_adapter
+from .boundaries import TORN_WRITE, CrashPoint
+from .scenario import Scenario
+from .scripted_model import ScriptedModel
+
+__all__ = ["LifeSpec", "append_label", "life_main"]
+
+EXIT_AGENT_ERROR = 3
+
+# Loading the CA bundle costs ~150 ms; done once here, in the warm process that lives are
+# forked from, instead of in every life. No request leaves the mocks, so it is never used
+# for a real handshake; httpx just needs one to build a client.
+_TLS = ssl.create_default_context()
+
+
+@dataclass(frozen=True, slots=True)
+class LifeSpec:
+    case_dir: str
+    scenario: Scenario
+    agent: str
+    life: int
+    crash: CrashPoint | None = None
+
+
+def _write_line(path: Path, record: dict[str, Any]) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+def append_label(line: bytes) -> tuple[str, str] | None:
+    """(tool_call_id, label) for a session line that belongs to a tool call, else None.
+
+    Labels: a ledger status (``approved``, ``running``, ...) or ``tool_result``."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if record.get("type") == "tool_execution":
+        return str(record.get("tool_call_id")), str(record.get("status"))
+    message = record.get("message") or {}
+    if record.get("type") == "message" and message.get("role") == "tool":
+        return str(message.get("tool_call_id")), "tool_result"
+    return None
+
+
+class Tracer:
+    """Counts boundaries per life and kills the process at the planned point."""
+
+    def __init__(self, trace_path: Path, life: int, crash: CrashPoint | None) -> None:
+        self.path = trace_path
+        self.life = life
+        self.crash = crash
+        self.seen: Counter[tuple[str, str, str]] = Counter()
+
+    def _die(self, point: CrashPoint) -> None:
+        _write_line(self.path, {"life": self.life, "event": "crash", "point": point.id})
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def boundary(self, boundary: str, tool_call_id: str) -> None:
+        self.seen[(boundary, tool_call_id, "")] += 1
+        occurrence = self.seen[(boundary, tool_call_id, "")]
+        _write_line(
+            self.path,
+            {"life": self.life, "event": "boundary", "boundary": boundary, "call": tool_call_id, "occurrence": occurrence},
+        )
+        point = CrashPoint(boundary, tool_call_id, occurrence)
+        if self.crash == point:
+            self._die(point)
+
+    def before_append(self, path: Path, line: bytes) -> None:
+        labelled = append_label(line)
+        if labelled is None:
+            return
+        call, label = labelled
+        self.seen[(TORN_WRITE, call, label)] += 1
+        occurrence = self.seen[(TORN_WRITE, call, label)]
+        _write_line(
+            self.path,
+            {"life": self.life, "event": "append", "call": call, "label": label, "occurrence": occurrence},
+        )
+        point = CrashPoint(TORN_WRITE, call, occurrence, label)
+        if self.crash == point:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            os.write(fd, line[: max(1, len(line) // 2)])
+            os.fsync(fd)
+            self._die(point)
+
+
+def _serve_mocks(router: respx.MockRouter, spec: LifeSpec, case_dir: Path) -> None:
+    model = ScriptedModel(spec.scenario.rules, log_path=case_dir / "model_requests.jsonl")
+    router.post(f"{MODEL_BASE_URL}/chat/completions").mock(side_effect=model.handle)
+    from mock_tools.order_api import install  # the world's HTTP services
+
+    install(router, _world(case_dir))
+
+
+def _world(case_dir: Path) -> Any:
+    from mock_tools.world import World
+
+    return World(case_dir / "world")
+
+
+def session_path_of(case_dir: Path) -> Path:
+    return case_dir / "world" / "workspace" / ".agent_state" / "session-case.jsonl"
+
+
+def life_main(spec: LifeSpec) -> None:
+    """Entry point of the agent's process for one life."""
+    case_dir = Path(spec.case_dir)
+    tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
+    _write_line(tracer.path, {"life": spec.life, "event": "start", "pid": os.getpid()})
+    try:
+        adapter = load_adapter(spec.agent)
+        # assert_all_mocked: a request to anything but the scripted model and the mock
+        # services is an error, never a real network call.
+        with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+            _serve_mocks(router, spec, case_dir)
+            with httpx.Client(timeout=30.0, verify=_TLS) as http:
+                ctx = LifeContext(
+                    case_dir=case_dir,
+                    session_path=session_path_of(case_dir),
+                    session_id="case",
+                    world_dir=case_dir / "world",
+                    scenario=spec.scenario,
+                    http=http,
+                    model_base_url=MODEL_BASE_URL,
+                    hook=tracer.boundary,
+                    before_append=tracer.before_append,
+                    approvals=spec.scenario.approvals,
+                    approvals_again=spec.scenario.approvals_again,
+                    life=spec.life,
+                )
+                adapter.run_life(ctx)
+    except BaseException as error:  # the life's verdict goes to a file the parent reads
+        text = "".join(traceback.format_exception_only(type(error), error)).strip()
+        _write_line(
+            tracer.path,
+            {"life": spec.life, "event": "error", "error": text, "traceback": traceback.format_exc()},
+        )
+        os._exit(EXIT_AGENT_ERROR)
+    _write_line(tracer.path, {"life": spec.life, "event": "exit"})

@@ -1,0 +1,199 @@
+"""pytest plugin: every ``scenarios/**/*.yaml`` becomes a crash matrix of test items.
+
+Shape of pytest's non-Python example: ``pytest_collect_file`` -> ``ScenarioFile.collect()``
+-> one ``CrashCase`` per (scenario, crash point), ``repr_failure`` for a domain message
+instead of a traceback, ``reportinfo`` for the header. Item names are point ids, stable and
+sorted, so ``pytest -n auto`` (xdist) distributes the same collection on every worker.
+
+Collecting a scenario runs its clean case once (in a forked life) to record the points.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .adapter import load_adapter
+from .boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
+from .cases import RECOVERY_FIRST, CaseResult, enumerate_points, repro_command, run_point, run_recovery, selected
+from .errors import CrashmatrixError, YamlError
+from .injector import LifeLauncher
+from .scenario import Scenario, load_scenario
+
+__all__ = ["CrashCase", "ScenarioFile"]
+
+_LAUNCHER_KEY = pytest.StashKey[LifeLauncher]()
+RESULTS_KEY = pytest.StashKey[list[CaseResult]]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("crashmatrix", "crash-matrix scenarios")
+    group.addoption("--agent", default="reference", help="agent under test: reference (default) or module:factory")
+    group.addoption(
+        "--isolation",
+        choices=("fork", "spawn"),
+        default="fork",
+        help="fork lives from a warm process (default) or spawn a fresh interpreter per life",
+    )
+    group.addoption(
+        "--crash-boundary",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run only these boundaries or point ids (repeatable); clean always runs",
+    )
+    group.addoption("--no-recovery-crashes", action="store_true", help="skip depth-2 crashes during recovery")
+    group.addoption("--case-deadline", type=float, default=30.0, help="seconds one life may take before it is hung")
+    group.addoption("--keep-cases", default=None, metavar="DIR", help="keep every case directory under DIR")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "crashmatrix: a crash-matrix case from a scenario YAML")
+    for name in ("idempotent", "conditional", "non_idempotent", "clean", "recovery", TORN_WRITE, *BOUNDARIES):
+        config.addinivalue_line("markers", f"{name}: crashmatrix cases of this kind")
+    config.stash[RESULTS_KEY] = []
+
+
+def _is_scenario(file_path: Path) -> bool:
+    if file_path.suffix not in (".yaml", ".yml"):
+        return False
+    parts = file_path.parts
+    return "scenarios" in parts and "contracts" not in parts[parts.index("scenarios") :]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if _is_scenario(file_path):
+        return ScenarioFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+    return None
+
+
+def launcher_for(config: pytest.Config) -> LifeLauncher:
+    if _LAUNCHER_KEY not in config.stash:
+        agent = config.getoption("agent")
+        module = agent.partition(":")[0] if ":" in agent else "reference_agent.adapter"
+        config.stash[_LAUNCHER_KEY] = LifeLauncher(config.getoption("isolation"), preload=[module, "mock_tools.toolbox"])
+    return config.stash[_LAUNCHER_KEY]
+
+
+def work_dir(config: pytest.Config, *parts: str) -> Path:
+    keep = config.getoption("keep_cases")
+    if keep:
+        base = Path(keep)
+    else:
+        factory = getattr(config, "_tmp_path_factory", None)
+        base = factory.getbasetemp() / "crashmatrix" if factory else Path(tempfile.gettempdir()) / "crashmatrix"
+    path = base.joinpath(*parts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class ScenarioError(Exception):
+    """A scenario could not be collected; the message is already one line."""
+
+
+class ScenarioFile(pytest.File):
+    def collect(self) -> Iterator[pytest.Item]:
+        try:
+            scenario = load_scenario(self.path)
+        except YamlError as error:
+            raise ScenarioError(str(error)) from error
+        config = self.config
+        agent_spec = config.getoption("agent")
+        try:
+            adapter = load_adapter(agent_spec)
+        except CrashmatrixError as error:
+            raise ScenarioError(str(error)) from error
+        launcher = launcher_for(config)
+        stem = self.path.stem
+        enum = enumerate_points(
+            scenario,
+            launcher,
+            work_dir(config, f"w{os.getpid()}", stem, "enumerate"),
+            agent=agent_spec,
+            deadline=config.getoption("case_deadline"),
+        )
+        only = config.getoption("crash_boundary")
+        points = selected(enum.points, scenario, only)
+        reached = {p.boundary for p in enum.points} | {p.id for p in enum.points}
+        for index, entry in enumerate(scenario.cover):
+            if entry not in reached:
+                raise ScenarioError(
+                    f"{scenario.where(('cover', index))}: cover: {entry!r} is never reached by the clean run "
+                    f"(it reached {', '.join(sorted({p.boundary for p in enum.points})) or 'no boundary'}); "
+                    "fix the scenario or the agent"
+                )
+        yield CrashCase.from_parent(self, name="clean", scenario=scenario, point=None, kind="clean")
+        for point in points:
+            if point.boundary not in adapter.boundaries and point.boundary != TORN_WRITE:
+                continue
+            yield CrashCase.from_parent(self, name=point.id, scenario=scenario, point=point, kind=point.boundary)
+        if scenario.recovery_crashes and not config.getoption("no_recovery_crashes"):
+            for point in points:
+                if point.boundary in RECOVERY_FIRST and point.occurrence == 1:
+                    yield CrashCase.from_parent(
+                        self, name=f"recovery@{point.id}", scenario=scenario, point=point, kind="recovery"
+                    )
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, ScenarioError | CrashmatrixError):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+
+class CaseFailed(Exception):
+    def __init__(self, result: CaseResult) -> None:
+        self.result = result
+        super().__init__(result.point_id)
+
+
+class CrashCase(pytest.Item):
+    def __init__(self, *, scenario: Scenario, point: CrashPoint | None, kind: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.scenario = scenario
+        self.point = point
+        self.kind = kind
+        self.result: CaseResult | None = None
+        self.add_marker("crashmatrix")
+        self.add_marker(kind)
+        for cls in scenario.idempotency_classes:
+            self.add_marker(cls)
+
+    def runtest(self) -> None:
+        config = self.config
+        agent = config.getoption("agent")
+        adapter = load_adapter(agent)
+        launcher = launcher_for(config)
+        case_dir = work_dir(config, f"w{os.getpid()}", self.path.stem, self.name.replace("/", "_"))
+        deadline = config.getoption("case_deadline")
+        if self.kind == "recovery":
+            assert self.point is not None
+            result = run_recovery(
+                self.scenario, self.point, launcher, case_dir, agent=agent, keeps_ledger=adapter.keeps_ledger, deadline=deadline
+            )
+        else:
+            result = run_point(
+                self.scenario, self.point, launcher, case_dir, agent=agent, keeps_ledger=adapter.keeps_ledger, deadline=deadline
+            )
+        self.result = result
+        config.stash[RESULTS_KEY].append(result)
+        self.user_properties.append(("crash_point", result.point_id))
+        self.user_properties.append(("status", result.verdict.status))
+        if result.verdict.observed is not None:
+            self.user_properties.append(("outcome", repr(dict(result.verdict.observed.outcome))))
+        if not result.passed:
+            raise CaseFailed(result)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, CaseFailed):
+            from .explain import explain
+
+            return explain(excinfo.value.result, self.config.getoption("agent"))
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, 0, f"{self.path.name}::{self.name}"
