@@ -145,6 +145,7 @@ def contract_from_mapping(data: Mapping[str, Any], *, source: str = "(mapping)")
         if mock
         else None,
         source=source,
+        reason=data.get("reason", ""),
     )
 
 

@@ -186,7 +186,9 @@ def entry_from_json(raw: Any, *, line: int = 0) -> Entry:
             raise ValueError("message record has no 'message' object")
         try:
             return MessageEntry(Message.from_json(message), line=line)
-        except (KeyError, TypeError) as error:
+        except (KeyError, TypeError, AttributeError) as error:
+            # AttributeError: a tool call that is not an object (``"tool_calls": ["c"]`` or a
+            # string, iterated character by character) has no ``.get``.
             raise ValueError(f"message record is malformed: missing or bad {error}") from error
     if kind == "tool_execution":
         missing = [name for name in ("execution_id", "tool_call_id", "status") if name not in raw]

@@ -64,6 +64,9 @@ class SessionLog:
     entries: tuple[Entry, ...]
     torn_tail: TornTail | None = None
     size: int = 0  # bytes of complete lines
+    # End byte offset (exclusive) of each entry's line: "was this record on disk when the
+    # world saw the side effect?" compares these with a world event's session_bytes.
+    offsets: tuple[int, ...] = ()
 
 
 def encode_line(record: dict[str, Any]) -> bytes:
@@ -81,6 +84,7 @@ def fsync_directory(path: Path) -> None:
 
 def _parse_lines(path: Path, data: bytes) -> SessionLog:
     entries: list[Entry] = []
+    ends: list[int] = []
     offset = 0
     line_no = 0
     torn: TornTail | None = None
@@ -115,8 +119,9 @@ def _parse_lines(path: Path, data: bytes) -> SessionLog:
         except ValueError as error:
             raise SessionCorruption(path, line_no, offset, str(error)) from error
         offset = end + 1
+        ends.append(offset)
     size = torn.offset if torn else len(data)
-    return SessionLog(path, tuple(entries), torn, size)
+    return SessionLog(path, tuple(entries), torn, size, tuple(ends))
 
 
 def read_session(path: Path | str) -> SessionLog:
@@ -164,8 +169,7 @@ class SessionWriter:
         cut = data.rfind(b"\n") + 1
         line = data.count(b"\n", 0, cut) + 1
         self.repaired = TornTail(self.path, line, cut, data[cut:])
-        keep = self.path.with_name(f"{self.path.name}.torn-{cut}")
-        fd = os.open(keep, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = self._open_fragment_file(cut)
         try:
             os.write(fd, data[cut:])
             os.fsync(fd)
@@ -174,6 +178,19 @@ class SessionWriter:
         fsync_directory(self.path.parent)
         os.truncate(self.path, cut)
         os.fsync(self._fd)
+
+    def _open_fragment_file(self, cut: int) -> int:
+        """A new file for a torn fragment. O_EXCL, never O_TRUNC: a depth-2 crash can tear the
+        recovering life's first append at the same offset as the previous life's, and the
+        earlier fragment must not be overwritten (``.torn-N``, then ``.torn-N.2``, ...)."""
+        base = f"{self.path.name}.torn-{cut}"
+        for attempt in range(1, 10_000):
+            name = base if attempt == 1 else f"{base}.{attempt}"
+            try:
+                return os.open(self.path.with_name(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+        raise FileExistsError(f"too many torn fragments named {base}.* next to {self.path}")
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record and return only once it is on stable storage."""

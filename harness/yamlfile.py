@@ -82,7 +82,18 @@ def _convert(node: yaml.Node, key: Key, positions: dict[Key, tuple[int, int]], p
         return [_convert(item, (*key, i), positions, path) for i, item in enumerate(node.value)]
     # Scalars: let the safe constructor resolve ints, bools, nulls, floats.
     constructor = yaml.SafeLoader("")
-    return constructor.construct_object(node, deep=True)
+    try:
+        return constructor.construct_object(node, deep=True)
+    except yaml.MarkedYAMLError as error:  # an unknown tag such as ``!Ref``
+        line, col = _mark(node)
+        problem = (error.problem or "cannot construct this value").strip()
+        raise YamlError(path, line, col, f"{problem}; write a plain value", key=_dotted(key)) from error
+    except (ValueError, TypeError, OverflowError) as error:  # ``!!int abc``, ``2001-02-30``
+        line, col = _mark(node)
+        raise YamlError(
+            path, line, col, f"{node.value!r} is not a valid {node.tag.rsplit(':', 1)[-1]} ({error}); "
+            "quote it to make it a string", key=_dotted(key)
+        ) from error
 
 
 def load_yaml(path: Path | str, text: str | None = None) -> Located:
@@ -102,8 +113,15 @@ def load_yaml(path: Path | str, text: str | None = None) -> Located:
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         problem = (error.problem or str(error)).strip()
         raise YamlError(path, line, col, f"YAML syntax error: {problem}") from error
+    except yaml.reader.ReaderError as error:
+        # Not a MarkedYAMLError: it knows only a character offset, and its str() spans two
+        # lines, which would break the one-line ``path:line:col`` promise.
+        line = text.count("\n", 0, error.position) + 1
+        col = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
+        char = f"#x{error.character:04x}" if isinstance(error.character, int) else repr(error.character)
+        raise YamlError(path, line, col, f"YAML error: unacceptable character {char}; remove it") from error
     except yaml.YAMLError as error:
-        raise YamlError(path, 1, 1, f"YAML error: {error}") from error
+        raise YamlError(path, 1, 1, f"YAML error: {' '.join(str(error).split())}") from error
     if node is None:
         raise YamlError(path, 1, 1, "file is empty; write a mapping of keys")
     positions: dict[Key, tuple[int, int]] = {}
