@@ -63,7 +63,9 @@ class CaseResult:
         return self.verdict.passed
 
 
-def repro_command(scenario_path: Path, point_id: str, keep: str = "/tmp/crashmatrix-case", agent: str = "reference") -> str:
+def repro_command(
+    scenario_path: Path, point_id: str, keep: str = "/tmp/crashmatrix-case", agent: str = "reference"
+) -> str:
     parts = ["crashmatrix", "run", str(scenario_path)]
     if point_id != "clean":
         parts += ["--crash", point_id]
@@ -74,7 +76,12 @@ def repro_command(scenario_path: Path, point_id: str, keep: str = "/tmp/crashmat
 
 
 def enumerate_points(
-    scenario: Scenario, launcher: LifeLauncher, work_dir: Path, *, agent: str = "reference", deadline: float = 30.0
+    scenario: Scenario,
+    launcher: LifeLauncher,
+    work_dir: Path,
+    *,
+    agent: str = "reference",
+    deadline: float = 30.0,
 ) -> Enumeration:
     run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
     verdict = judge(run, scenario, None)
@@ -125,7 +132,13 @@ def run_recovery(
     seconds_points = [p for p in points_from_trace(first.trace, 2) if p.boundary != TORN_WRITE]
     for index, second in enumerate(seconds_points):
         run = run_case(
-            case_dir / f"second-{index}", scenario, launcher, agent=agent, point=point, second=second, deadline=deadline
+            case_dir / f"second-{index}",
+            scenario,
+            launcher,
+            agent=agent,
+            point=point,
+            second=second,
+            deadline=deadline,
         )
         lives += len(run.lives)
         verdict = judge(run, scenario, point, recovery=True, keeps_ledger=keeps_ledger, check_ledger=False)
@@ -157,7 +170,9 @@ def run_recovery(
     )
 
 
-def selected(points: Sequence[CrashPoint], scenario: Scenario, boundaries: Sequence[str] = ()) -> list[CrashPoint]:
+def selected(
+    points: Sequence[CrashPoint], scenario: Scenario, boundaries: Sequence[str] = ()
+) -> list[CrashPoint]:
     chosen = [p for p in points if scenario.covers(p)]
     if boundaries:
         chosen = [p for p in chosen if p.boundary in boundaries or p.id in boundaries]

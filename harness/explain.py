@@ -20,7 +20,9 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
             marker = "" if want is None else f"   (expected {want})"
             lines.append(f"{indent}ledger[{call}]: {' > '.join(seq) or '(none)'}{marker}")
         for call, outcome in observed.outcome.items():
-            lines.append(f"{indent}outcome[{call}]: {outcome}; code seen by the model: {observed.code.get(call)}")
+            lines.append(
+                f"{indent}outcome[{call}]: {outcome}; code seen by the model: {observed.code.get(call)}"
+            )
     for mismatch in verdict.mismatches:
         lines.append(f"{indent}MISMATCH {mismatch.describe()}")
     for violation in verdict.violations:
@@ -30,7 +32,8 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
 
 def explain(result: CaseResult, agent: str = "reference") -> str:
     scenario = result.scenario
-    head = f"{scenario.path.name}::{result.point_id} {result.verdict.status.upper()} (agent {agent}, {result.lives} lives)"
+    status = result.verdict.status.upper()
+    head = f"{scenario.path.name}::{result.point_id} {status} (agent {agent}, {result.lives} lives)"
     lines = [head]
     if result.sub_results:
         failed = [(sid, v) for sid, v in result.sub_results if not v.passed]

@@ -88,7 +88,7 @@ class LifeLauncher:
         method = "forkserver" if isolation == "fork" else "spawn"
         self._ctx: multiprocessing.context.BaseContext = multiprocessing.get_context(method)
         if method == "forkserver":
-            self._ctx.set_forkserver_preload([*PRELOAD, *preload])  # type: ignore[attr-defined]
+            self._ctx.set_forkserver_preload([*PRELOAD, *preload])
 
     def run(self, spec: LifeSpec, *, deadline: float) -> LifeRecord:
         started = time.monotonic()
@@ -142,11 +142,22 @@ def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
     """Faults that are not crashes, done after the crash and before the restart."""
     from mock_tools.world import World
 
+    requests = case_dir / "model_requests.jsonl"
+    before = len(requests.read_bytes().splitlines()) if requests.exists() else 0
+    # Requests sent before the session was edited by the harness cannot match the edited
+    # session; the judge checks only the ones after this mark.
+    (case_dir / "between_lives.json").write_text(json.dumps({"requests_before": before}))
     for step in scenario.between_lives:
         if "external_write" in step:
-            World(case_dir / "world").external_write(step["external_write"]["path"], step["external_write"]["content"])
+            World(case_dir / "world").external_write(
+                step["external_write"]["path"], step["external_write"]["content"]
+            )
         if "tamper_arguments" in step:
-            _tamper(session_path_of(case_dir), step["tamper_arguments"]["call"], step["tamper_arguments"]["arguments"])
+            _tamper(
+                session_path_of(case_dir),
+                step["tamper_arguments"]["call"],
+                step["tamper_arguments"]["arguments"],
+            )
 
 
 def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> None:
@@ -165,7 +176,8 @@ def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> None:
 
 
 def prepare_case(case_dir: Path, scenario: Scenario) -> None:
-    from mock_tools.world import FaultSpec, World
+    from mock_tools.faults import FaultSpec
+    from mock_tools.world import World
 
     if case_dir.exists():
         shutil.rmtree(case_dir)
@@ -199,12 +211,12 @@ def run_case(
     plan: list[CrashPoint | None] = [point, second] if second else [point]
     for index in range(1, max_lives + 1):
         crash = plan[index - 1] if index <= len(plan) else None
-        record = launcher.run(
-            LifeSpec(str(case_dir), scenario, agent, index, crash), deadline=deadline
-        )
+        record = launcher.run(LifeSpec(str(case_dir), scenario, agent, index, crash), deadline=deadline)
         if index > 1 and record.status == "not_reached":
             # The recovering life never passed the second point: it simply finished.
-            record = LifeRecord(record.life, record.crash, "exited", record.exitcode, record.seconds, "not reached")
+            record = LifeRecord(
+                record.life, record.crash, "exited", record.exitcode, record.seconds, "not reached"
+            )
         lives.append(record)
         if record.status in ("hung", "error", "died", "exited", "not_reached"):
             break
@@ -213,6 +225,7 @@ def run_case(
     trace = read_trace(case_dir)
     errors = {e["life"]: e["error"] for e in trace if e.get("event") == "error"}
     lives = [
-        LifeRecord(r.life, r.crash, r.status, r.exitcode, r.seconds, errors.get(r.life, r.error)) for r in lives
+        LifeRecord(r.life, r.crash, r.status, r.exitcode, r.seconds, errors.get(r.life, r.error))
+        for r in lives
     ]
     return CaseRun(case_dir, tuple(lives), trace)

@@ -146,11 +146,15 @@ def _compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Mism
     return mismatches, indeterminate
 
 
-def _requests(case_dir: Path) -> list[dict[str, Any]]:
+def _requests(case_dir: Path, scenario: Scenario) -> list[dict[str, Any]]:
     path = case_dir / "model_requests.jsonl"
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    requests = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    mark = case_dir / "between_lives.json"
+    if mark.exists() and any("tamper_arguments" in step for step in scenario.between_lives):
+        requests = requests[json.loads(mark.read_text())["requests_before"] :]
+    return requests
 
 
 def judge(
@@ -167,7 +171,9 @@ def judge(
         expected.pop("ledger", None)
     status = run.status
     if status == "not_reached":
-        return Verdict("not_reached", None, expected, problems=(f"{point.id if point else 'clean'}: never reached",))
+        return Verdict(
+            "not_reached", None, expected, problems=(f"{point.id if point else 'clean'}: never reached",)
+        )
     problems = [
         f"life {life.life} {life.status}" + (f": {life.error}" if life.error else "")
         for life in run.lives
@@ -186,7 +192,7 @@ def judge(
         entries=log.entries,
         offsets=log.offsets,
         events=events,
-        requests=_requests(run.case_dir),
+        requests=_requests(run.case_dir, scenario),
         turns=scenario.turns,
         contracts=scenario.contracts,
         has_ledger=keeps_ledger,

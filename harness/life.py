@@ -90,7 +90,13 @@ class Tracer:
         occurrence = self.seen[(boundary, tool_call_id, "")]
         _write_line(
             self.path,
-            {"life": self.life, "event": "boundary", "boundary": boundary, "call": tool_call_id, "occurrence": occurrence},
+            {
+                "life": self.life,
+                "event": "boundary",
+                "boundary": boundary,
+                "call": tool_call_id,
+                "occurrence": occurrence,
+            },
         )
         point = CrashPoint(boundary, tool_call_id, occurrence)
         if self.crash == point:

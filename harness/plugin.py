@@ -20,7 +20,14 @@ import pytest
 
 from .adapter import load_adapter
 from .boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
-from .cases import RECOVERY_FIRST, CaseResult, enumerate_points, repro_command, run_point, run_recovery, selected
+from .cases import (
+    RECOVERY_FIRST,
+    CaseResult,
+    enumerate_points,
+    run_point,
+    run_recovery,
+    selected,
+)
 from .errors import CrashmatrixError, YamlError
 from .injector import LifeLauncher
 from .scenario import Scenario, load_scenario
@@ -33,7 +40,9 @@ RESULTS_KEY = pytest.StashKey[list[CaseResult]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("crashmatrix", "crash-matrix scenarios")
-    group.addoption("--agent", default="reference", help="agent under test: reference (default) or module:factory")
+    group.addoption(
+        "--agent", default="reference", help="agent under test: reference (default) or module:factory"
+    )
     group.addoption(
         "--isolation",
         choices=("fork", "spawn"),
@@ -48,7 +57,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run only these boundaries or point ids (repeatable); clean always runs",
     )
     group.addoption("--no-recovery-crashes", action="store_true", help="skip depth-2 crashes during recovery")
-    group.addoption("--case-deadline", type=float, default=30.0, help="seconds one life may take before it is hung")
+    group.addoption(
+        "--case-deadline", type=float, default=30.0, help="seconds one life may take before it is hung"
+    )
     group.addoption("--keep-cases", default=None, metavar="DIR", help="keep every case directory under DIR")
 
 
@@ -68,7 +79,7 @@ def _is_scenario(file_path: Path) -> bool:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if _is_scenario(file_path):
-        return ScenarioFile.from_parent(parent, path=file_path)  # type: ignore[no-any-return]
+        return ScenarioFile.from_parent(parent, path=file_path)
     return None
 
 
@@ -76,7 +87,9 @@ def launcher_for(config: pytest.Config) -> LifeLauncher:
     if _LAUNCHER_KEY not in config.stash:
         agent = config.getoption("agent")
         module = agent.partition(":")[0] if ":" in agent else "reference_agent.adapter"
-        config.stash[_LAUNCHER_KEY] = LifeLauncher(config.getoption("isolation"), preload=[module, "mock_tools.toolbox"])
+        config.stash[_LAUNCHER_KEY] = LifeLauncher(
+            config.getoption("isolation"), preload=[module, "mock_tools.toolbox"]
+        )
     return config.stash[_LAUNCHER_KEY]
 
 
@@ -86,7 +99,9 @@ def work_dir(config: pytest.Config, *parts: str) -> Path:
         base = Path(keep)
     else:
         factory = getattr(config, "_tmp_path_factory", None)
-        base = factory.getbasetemp() / "crashmatrix" if factory else Path(tempfile.gettempdir()) / "crashmatrix"
+        base = (
+            factory.getbasetemp() / "crashmatrix" if factory else Path(tempfile.gettempdir()) / "crashmatrix"
+        )
     path = base.joinpath(*parts)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
@@ -131,7 +146,9 @@ class ScenarioFile(pytest.File):
         for point in points:
             if point.boundary not in adapter.boundaries and point.boundary != TORN_WRITE:
                 continue
-            yield CrashCase.from_parent(self, name=point.id, scenario=scenario, point=point, kind=point.boundary)
+            yield CrashCase.from_parent(
+                self, name=point.id, scenario=scenario, point=point, kind=point.boundary
+            )
         if scenario.recovery_crashes and not config.getoption("no_recovery_crashes"):
             for point in points:
                 if point.boundary in RECOVERY_FIRST and point.occurrence == 1:
@@ -139,7 +156,7 @@ class ScenarioFile(pytest.File):
                         self, name=f"recovery@{point.id}", scenario=scenario, point=point, kind="recovery"
                     )
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ScenarioError | CrashmatrixError):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo))
@@ -173,11 +190,23 @@ class CrashCase(pytest.Item):
         if self.kind == "recovery":
             assert self.point is not None
             result = run_recovery(
-                self.scenario, self.point, launcher, case_dir, agent=agent, keeps_ledger=adapter.keeps_ledger, deadline=deadline
+                self.scenario,
+                self.point,
+                launcher,
+                case_dir,
+                agent=agent,
+                keeps_ledger=adapter.keeps_ledger,
+                deadline=deadline,
             )
         else:
             result = run_point(
-                self.scenario, self.point, launcher, case_dir, agent=agent, keeps_ledger=adapter.keeps_ledger, deadline=deadline
+                self.scenario,
+                self.point,
+                launcher,
+                case_dir,
+                agent=agent,
+                keeps_ledger=adapter.keeps_ledger,
+                deadline=deadline,
             )
         self.result = result
         config.stash[RESULTS_KEY].append(result)
@@ -188,7 +217,7 @@ class CrashCase(pytest.Item):
         if not result.passed:
             raise CaseFailed(result)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CaseFailed):
             from .explain import explain
 

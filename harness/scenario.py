@@ -23,8 +23,8 @@ from .yamlfile import Key, Located, load_yaml, validate
 __all__ = [
     "EXPECTATION_FIELDS",
     "Scenario",
-    "load_scenario",
     "builtin_contracts_dir",
+    "load_scenario",
 ]
 
 EXPECTATION_FIELDS = ("outcome", "ledger", "code", "world")
@@ -116,9 +116,7 @@ def _calls_named(body: Mapping[str, Any]) -> set[str]:
 
 def _rule(raw: Mapping[str, Any], line: int) -> Rule:
     reply = raw["reply"]
-    calls = tuple(
-        (c["id"], c["name"], dict(c.get("arguments") or {})) for c in reply.get("tool_calls") or ()
-    )
+    calls = tuple((c["id"], c["name"], dict(c.get("arguments") or {})) for c in reply.get("tool_calls") or ())
     return Rule(When(**raw["when"]), Reply(content=reply.get("content", ""), tool_calls=calls), line)
 
 
@@ -126,7 +124,9 @@ def _known_key(key: str) -> bool:
     if key in SPECIAL_KEYS or key in BOUNDARIES or key == TORN_WRITE:
         return True
     match = _POINT_ID.match(key)
-    return bool(match) and (match["boundary"] in BOUNDARIES or match["boundary"] == TORN_WRITE)
+    if match is None:
+        return False
+    return match["boundary"] in BOUNDARIES or match["boundary"] == TORN_WRITE
 
 
 def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> None:
@@ -191,7 +191,7 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 "or a point id such as after_running[call_1]",
             )
         for name in ("outcome", "ledger", "code"):
-            for call_id in (data["expect"][key].get(name) or {}):
+            for call_id in data["expect"][key].get(name) or {}:
                 if call_id not in call_ids:
                     raise doc.error(
                         ("expect", key, name, call_id),
@@ -212,9 +212,7 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
         dirs.append(extra)
     contracts = load_contracts(p for d in dirs for p in sorted(d.glob("*.yaml")))
     _check_semantics(doc, contracts)
-    rules = tuple(
-        _rule(raw, doc.where(("model", i))[0]) for i, raw in enumerate(data["model"])
-    )
+    rules = tuple(_rule(raw, doc.where(("model", i))[0]) for i, raw in enumerate(data["model"]))
     tools = tuple(data["tools"])
     # The agent is given the scenario's tools plus the lookups their contracts reconcile
     # through: recovery must be able to call them even if the model never does.

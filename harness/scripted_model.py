@@ -61,9 +61,7 @@ class NoRuleMatched(LookupError):
     def __init__(self, latest: Mapping[str, Any]) -> None:
         self.latest = dict(latest)
         text = json.dumps(self.latest, ensure_ascii=False)[:300]
-        super().__init__(
-            f"no scripted-model rule matches the latest message {text}; add a rule for it"
-        )
+        super().__init__(f"no scripted-model rule matches the latest message {text}; add a rule for it")
 
 
 def _tool_name_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> str | None:
@@ -181,7 +179,5 @@ class ScriptedModel:
         try:
             reply = self.reply(messages)
         except NoRuleMatched as error:
-            return httpx.Response(
-                400, json={"error": {"message": str(error), "type": "crashmatrix_no_rule"}}
-            )
+            return httpx.Response(400, json={"error": {"message": str(error), "type": "crashmatrix_no_rule"}})
         return httpx.Response(200, json=chat_completion(reply, model=self.model, serial=len(self.requests)))

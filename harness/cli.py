@@ -1,0 +1,168 @@
+"""``crashmatrix`` command line: the only module that prints; library errors become one line
+and exit status 2 here, never a traceback.
+
+    crashmatrix run FILE [--crash POINT] [--keep DIR]   one case, or the file's whole matrix
+    crashmatrix points FILE                             the crash points a clean run records
+    crashmatrix validate FILE...                        check scenario / contract files
+    crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from .boundaries import CrashPoint
+from .errors import CrashmatrixError, InputError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crashmatrix", description="Crash-matrix evals for tool-running agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run one crash case, or a scenario's whole matrix")
+    run.add_argument("file", type=Path)
+    run.add_argument("--crash", help="point id (after_running[call_1]) or a boundary name (its first point)")
+    run.add_argument("--keep", type=Path, help="keep case directories here (session JSONL, world, trace)")
+    run.add_argument("--agent", default="reference")
+    run.add_argument("--isolation", choices=("fork", "spawn"), default="fork")
+    run.add_argument("--no-recovery-crashes", action="store_true")
+    points = sub.add_parser("points", help="list the crash points a clean run records")
+    points.add_argument("file", type=Path)
+    points.add_argument("--agent", default="reference")
+    validate = sub.add_parser("validate", help="check scenario and contract files")
+    validate.add_argument("files", type=Path, nargs="+")
+    mcp = sub.add_parser("import-mcp", help="write contracts from an MCP tools/list JSON result")
+    mcp.add_argument("tools", type=Path)
+    mcp.add_argument("--out", type=Path, required=True)
+    mcp.add_argument("--trust-annotations", action="store_true")
+    return parser
+
+
+def _resolve_point(spec: str, points: Sequence[CrashPoint]) -> CrashPoint:
+    for point in points:
+        if point.id == spec:
+            return point
+    for point in points:
+        if point.boundary == spec:
+            return point
+    known = ", ".join(p.id for p in points) or "none"
+    raise InputError(f"--crash {spec!r}: the clean run never reaches it; points: {known}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .adapter import load_adapter
+    from .cases import RECOVERY_FIRST, enumerate_points, run_point, run_recovery, selected
+    from .explain import explain
+    from .injector import LifeLauncher
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.file)
+    adapter = load_adapter(args.agent)
+    base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-"))
+    launcher = LifeLauncher(args.isolation, preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
+    if args.crash:
+        chosen: list[CrashPoint | None] = [_resolve_point(args.crash, enum.points)]
+    else:
+        chosen = [None, *selected(enum.points, scenario)]
+    results = []
+    for point in chosen:
+        name = point.id if point else "clean"
+        print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
+        result = run_point(
+            scenario, point, launcher, base / name, agent=args.agent, keeps_ledger=adapter.keeps_ledger
+        )
+        print(result.verdict.status)
+        results.append(result)
+    if not args.crash and scenario.recovery_crashes and not args.no_recovery_crashes:
+        for point in [p for p in enum.points if p.boundary in RECOVERY_FIRST and p.occurrence == 1]:
+            name = f"recovery@{point.id}"
+            print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
+            result = run_recovery(
+                scenario, point, launcher, base / name, agent=args.agent, keeps_ledger=adapter.keeps_ledger
+            )
+            print(result.verdict.status)
+            results.append(result)
+    failed = [r for r in results if not r.passed]
+    for result in failed:
+        print()
+        print(explain(result, args.agent))
+    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed; case directories under {base}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _points(args: argparse.Namespace) -> int:
+    from .cases import enumerate_points
+    from .injector import LifeLauncher
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.file)
+    launcher = LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-") as tmp:
+        enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)
+    for point in enum.points:
+        print(point.id)
+    return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .contracts import load_contract
+    from .scenario import load_scenario
+
+    bad = 0
+    for path in args.files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if "\nturns:" in f"\n{text}" or "\nmodel:" in f"\n{text}":
+                load_scenario(path)
+            else:
+                load_contract(path)
+            print(f"{path}: ok")
+        except CrashmatrixError as error:
+            print(error)
+            bad += 1
+    return EXIT_USAGE if bad else EXIT_OK
+
+
+def _import_mcp(args: argparse.Namespace) -> int:
+    from .mcp_import import contract_to_yaml, contracts_from_mcp
+
+    try:
+        raw = json.loads(args.tools.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise InputError(f"{args.tools}: cannot read a JSON tools list ({error})") from error
+    tools = raw.get("tools", raw) if isinstance(raw, dict) else raw
+    contracts = contracts_from_mcp(tools, trust_annotations=args.trust_annotations, source=str(args.tools))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for contract in contracts:
+        target = args.out / f"{contract.name}.yaml"
+        target.write_text(contract_to_yaml(contract), encoding="utf-8")
+        print(f"{target}: {contract.idempotency}/{contract.replay_policy} ({contract.reason})")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handlers = {"run": _run, "points": _points, "validate": _validate, "import-mcp": _import_mcp}
+    try:
+        return handlers[args.command](args)
+    except CrashmatrixError as error:
+        print(f"crashmatrix: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("crashmatrix: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
