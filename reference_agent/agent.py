@@ -39,7 +39,7 @@ from harness.ledger import (
 )
 from harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
 from harness.session import AppendHook, SessionWriter, prompt_view, read_session
-from harness.tooling import Observation, ToolContext, Toolbox
+from harness.tooling import Observation, Toolbox, ToolContext
 
 from .approval import Approver
 from .model import ChatModel
@@ -139,9 +139,7 @@ class Agent:
         return self.contracts.get(name) or default_contract(name)
 
     def make_key(self, call: ToolCall, turn: int, args_sha: str) -> str:
-        return idempotency_key(
-            session_id=self.session_id, turn=turn, tool_call=call, args_sha256=args_sha
-        )
+        return idempotency_key(session_id=self.session_id, turn=turn, tool_call=call, args_sha256=args_sha)
 
     def call_state(self, call: ToolCall, turn: int) -> CallState:
         arguments = call.parsed_arguments()
@@ -156,9 +154,7 @@ class Agent:
         return [c.tool_schema() for c in self.contracts.values()]
 
     def turns_started(self) -> int:
-        return sum(
-            1 for e in self.entries if isinstance(e, MessageEntry) and e.message.role == "user"
-        )
+        return sum(1 for e in self.entries if isinstance(e, MessageEntry) and e.message.role == "user")
 
     # ------------------------------------------------------------------ the loop
     def run_turn(self, text: str) -> str:
@@ -495,7 +491,12 @@ class Agent:
         # retry safe even if that conclusion were wrong: the service deduplicates by it.
         eid = self.new_id()
         self.append_state(
-            state, eid, "approved", previous=None, idempotency=state.contract.idempotency, purpose="retry_with_key"
+            state,
+            eid,
+            "approved",
+            previous=None,
+            idempotency=state.contract.idempotency,
+            purpose="retry_with_key",
         )
         self.hook("after_approved", state.call.id)
         return self.execute(state, eid, recovery="reconciled")

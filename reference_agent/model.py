@@ -22,9 +22,7 @@ __all__ = ["ChatModel", "ModelSettings", "OpenAIChatModel", "make_openai_client"
 
 
 class ChatModel(Protocol):
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
-    ) -> Message:
+    def complete(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> Message:
         """Return the next assistant message for this conversation."""
         ...
 
@@ -67,9 +65,7 @@ class OpenAIChatModel:
         self._client = client
         self._model = model
 
-    def complete(
-        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
-    ) -> Message:
+    def complete(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> Message:
         kwargs: dict[str, Any] = {"model": self._model, "messages": list(messages)}
         if tools:
             kwargs["tools"] = list(tools)
