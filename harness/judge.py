@@ -185,8 +185,6 @@ def judge(
         return Verdict("failed", None, expected, problems=(*problems, str(error)))
     world, events = _world_view(run.case_dir)
     observed = observe(log, world)
-    if status in ("hung", "error", "died"):
-        return Verdict("hung" if status == "hung" else "error", observed, expected, problems=tuple(problems))
     mismatches, indeterminate = _compare(expected, observed)
     evidence = Evidence(
         entries=log.entries,
@@ -197,12 +195,16 @@ def judge(
         contracts=scenario.contracts,
         has_ledger=keeps_ledger,
     )
+    # Invariants run even when a life hung or failed: the evidence often says why.
     violations = check_all(evidence)
     ok = not mismatches and not violations and status == "ok"
-    if status != "ok":
+    if status not in ("ok", "hung", "error", "died"):
         problems.append(f"the case did not finish: {status}")
+    verdict_status = {"hung": "hung", "error": "error", "died": "error"}.get(
+        status, "passed" if ok else "failed"
+    )
     return Verdict(
-        "passed" if ok else "failed",
+        verdict_status,
         observed,
         expected,
         tuple(mismatches),

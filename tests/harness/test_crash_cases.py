@@ -1,0 +1,219 @@
+"""Crash cases through real processes: forked lives, SIGKILL, restart, judge.
+
+These are the slow tests (each case forks two or three lives); they prove the injector and
+the judge against the reference agent and against deliberately broken agents.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.boundaries import CrashPoint
+from harness.cases import run_point
+from harness.injector import LifeLauncher, run_case
+from harness.judge import judge
+from harness.life import session_path_of
+from harness.scenario import Scenario, load_scenario
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED_SCENARIO = ROOT / "scenarios" / "write_file" / "write_file_recovery.yaml"
+
+EMAIL_SCENARIO = """
+name: email_once
+tools: [send_email]
+turns: ["Send the invoice to ada@example.com"]
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - id: call_mail
+          name: send_email
+          arguments: {to: ada@example.com, subject: Invoice, body: "Attached."}
+  - when: {tool: send_email}
+    reply: {content: "Handled."}
+"""
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[LifeLauncher]:
+    yield LifeLauncher(
+        "fork", preload=["reference_agent.adapter", "reference_agent.mutants", "mock_tools.toolbox"]
+    )
+
+
+@pytest.fixture
+def email_scenario(tmp_path: Path) -> Scenario:
+    path = tmp_path / "email_once.yaml"
+    path.write_text(EMAIL_SCENARIO, encoding="utf-8")
+    return load_scenario(path)
+
+
+def _shape(session: Path) -> list[str]:
+    shape = []
+    for line in session.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["type"] == "message":
+            shape.append(f"message/{record['message']['role']}")
+        else:
+            shape.append(f"ledger/{record['status']}")
+    return shape
+
+
+def test_crash_after_running_reproduces_seed_000_twelve_record_recovery(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    scenario = load_scenario(SEED_SCENARIO)
+    run = run_case(
+        tmp_path / "case", scenario, launcher, point=CrashPoint("after_running", "call_recovery_demo")
+    )
+    assert [life.status for life in run.lives] == ["crashed", "exited"]
+    session = session_path_of(run.case_dir)
+    assert _shape(session) == [
+        "message/user",
+        "message/assistant",
+        "ledger/approved",
+        "ledger/running",
+        "ledger/unknown",
+        "ledger/approved",
+        "ledger/running",
+        "ledger/succeeded",
+        "message/tool",
+        "message/assistant",
+        "message/tool",
+        "message/assistant",
+    ]
+    records = [json.loads(line) for line in session.read_text(encoding="utf-8").splitlines()]
+    old, new = records[2]["execution_id"], records[5]["execution_id"]
+    assert old != new
+    assert records[4]["execution_id"] == old and records[7]["execution_id"] == new
+    assert {r["tool_call_id"] for r in records[2:8]} == {"call_recovery_demo"}
+    assert len({r["idempotency_key"] for r in records[2:8]}) == 1
+    assert json.loads(records[8]["message"]["content"])["execution_id"] == new
+    assert judge(run, scenario, CrashPoint("after_running", "call_recovery_demo")).passed
+
+
+def test_the_crash_is_a_real_sigkill_of_the_agent_process(launcher: LifeLauncher, tmp_path: Path) -> None:
+    scenario = load_scenario(SEED_SCENARIO)
+    run = run_case(
+        tmp_path / "case", scenario, launcher, point=CrashPoint("after_side_effect", "call_recovery_demo")
+    )
+    first = run.lives[0]
+    assert first.exitcode == -signal.SIGKILL
+    starts = [e for e in run.trace if e["event"] == "start"]
+    crash = [e for e in run.trace if e["event"] == "crash"]
+    assert crash == [{"life": 1, "event": "crash", "point": "after_side_effect[call_recovery_demo]"}]
+    # No code ran in life 1 after the kill: its last trace line is the crash itself.
+    assert [e for e in run.trace if e["life"] == 1][-1]["event"] == "crash"
+    assert len({e["pid"] for e in starts}) == 2
+    for event in starts:
+        with pytest.raises(ProcessLookupError):
+            os.kill(event["pid"], 0)
+
+
+def test_torn_write_leaves_a_partial_line_that_recovery_sets_aside(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    scenario = load_scenario(SEED_SCENARIO)
+    point = CrashPoint("torn_write", "call_recovery_demo", 1, "running")
+    result = run_point(scenario, point, launcher, tmp_path / "case")
+    assert result.passed, result.verdict
+    torn = list(session_path_of(result.case_dir).parent.glob("*.torn-*"))
+    assert len(torn) == 1
+    fragment = torn[0].read_bytes()
+    assert b'"status":"running"'[:8] in fragment or fragment.startswith(b'{"type":"tool_execution"')
+    assert not fragment.endswith(b"\n")
+
+
+def test_a_clean_case_is_judged_passed_with_every_invariant(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    result = run_point(email_scenario, None, launcher, tmp_path / "case")
+    assert result.passed
+    assert result.verdict.observed is not None
+    assert result.verdict.observed.world["emails"] == 1
+
+
+# ---------------------------------------------------------------- teeth: broken agents are caught
+
+
+def _violations(result: object) -> set[str]:
+    verdict = result.verdict  # type: ignore[attr-defined]
+    return {v.invariant for v in verdict.violations}
+
+
+def test_blind_retry_of_a_sent_email_is_caught_as_a_double_side_effect(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    point = CrashPoint("after_side_effect", "call_mail")
+    good = run_point(email_scenario, point, launcher, tmp_path / "good")
+    assert good.passed and good.verdict.observed is not None
+    assert good.verdict.observed.world["emails"] == 1
+    bad = run_point(
+        email_scenario, point, launcher, tmp_path / "bad", agent="reference_agent.mutants:blind_retry"
+    )
+    assert not bad.passed
+    assert bad.verdict.observed is not None and bad.verdict.observed.world["emails"] == 2
+    assert "non_idempotent_at_most_once" in _violations(bad)
+
+
+def test_running_written_after_the_side_effect_is_caught(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    bad = run_point(
+        email_scenario,
+        None,
+        launcher,
+        tmp_path / "bad",
+        agent="reference_agent.mutants:running_after_side_effect",
+    )
+    assert "running_before_side_effect" in _violations(bad)
+
+
+def test_ledger_records_in_the_prompt_are_caught(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    bad = run_point(
+        email_scenario, None, launcher, tmp_path / "bad", agent="reference_agent.mutants:ledger_in_prompt"
+    )
+    assert "no_ledger_in_prompt" in _violations(bad)
+
+
+def test_recovery_that_appends_a_user_message_is_caught(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    point = CrashPoint("after_tool_result", "call_mail")
+    bad = run_point(
+        email_scenario,
+        point,
+        launcher,
+        tmp_path / "bad",
+        agent="reference_agent.mutants:recovery_appends_user",
+    )
+    assert "no_user_message_from_recovery" in _violations(bad)
+
+
+def test_an_agent_that_hangs_is_killed_at_its_deadline_and_reported_hung(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    point = CrashPoint("torn_write", "call_mail", 1, "running")
+    bad = run_point(
+        email_scenario,
+        point,
+        launcher,
+        tmp_path / "bad",
+        agent="reference_agent.mutants:torn_tail_blocks_forever",
+        deadline=3.0,
+    )
+    assert bad.verdict.status == "hung"
+    starts = [json.loads(line) for line in (bad.case_dir / "trace.jsonl").read_text().splitlines()]
+    for event in (e for e in starts if e["event"] == "start"):
+        with pytest.raises(ProcessLookupError):
+            os.kill(event["pid"], 0)
