@@ -19,6 +19,7 @@ harness has teeth) can override exactly one behaviour.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable, Mapping
@@ -294,6 +295,12 @@ class Agent:
         done: list[tuple[str, str]] = []
         for pending in pending_tool_calls(self.entries):
             state = self.call_state(pending.call, pending.site.turn)
+            recorded = next((h[0].idempotency_key for _, h in pending.executions if h[0].idempotency_key), "")
+            if recorded:
+                # The key the first attempt used is what the service knows; a key derived
+                # again (by another version of this agent, or another recipe) would not
+                # deduplicate against it.
+                state = dataclasses.replace(state, idempotency_key=recorded)
             decision = decide(pending, state.contract, state.arguments_sha256)
             self.apply(decision, state, pending)
             done.append((pending.call.id, decision.action))

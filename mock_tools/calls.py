@@ -1,0 +1,52 @@
+"""One tool call as the mock tools see it, and the Observations they commonly return."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from harness.contracts import ToolContract
+from harness.errors import SandboxViolation
+from harness.tooling import Observation, ToolContext
+
+from .world import World
+
+__all__ = ["Call", "Handler", "invalid", "refused", "tool_error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Everything a tool implementation needs: the world, HTTP, the call and its contract."""
+
+    world: World
+    http: httpx.Client
+    name: str
+    arguments: Mapping[str, Any]
+    ctx: ToolContext
+    contract: ToolContract
+
+    def event_ids(self) -> dict[str, str]:
+        """The identities every event of this call carries (seed 000's three IDs)."""
+        return {
+            "tool_call_id": self.ctx.tool_call_id,
+            "execution_id": self.ctx.execution_id,
+            "idempotency_key": self.ctx.idempotency_key,
+        }
+
+
+Handler = Callable[[Call], Observation]
+
+
+def refused(error: SandboxViolation) -> Observation:
+    return Observation(ok=False, code="PERMISSION_DENIED", content=f"{error}; nothing was done")
+
+
+def invalid(message: str) -> Observation:
+    return Observation(ok=False, code="INVALID_ARGUMENTS", content=message)
+
+
+def tool_error(message: str) -> Observation:
+    return Observation(ok=False, code="TOOL_ERROR", content=message)

@@ -1,0 +1,67 @@
+"""Durable file primitives the world and the file tools share.
+
+``atomic_write`` is the full-replace write seed 000 relies on for ``write_file``'s natural
+idempotency: a reader (or a crash) sees the old content or the new content, never a mix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from harness.session import fsync_directory
+
+__all__ = ["append_durably", "atomic_write", "sha256_bytes", "sha256_of_file", "sha256_text"]
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return sha256_bytes(text.encode("utf-8"))
+
+
+def sha256_of_file(path: Path) -> str | None:
+    """The content hash, or None when the file does not exist (seed 004's null base)."""
+    try:
+        return sha256_bytes(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename, fsync dir.
+
+    The temp file must live in the target's directory because ``os.replace`` is only atomic
+    within one filesystem; the directory fsync makes the rename itself survive power loss.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        # Leave no temp file behind: a stray file would show up in the world snapshot.
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def append_durably(path: Path, data: bytes) -> None:
+    """Append with O_APPEND and fsync: what ``echo x >> file`` does, made durable."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_directory(path.parent)

@@ -1,0 +1,98 @@
+"""The client side of the order API: ``create_order``, ``create_order_unkeyed``,
+``get_order_by_idempotency_key``.
+
+These tools do not consume faults themselves: the service does (``order_api``), because a
+lost response is something that happens on the wire, after the service committed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from harness.tooling import Observation
+
+from .calls import Call, tool_error
+from .faults import lost_response_observation
+from .order_api import BASE_URL
+
+__all__ = ["create_order", "create_order_unkeyed", "get_order_by_idempotency_key"]
+
+
+def _headers(call: Call) -> dict[str, str]:
+    return {
+        "X-Tool-Name": call.name,
+        "X-Tool-Call-Id": call.ctx.tool_call_id,
+        "X-Execution-Id": call.ctx.execution_id,
+    }
+
+
+def _error_message(response: httpx.Response) -> str:
+    try:
+        body: Any = response.json()
+        return str(body["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200]
+
+
+def _post_order(call: Call, *, keyed: bool) -> Observation:
+    headers = _headers(call)
+    if keyed:
+        # The key comes from the runtime (seed 004: never from the model), so a retry of the
+        # same business action carries the same key and the service can deduplicate it.
+        headers["Idempotency-Key"] = call.ctx.idempotency_key
+    try:
+        response = call.http.post(f"{BASE_URL}/orders", json=dict(call.arguments), headers=headers)
+    except httpx.ConnectTimeout:
+        return Observation(
+            ok=False,
+            code="TIMEOUT",
+            retryable=True,
+            content=(
+                f"{call.name}: the connection timed out before the request was sent; "
+                "no order was created. Retrying is safe."
+            ),
+        )
+    except httpx.TransportError:
+        # ReadTimeout and anything else after the request left: the order may exist.
+        return lost_response_observation(call.name, call.contract, side_effecting=True)
+    status = response.status_code
+    if status in (200, 201):
+        replayed = response.headers.get("Idempotent-Replayed") == "true"
+        return Observation(ok=True, data={"order": response.json(), "replayed": replayed})
+    message = _error_message(response)
+    if status == 422:
+        return Observation(ok=False, code="ARGUMENTS_MISMATCH", content=f"{call.name}: {message}")
+    if status == 409:
+        return Observation(ok=False, code="CONFLICT", retryable=True, content=f"{call.name}: {message}")
+    if status == 403:
+        return Observation(ok=False, code="PERMISSION_DENIED", content=f"{call.name}: {message}")
+    return tool_error(f"{call.name}: the order service answered {status}: {message}")
+
+
+def create_order(call: Call) -> Observation:
+    return _post_order(call, keyed=True)
+
+
+def create_order_unkeyed(call: Call) -> Observation:
+    return _post_order(call, keyed=False)
+
+
+def get_order_by_idempotency_key(call: Call) -> Observation:
+    key = str(call.arguments["idempotency_key"])
+    try:
+        response = call.http.get(
+            f"{BASE_URL}/orders", params={"idempotency_key": key}, headers=_headers(call)
+        )
+    except httpx.TransportError:
+        return lost_response_observation(call.name, call.contract, side_effecting=False)
+    if response.status_code == 200:
+        return Observation(ok=True, data={"found": True, "order": response.json()})
+    if response.status_code == 404:
+        return Observation(ok=True, data={"found": False, "order": None})
+    if response.status_code == 403:
+        return Observation(
+            ok=False, code="PERMISSION_DENIED", content=f"{call.name}: {_error_message(response)}"
+        )
+    return tool_error(f"{call.name}: the order service answered {response.status_code}")

@@ -1,0 +1,172 @@
+"""``MockToolbox``: the mock tools behind ``harness.tooling.Toolbox``.
+
+Dispatch order for a call: the contract must exist (else UNKNOWN_TOOL); the arguments must
+fit its ``parameters`` schema (else INVALID_ARGUMENTS, before anything else: a request that
+fails validation never reaches a service, so it must not consume a fault); then an armed
+fault may fire; then the tool runs. A contract with ``mock:`` runs generically
+(``generic.py``), whatever its name; otherwise the tool name picks a built-in.
+
+``execute`` never raises for a tool-level failure; a failure after a side-effecting tool
+may have committed (an OS or SQLite error mid-way) is reported as SIDE_EFFECT_UNCERTAIN,
+because that is what the caller knows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+import jsonschema
+
+from harness.contracts import ToolContract
+from harness.tooling import Observation, PreconditionVerdict, ToolContext
+
+from .calls import Call, Handler, invalid
+from .commands import READ_ONLY_KINDS, command_kind, run_command
+from .faults import fault_observation, lost_response_observation
+from .file_tools import check_write, list_files, plan_write, read_file, write_file
+from .generic import run_generic
+from .order_tools import create_order, create_order_unkeyed, get_order_by_idempotency_key
+from .outbox import list_sent_emails, send_email
+from .world import World
+
+__all__ = ["BUILTIN_TOOLS", "MockToolbox"]
+
+BUILTIN_TOOLS: Mapping[str, Handler] = {
+    "read_file": read_file,
+    "list_files": list_files,
+    "write_file": write_file,
+    "create_order": create_order,
+    "create_order_unkeyed": create_order_unkeyed,
+    "get_order_by_idempotency_key": get_order_by_idempotency_key,
+    "send_email": send_email,
+    "list_sent_emails": list_sent_emails,
+    "run_command": run_command,
+}
+_READ_ONLY_BUILTINS = frozenset(
+    {"read_file", "list_files", "get_order_by_idempotency_key", "list_sent_emails"}
+)
+# These talk to the order API, which consumes faults on the service side (order_api.py).
+_SERVICE_FAULTS = frozenset({"create_order", "create_order_unkeyed", "get_order_by_idempotency_key"})
+# String arguments each built-in reads, whatever its contract's schema says.
+_REQUIRED_STRINGS: Mapping[str, tuple[str, ...]] = {
+    "read_file": ("path",),
+    "get_order_by_idempotency_key": ("idempotency_key",),
+    "send_email": ("to", "subject", "body"),
+    "run_command": ("command",),
+}
+
+
+class MockToolbox:
+    """The tools of ``contracts`` acting on ``world``; HTTP tools use ``http`` (respx-mocked)."""
+
+    def __init__(self, world: World, contracts: Mapping[str, ToolContract], http: httpx.Client) -> None:
+        self.world = world
+        self.contracts = dict(contracts)
+        self.http = http
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+
+    # -- Toolbox protocol -------------------------------------------------------------------
+
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Observation:
+        contract = self.contracts.get(name)
+        if contract is None:
+            return Observation(
+                ok=False,
+                code="UNKNOWN_TOOL",
+                content=f"there is no tool named {name!r}; available: {', '.join(sorted(self.contracts))}",
+            )
+        handler = self._handler(contract)
+        if handler is None:
+            return Observation(
+                ok=False, code="UNKNOWN_TOOL", content=f"tool {name!r} has a contract but no mock behaviour"
+            )
+        problem = self._check_arguments(contract, arguments)
+        if problem:
+            return invalid(f"{name}: {problem}")
+        call = Call(self.world, self.http, name, dict(arguments), ctx, contract)
+        side_effecting = self._side_effecting(contract, arguments)
+        fault: str | None = None
+        if name not in _SERVICE_FAULTS or contract.mock is not None:
+            fault = self.world.take_fault(name, ctx.tool_call_id, execution_id=ctx.execution_id)
+        if fault in ("timeout_before", "permission_denied"):
+            return fault_observation(fault, name)
+        try:
+            observation = handler(call)
+        except (OSError, sqlite3.Error) as error:
+            if not side_effecting:
+                return Observation(ok=False, code="TOOL_ERROR", retryable=True, content=f"{name}: {error}")
+            lost = lost_response_observation(name, contract, side_effecting=True)
+            return Observation(
+                ok=False,
+                code=lost.code,
+                uncertain=True,
+                content=f"{name} failed part-way ({error}). {lost.content}",
+            )
+        if fault == "response_lost":
+            return lost_response_observation(name, contract, side_effecting=side_effecting)
+        return observation
+
+    def plan(self, name: str, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        contract = self.contracts.get(name)
+        if contract is None or self._handler(contract) is not write_file:
+            return {}
+        path = arguments.get(contract.path_argument)
+        content = arguments.get(contract.content_argument)
+        if not isinstance(path, str) or not isinstance(content, str):
+            return {}
+        return plan_write(self.world, path, content)
+
+    def check_precondition(
+        self, name: str, arguments: Mapping[str, Any], plan: Mapping[str, Any]
+    ) -> PreconditionVerdict:
+        contract = self.contracts.get(name)
+        if contract is None or self._handler(contract) is not write_file:
+            # No check exists, so nothing proves a replay safe: the cautious verdict.
+            return PreconditionVerdict("conflict", None, reason=f"tool {name!r} has no precondition check")
+        path = arguments.get(contract.path_argument)
+        content = arguments.get(contract.content_argument)
+        return check_write(
+            self.world,
+            plan,
+            path=path if isinstance(path, str) else None,
+            content=content if isinstance(content, str) else None,
+        )
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _handler(self, contract: ToolContract) -> Handler | None:
+        spec = contract.mock
+        if spec is not None:
+            return lambda call: run_generic(call, spec)
+        return BUILTIN_TOOLS.get(contract.name)
+
+    def _side_effecting(self, contract: ToolContract, arguments: Mapping[str, Any]) -> bool:
+        if contract.mock is not None:
+            return contract.mock.kind == "record_row"
+        if contract.name == "run_command":
+            return command_kind(str(arguments.get("command", ""))) not in READ_ONLY_KINDS
+        return contract.name not in _READ_ONLY_BUILTINS
+
+    def _check_arguments(self, contract: ToolContract, arguments: object) -> str | None:
+        # ``object``: a model may send anything, whatever the Protocol promises.
+        if not isinstance(arguments, Mapping):
+            return f"arguments must be a JSON object, not {type(arguments).__name__}"
+        if contract.parameters:
+            validator = self._validators.get(contract.name)
+            if validator is None:
+                validator = jsonschema.Draft202012Validator(dict(contract.parameters))
+                self._validators[contract.name] = validator
+            error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path) or "arguments"
+                return f"{where}: {error.message}"
+        required = _REQUIRED_STRINGS.get(contract.name, ())
+        if contract.mock is None and contract.name == "write_file":
+            required = (contract.path_argument, contract.content_argument)
+        for key in required:
+            if not isinstance(arguments.get(key), str):
+                return f"argument {key!r} (a string) is required"
+        return None
