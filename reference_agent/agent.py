@@ -345,7 +345,11 @@ class Agent:
             if latest is not None and latest.status in ("approved", "planned"):
                 # Approved for other arguments and never started: close it, it will not run.
                 self.append_state(
-                    state, latest.execution_id, "rejected", previous=latest.status, reason="arguments_mismatch"
+                    state,
+                    latest.execution_id,
+                    "rejected",
+                    previous=latest.status,
+                    reason="arguments_mismatch",
                 )
             self.publish(state, self.conflict(state, decision.reason))
         elif action == "reask":
