@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
-from .boundaries import BOUNDARIES, BoundaryHook
+from .boundaries import BoundaryHook
 from .errors import InputError
 from .session import AppendHook
 
@@ -80,6 +80,3 @@ def load_adapter(spec: str, **options: Any) -> AgentAdapter:
         raise InputError(f"--agent={spec!r}: {module_name} has no attribute {attr!r}")
     adapter: AgentAdapter = factory(**options)
     return adapter
-
-
-DEFAULT_BOUNDARIES = BOUNDARIES

@@ -42,7 +42,6 @@ BOUNDARIES = (
     "after_tool_result",
 )
 TORN_WRITE = "torn_write"
-RECOVERY_PREFIX = "recovery:"
 
 
 class BoundaryHook(Protocol):

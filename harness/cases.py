@@ -66,7 +66,11 @@ class CaseResult:
 def repro_command(
     scenario_path: Path, point_id: str, keep: str = "/tmp/crashmatrix-case", agent: str = "reference"
 ) -> str:
-    parts = ["crashmatrix", "run", str(scenario_path)]
+    try:  # relative to where the user stands, when it can be: shorter to read and to paste
+        shown = str(scenario_path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(scenario_path)
+    parts = ["crashmatrix", "run", shown]
     if point_id != "clean":
         parts += ["--crash", point_id]
     if agent != "reference":

@@ -139,40 +139,56 @@ def points_from_trace(trace: Sequence[dict[str, Any]], life: int = 1) -> list[Cr
 
 
 def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
-    """Faults that are not crashes, done after the crash and before the restart."""
+    """Faults that are not crashes, done after the crash and before the restart.
+
+    What the judge needs to read the edited evidence is kept in ``between_lives.json``:
+    how many model requests came before the edit (they cannot match the edited session)
+    and, for each rewritten session line, where it starts and how many bytes it grew by,
+    with the last world event seq before the edit (those events' ``session_bytes`` are in
+    the file's old coordinates)."""
+    if not scenario.between_lives:
+        return
     from mock_tools.world import World
 
+    world = World(case_dir / "world")
     requests = case_dir / "model_requests.jsonl"
-    before = len(requests.read_bytes().splitlines()) if requests.exists() else 0
-    # Requests sent before the session was edited by the harness cannot match the edited
-    # session; the judge checks only the ones after this mark.
-    (case_dir / "between_lives.json").write_text(json.dumps({"requests_before": before}))
+    mark: dict[str, Any] = {
+        "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
+        "events_before": max((event.seq for event in world.events()), default=0),
+        "shifts": [],
+    }
     for step in scenario.between_lives:
         if "external_write" in step:
-            World(case_dir / "world").external_write(
-                step["external_write"]["path"], step["external_write"]["content"]
-            )
+            world.external_write(step["external_write"]["path"], step["external_write"]["content"])
         if "tamper_arguments" in step:
-            _tamper(
-                session_path_of(case_dir),
-                step["tamper_arguments"]["call"],
-                step["tamper_arguments"]["arguments"],
-            )
+            tamper = step["tamper_arguments"]
+            mark["shifts"] += _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
+    (case_dir / "between_lives.json").write_text(json.dumps(mark))
 
 
-def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> None:
-    """Someone edits the saved tool call's arguments (the harness, not the agent, does this)."""
+def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tuple[int, int]]:
+    """Someone edits the saved tool call's arguments (the harness, not the agent, does this).
+
+    Returns (offset where the line ended before the edit, bytes added) for each line changed."""
     lines = session.read_bytes().split(b"\n")
+    shifts: list[tuple[int, int]] = []
+    offset = 0
     for index, line in enumerate(lines):
-        if not line:
-            continue
-        record = json.loads(line)
+        end = offset + len(line) + 1
+        try:
+            record = json.loads(line) if line else {}
+        except ValueError:
+            record = {}  # a torn final line: not ours to edit
         message = record.get("message") or {}
         for call in message.get("tool_calls") or ():
             if call.get("id") == call_id:
                 call["function"]["arguments"] = json.dumps(arguments, ensure_ascii=False)
-                lines[index] = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+                edited = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+                shifts.append((end, len(edited) - len(line)))
+                lines[index] = edited
+        offset = end
     session.write_bytes(b"\n".join(lines))
+    return shifts
 
 
 def prepare_case(case_dir: Path, scenario: Scenario) -> None:

@@ -7,8 +7,9 @@ request log), never the agent's memory: that is all a restarted agent has too.
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -146,15 +147,35 @@ def _compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Mism
     return mismatches, indeterminate
 
 
-def _requests(case_dir: Path, scenario: Scenario) -> list[dict[str, Any]]:
+def _between_lives(case_dir: Path) -> dict[str, Any]:
+    path = case_dir / "between_lives.json"
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def _requests(case_dir: Path, mark: Mapping[str, Any]) -> list[dict[str, Any]]:
     path = case_dir / "model_requests.jsonl"
     if not path.exists():
         return []
     requests = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    mark = case_dir / "between_lives.json"
-    if mark.exists() and any("tamper_arguments" in step for step in scenario.between_lives):
-        requests = requests[json.loads(mark.read_text())["requests_before"] :]
+    if mark.get("shifts"):
+        # Sent before the harness edited the session: they cannot match the edited file.
+        requests = requests[mark["requests_before"] :]
     return requests
+
+
+def _in_edited_coordinates(events: list[Any], mark: Mapping[str, Any]) -> list[Any]:
+    """Translate ``session_bytes`` of events recorded before the harness edited the session
+    into the edited file's offsets, so "running was on disk first" is judged truthfully."""
+    shifts = mark.get("shifts") or []
+    if not shifts:
+        return events
+    out = []
+    for event in events:
+        if event.seq <= mark["events_before"]:
+            grown = sum(delta for end, delta in shifts if event.session_bytes >= end)
+            event = dataclasses.replace(event, session_bytes=event.session_bytes + grown)
+        out.append(event)
+    return out
 
 
 def judge(
@@ -184,13 +205,15 @@ def judge(
     except SessionCorruption as error:
         return Verdict("failed", None, expected, problems=(*problems, str(error)))
     world, events = _world_view(run.case_dir)
+    mark = _between_lives(run.case_dir)
+    events = _in_edited_coordinates(events, mark)
     observed = observe(log, world)
     mismatches, indeterminate = _compare(expected, observed)
     evidence = Evidence(
         entries=log.entries,
         offsets=log.offsets,
         events=events,
-        requests=_requests(run.case_dir, scenario),
+        requests=_requests(run.case_dir, mark),
         turns=scenario.turns,
         contracts=scenario.contracts,
         has_ledger=keeps_ledger,
@@ -212,11 +235,3 @@ def judge(
         tuple(problems),
         indeterminate and ok,
     )
-
-
-def summarize_ledger(observed: Observed) -> str:
-    return "; ".join(f"{call}: {' > '.join(seq)}" for call, seq in observed.ledger.items())
-
-
-def expected_ledger(expected: Mapping[str, Any]) -> Sequence[Any]:
-    return list((expected.get("ledger") or {}).items())

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,6 @@ __all__ = [
     "idempotency_key",
     "normalise_status",
     "pending_tool_calls",
-    "statuses_of",
     "tool_call_sites",
 ]
 
@@ -185,7 +184,3 @@ def pending_tool_calls(entries: Sequence[Entry]) -> list[PendingCall]:
         for site in tool_call_sites(entries)
         if not _has_result(entries, site)
     ]
-
-
-def statuses_of(records: Iterable[ExecutionRecord]) -> list[str]:
-    return [record.status for record in records]

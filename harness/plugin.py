@@ -187,27 +187,16 @@ class CrashCase(pytest.Item):
         launcher = launcher_for(config)
         case_dir = work_dir(config, f"w{os.getpid()}", self.path.stem, self.name.replace("/", "_"))
         deadline = config.getoption("case_deadline")
-        if self.kind == "recovery":
-            assert self.point is not None
-            result = run_recovery(
-                self.scenario,
-                self.point,
-                launcher,
-                case_dir,
-                agent=agent,
-                keeps_ledger=adapter.keeps_ledger,
-                deadline=deadline,
-            )
-        else:
-            result = run_point(
-                self.scenario,
-                self.point,
-                launcher,
-                case_dir,
-                agent=agent,
-                keeps_ledger=adapter.keeps_ledger,
-                deadline=deadline,
-            )
+        runner: Any = run_recovery if self.kind == "recovery" else run_point
+        result: CaseResult = runner(
+            self.scenario,
+            self.point,
+            launcher,
+            case_dir,
+            agent=agent,
+            keeps_ledger=adapter.keeps_ledger,
+            deadline=deadline,
+        )
         self.result = result
         config.stash[RESULTS_KEY].append(result)
         self.user_properties.append(("crash_point", result.point_id))
@@ -225,4 +214,6 @@ class CrashCase(pytest.Item):
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
-        return self.path, 0, f"{self.path.name}::{self.name}"
+        # The domain is shown after the path; pytest reads dots in it as a Python dotted
+        # name, so it must not repeat the file name ("email.yaml" would print email::yaml).
+        return self.path, 0, self.name

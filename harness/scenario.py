@@ -20,20 +20,10 @@ from .contracts import ToolContract, load_contracts
 from .scripted_model import Reply, Rule, When
 from .yamlfile import Key, Located, load_yaml, validate
 
-__all__ = [
-    "EXPECTATION_FIELDS",
-    "Scenario",
-    "builtin_contracts_dir",
-    "load_scenario",
-]
+__all__ = ["Scenario", "load_scenario"]
 
-EXPECTATION_FIELDS = ("outcome", "ledger", "code", "world")
 SPECIAL_KEYS = ("default", "clean", "recovery")
 _POINT_ID = re.compile(r"^(?P<boundary>[a-z_]+)\[(?P<inner>[^\]]+)\]$")
-
-
-def builtin_contracts_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "mock_tools" / "contracts"
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +194,9 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
     doc = load_yaml(path)
     validate(doc, "scenario.schema.json")
     data = doc.data
-    dirs = [builtin_contracts_dir(), *contracts_dirs]
+    from mock_tools.registry import CONTRACTS_DIR  # the built-in tools' contracts
+
+    dirs = [CONTRACTS_DIR, *contracts_dirs]
     if data.get("contracts_dir"):
         extra = (doc.path.parent / data["contracts_dir"]).resolve()
         if not extra.is_dir():

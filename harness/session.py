@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,7 +216,3 @@ class SessionWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def entries_of(log: SessionLog) -> Sequence[Entry]:
-    return log.entries

@@ -56,10 +56,15 @@ class Observation:
             return "succeeded"
         return "unknown" if self.uncertain else "failed"
 
-    def to_result(self, *, execution_id: str, idempotency: str) -> dict[str, Any]:
-        """The dict stored as the ledger ``result`` and published as Tool Result content."""
+    def to_result(self, *, execution_id: str | None, idempotency: str) -> dict[str, Any]:
+        """The dict stored as the ledger ``result`` and published as Tool Result content.
+
+        ``execution_id`` is None for results no execution produced (a read-only tool that
+        keeps no ledger, a call refused before it ran): the field is then left out rather
+        than naming an attempt that does not exist."""
         out: dict[str, Any] = {"ok": self.ok, "status": self.ledger_status}
-        out["execution_id"] = execution_id
+        if execution_id is not None:
+            out["execution_id"] = execution_id
         out.update(self.data)
         if not self.ok:
             out["code"] = self.code or "TOOL_ERROR"

@@ -9,7 +9,7 @@ so a JSON Schema error or a semantic check can point at the exact spot.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -91,8 +91,12 @@ def _convert(node: yaml.Node, key: Key, positions: dict[Key, tuple[int, int]], p
     except (ValueError, TypeError, OverflowError) as error:  # ``!!int abc``, ``2001-02-30``
         line, col = _mark(node)
         raise YamlError(
-            path, line, col, f"{node.value!r} is not a valid {node.tag.rsplit(':', 1)[-1]} ({error}); "
-            "quote it to make it a string", key=_dotted(key)
+            path,
+            line,
+            col,
+            f"{node.value!r} is not a valid {node.tag.rsplit(':', 1)[-1]} ({error}); "
+            "quote it to make it a string",
+            key=_dotted(key),
         ) from error
 
 
@@ -183,8 +187,3 @@ def _leaf(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
     while error.context:
         error = max(error.context, key=lambda e: len(e.absolute_path))
     return error
-
-
-def positions_under(doc: Located, prefix: Sequence[str | int]) -> list[Key]:
-    size = len(prefix)
-    return [key for key in doc.positions if tuple(key[:size]) == tuple(prefix)]

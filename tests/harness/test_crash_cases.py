@@ -128,8 +128,11 @@ def test_torn_write_leaves_a_partial_line_that_recovery_sets_aside(
     torn = list(session_path_of(result.case_dir).parent.glob("*.torn-*"))
     assert len(torn) == 1
     fragment = torn[0].read_bytes()
-    assert b'"status":"running"'[:8] in fragment or fragment.startswith(b'{"type":"tool_execution"')
+    # The fragment is the first half of the `running` line the dead writer was appending.
+    session = session_path_of(result.case_dir).read_bytes()
+    running_line = next(line for line in session.splitlines(keepends=True) if b'"status":"running"' in line)
     assert not fragment.endswith(b"\n")
+    assert running_line.startswith(fragment) and 0 < len(fragment) < len(running_line)
 
 
 def test_a_clean_case_is_judged_passed_with_every_invariant(

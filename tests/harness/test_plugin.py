@@ -1,0 +1,66 @@
+"""The pytest plugin end to end, as a user runs it: ``pytest scenarios/`` in a project.
+
+Runs pytest in a subprocess (pytester) so the plugin is loaded through its ``pytest11``
+entry point, exactly as an installed crashmatrix is.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+pytest_plugins = ["pytester"]
+
+SCENARIO = """
+name: email_once
+tools: [send_email]
+turns: ["Send the invoice"]
+recovery_crashes: false
+cover: [after_running]
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
+  - when: {tool: send_email}
+    reply: {content: "Handled."}
+expect:
+  after_running:
+    outcome: {call_1: %s}
+"""
+
+
+def test_ids_are_point_ids_and_a_passing_matrix_passes(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "side_effect_uncertain"})
+    result = pytester.runpytest_subprocess("scenarios", "-v", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*email.yaml::clean PASSED*", "*email.yaml::after_running?call_1? PASSED*"])
+    result.assert_outcomes(passed=2)
+
+
+def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "replayed"})
+    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*email.yaml::after_running?call_1? FAILED (agent reference, 2 lives)",
+            "*ledger?call_1?: approved > running > unknown*",
+            '*MISMATCH outcome?call_1?: expected "replayed", observed "side_effect_uncertain"*',
+            "  rerun: crashmatrix run scenarios/email.yaml --crash 'after_running?call_1?' --keep *",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert "harness/" not in result.stdout.str()  # no frames from our own code
+
+
+def test_a_broken_scenario_is_a_one_line_collection_error_naming_file_line_and_key(
+    pytester: pytest.Pytester,
+) -> None:
+    broken = (SCENARIO % "side_effect_uncertain").replace("turns:", "turnz:")
+    pytester.makefile(".yaml", **{"scenarios/broken": broken})
+    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
+    assert "Traceback" not in result.stdout.str()
