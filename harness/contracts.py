@@ -91,9 +91,11 @@ class ToolContract:
             self,
             idempotency=verdict.idempotency,
             replay_policy=verdict.replay_policy,
-            recovery=_DEFAULT_RECOVERY[verdict.idempotency]
-            if verdict.idempotency != "conditional"
-            else "manual",
+            # A conditional command (``npm test``) has no hash to check: it is replayed
+            # after asking (policy ask), so its default ``precondition`` does not apply.
+            recovery="replay"
+            if verdict.idempotency == "conditional"
+            else _DEFAULT_RECOVERY[verdict.idempotency],
             approval="auto" if verdict.idempotency == "idempotent" else "required",
             ledger=verdict.idempotency != "idempotent",
             reason=verdict.reason,

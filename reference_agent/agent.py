@@ -283,8 +283,7 @@ class Agent:
         if not observation.ok and observation.retryable:
             observation = self.toolbox.execute(state.call.name, state.arguments, ctx)
             attempts = 2
-        result = observation.to_result(execution_id="", idempotency=state.contract.idempotency)
-        result.pop("execution_id")
+        result = observation.to_result(execution_id=None, idempotency=state.contract.idempotency)
         if attempts > 1:
             result["attempts"] = attempts
         self.publish(state, result)
@@ -387,15 +386,20 @@ class Agent:
             result["recovery"] = "result_replayed"
         self.publish(state, result)
 
-    def conflict(self, state: CallState, reason: str) -> dict[str, Any]:
-        result = Observation(
-            ok=False,
-            code="ARGUMENTS_MISMATCH",
-            content=f"{state.call.name} was not executed and no earlier result was reused: {reason}.",
-        ).to_result(execution_id="", idempotency=state.contract.idempotency)
-        result.pop("execution_id")
+    def not_executed(self, state: CallState, code: str, content: str) -> dict[str, Any]:
+        """A conflict result: nothing ran, so no execution_id, and outcome ``conflict``."""
+        result = Observation(ok=False, code=code, content=content).to_result(
+            execution_id=None, idempotency=state.contract.idempotency
+        )
         result["recovery"] = "conflict"
         return result
+
+    def conflict(self, state: CallState, reason: str) -> dict[str, Any]:
+        return self.not_executed(
+            state,
+            "ARGUMENTS_MISMATCH",
+            f"{state.call.name} was not executed and no earlier result was reused: {reason}.",
+        )
 
     def uncertain_result(
         self, state: CallState, pending: PendingCall, outcome: str, code: str = "SIDE_EFFECT_UNCERTAIN"
@@ -443,14 +447,10 @@ class Agent:
                 break
         verdict = self.toolbox.check_precondition(state.call.name, state.arguments, plan)
         if verdict.action == "conflict":
-            result = Observation(
-                ok=False,
-                code="CONFLICT",
-                content=f"{state.call.name} was not replayed: {verdict.reason or 'the target changed'}.",
-            ).to_result(execution_id="", idempotency=state.contract.idempotency)
-            result.pop("execution_id")
-            result["recovery"] = "conflict"
-            self.publish(state, result)
+            reason = verdict.reason or "the target changed"
+            self.publish(
+                state, self.not_executed(state, "CONFLICT", f"{state.call.name} was not replayed: {reason}.")
+            )
             return
         if verdict.action == "already_applied":
             eid = self.new_id()
@@ -477,16 +477,24 @@ class Agent:
         """Ask the service, by the runtime's key, what the first attempt did."""
         lookup = state.contract.lookup_tool
         assert lookup is not None
-        site = next(s for s in reversed(tool_call_sites(self.entries)) if s.call.id == state.call.id)
-        history = executions_by_call(self.entries, site)
-        latest = history[-1][1][-1] if history else None
+        latest = self.refresh_site(state).latest
         found: bool | None = None
+        # An execution of the reconcile itself that died after `approved` never started:
+        # it continues under its own execution_id instead of being left open.
+        resumed = latest if latest is not None and latest.status == "approved" else None
+        if resumed is not None and resumed.extra.get("purpose") == "retry_with_key":
+            return self.execute(state, resumed.execution_id, recovery="reconciled")
         if latest is not None and latest.tool_name == lookup and latest.status == "succeeded":
             found = bool((latest.result or {}).get("found"))
         if found is None:
-            eid = self.new_id()
-            self.append_state(state, eid, "approved", previous=None, tool_name=lookup, purpose="reconcile")
-            self.hook("after_approved", state.call.id)
+            if resumed is not None and resumed.tool_name == lookup:
+                eid = resumed.execution_id
+            else:
+                eid = self.new_id()
+                self.append_state(
+                    state, eid, "approved", previous=None, tool_name=lookup, purpose="reconcile"
+                )
+                self.hook("after_approved", state.call.id)
             args = {"idempotency_key": state.idempotency_key}
             self.append_state(state, eid, "running", previous="approved", tool_name=lookup)
             self.hook("after_running", state.call.id)

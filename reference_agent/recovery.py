@@ -107,6 +107,10 @@ def decide(pending: PendingCall, contract: ToolContract, arguments_sha256: str) 
         return Decision("execute", reason="no ledger: the call never reached approval")
     status = latest.status
     if status in ("approved", "planned"):
+        if latest.extra.get("purpose") in ("reconcile", "retry_with_key"):
+            # Approved by recovery itself (a lookup, or a retry under the same key), not by
+            # the user: carry the reconcile on; asking the user again would be wrong.
+            return Decision("reconcile", reason="an interrupted reconcile: carry it on")
         return Decision("reask", reason="approved but never started: ask again")
     if status == "rejected":
         return Decision("rebuild_rejection", reason="rejected: rebuild the rejection")

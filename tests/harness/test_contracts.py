@@ -193,12 +193,14 @@ def test_for_call_on_run_command_never_replays_npm_publish(tmp_path: Path) -> No
     assert contract.approval == "required" and contract.ledger is True
 
 
-def test_for_call_on_run_command_asks_for_npm_test_and_recovers_manually(tmp_path: Path) -> None:
+def test_for_call_on_run_command_replays_npm_test_only_after_asking(tmp_path: Path) -> None:
+    # Seed 004: conditional + ask. A command has no base/after hash to check, so recovery
+    # is a replay, gated by asking the user (replay_policy ask), never automatic.
     contract = load_contract(write(tmp_path, RUN_COMMAND)).for_call({"command": "npm test"})
     assert (contract.idempotency, contract.replay_policy, contract.recovery) == (
         "conditional",
         "ask",
-        "manual",
+        "replay",
     )
 
 

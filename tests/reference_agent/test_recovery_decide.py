@@ -139,3 +139,14 @@ def test_an_interrupted_lookup_is_looked_up_again() -> None:
     first = (rec("approved"), rec("running"), rec("unknown", result={"interrupted": True}))
     lookup = (rec("approved", eid="exec_2", tool=LOOKUP), rec("running", eid="exec_2", tool=LOOKUP))
     assert act(pending(*first, *lookup), RECONCILE) == ("reconcile", True)
+
+
+@pytest.mark.parametrize(("purpose", "tool"), [("reconcile", LOOKUP), ("retry_with_key", "tool_x")])
+def test_an_approval_recovery_gave_itself_carries_the_reconcile_on_instead_of_asking_the_user(
+    purpose: str, tool: str
+) -> None:
+    first = (rec("approved"), rec("running"), rec("unknown", result={"interrupted": True}))
+    own = ExecutionRecord("exec_2", CALL.id, "approved", tool, "key_1", SHA, extra={"purpose": purpose})
+    assert act(pending(*first, own), RECONCILE) == ("reconcile", False)
+    # An approval the user gave is still asked again.
+    assert act(pending(rec("approved")), RECONCILE) == ("reask", False)

@@ -119,6 +119,30 @@ def test_create_order_killed_after_the_side_effect_is_reconciled_not_recreated(r
     assert statuses[:3] == ["approved", "running", "unknown"]
 
 
+def test_a_reconcile_lookup_killed_after_its_approval_continues_under_its_own_execution(rig: Rig) -> None:
+    rules = ask_then_answer("call_order", "create_order", ORDER)
+    first, _ = rig.agent(rules, hook=crash_at("after_side_effect", "call_order"))
+    with pytest.raises(SimulatedCrash):
+        first.run_turn("order two pens")
+    first.close()
+    # Life 2 dies right after approving its own lookup: the first after_approved it passes.
+    second, _ = rig.agent(rules, hook=crash_at("after_approved", "call_order"))
+    with pytest.raises(SimulatedCrash):
+        second.resume()
+    second.close()
+    approver = ScriptedApprover()
+    third, _ = rig.agent(rules, approver=approver)
+    third.resume()
+
+    published = rig.tool_results()["call_order"]
+    assert published["recovery"] == "reconciled" and published["found"] is True
+    assert rig.world.snapshot().counts["orders"] == 1
+    assert approver.asked == [], "recovery's own lookup is not the user's to approve again"
+    lookups = [(eid, status) for eid, tool, status in ledger_of(rig, "call_order") if tool != "create_order"]
+    assert [status for _, status in lookups] == ["approved", "running", "succeeded"]
+    assert len({eid for eid, _ in lookups}) == 1, "the interrupted lookup continued, none was left open"
+
+
 def test_create_order_that_never_reached_the_service_is_retried_with_the_same_key(rig: Rig) -> None:
     ids = scene(rig, "call_order", "create_order", ORDER, "approved", "running")
     agent, _ = rig.agent(answer_any_tool_result())
@@ -379,15 +403,30 @@ def test_running_with_replay_ask_asks_again_before_retrying(
     assert len(rig.world.events("file_write")) == writes
 
 
-def test_conditional_command_left_running_needs_a_manual_check(rig: Rig) -> None:
+def test_conditional_command_left_running_needs_a_manual_check_when_the_user_declines(rig: Rig) -> None:
     scene(rig, "call_cmd", "run_command", {"command": "npm test"}, "approved", "running")
-    agent, _ = rig.agent(answer_any_tool_result())
+    approver = ScriptedApprover(again_answers={"*": "no"})
+    agent, _ = rig.agent(answer_any_tool_result(), approver=approver)
 
     agent.resume()
 
     published = rig.tool_results()["call_cmd"]
     assert (published["code"], published["recovery"]) == ("MANUAL_CHECK_REQUIRED", "manual")
+    assert approver.asked == [("call_cmd", "run_command", True)]
     assert rig.world.events() == []
+
+
+def test_conditional_command_left_running_is_replayed_after_the_user_agrees(rig: Rig) -> None:
+    scene(rig, "call_cmd", "run_command", {"command": "npm test"}, "approved", "running")
+    approver = ScriptedApprover(again_answers={"*": "yes"})
+    agent, _ = rig.agent(answer_any_tool_result(), approver=approver)
+
+    agent.resume()
+
+    published = rig.tool_results()["call_cmd"]
+    assert (published["ok"], published["recovery"]) == (True, "replayed")
+    assert approver.asked == [("call_cmd", "run_command", True)]
+    assert [e.kind for e in rig.world.events()] == ["command"]
 
 
 def test_a_read_only_tool_call_without_result_is_simply_run_with_no_ledger(rig: Rig) -> None:
