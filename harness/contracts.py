@@ -98,6 +98,8 @@ class ToolContract:
             else _DEFAULT_RECOVERY[verdict.idempotency],
             approval="auto" if verdict.idempotency == "idempotent" else "required",
             ledger=verdict.idempotency != "idempotent",
+            # The tool's declared effects are what SOME command can do; a read-only one does none.
+            side_effects=() if verdict.idempotency == "idempotent" else self.side_effects,
             reason=verdict.reason,
         )
 

@@ -107,6 +107,11 @@ def work_dir(config: pytest.Config, *parts: str) -> Path:
     return path
 
 
+def tool_marker(tool: str) -> str:
+    """``pytest -m tool_send_email`` selects every case of a scenario that uses send_email."""
+    return "tool_" + tool.replace("-", "_")
+
+
 class ScenarioError(Exception):
     """A scenario could not be collected; the message is already one line."""
 
@@ -123,6 +128,8 @@ class ScenarioFile(pytest.File):
             adapter = load_adapter(agent_spec)
         except CrashmatrixError as error:
             raise ScenarioError(str(error)) from error
+        for tool in scenario.tools:  # registered before use: the suite runs --strict-markers
+            config.addinivalue_line("markers", f"{tool_marker(tool)}: cases of scenarios using {tool}")
         launcher = launcher_for(config)
         stem = self.path.stem
         enum = enumerate_points(
@@ -179,6 +186,8 @@ class CrashCase(pytest.Item):
         self.add_marker(kind)
         for cls in scenario.idempotency_classes:
             self.add_marker(cls)
+        for tool in scenario.tools:
+            self.add_marker(tool_marker(tool))
 
     def runtest(self) -> None:
         config = self.config

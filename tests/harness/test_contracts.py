@@ -224,3 +224,9 @@ def test_tool_schema_is_the_openai_function_entry() -> None:
         "function": {"name": "read_file", "description": "Read a file.", "parameters": {"type": "object"}},
     }
     assert ToolContract("x").tool_schema()["function"]["parameters"] == {"type": "object", "properties": {}}
+
+
+def test_a_read_only_command_has_no_side_effects_though_run_command_declares_some(tmp_path: Path) -> None:
+    contract = load_contract(write(tmp_path, RUN_COMMAND + "side_effects: [workspace, releases]\n"))
+    assert contract.for_call({"command": "npm publish"}).side_effects == ("workspace", "releases")
+    assert not contract.for_call({"command": "ls src"}).has_side_effects
