@@ -220,3 +220,26 @@ def test_an_agent_that_hangs_is_killed_at_its_deadline_and_reported_hung(
     for event in (e for e in starts if e["event"] == "start"):
         with pytest.raises(ProcessLookupError):
             os.kill(event["pid"], 0)
+
+
+def test_spawn_isolation_gives_the_same_verdict_as_forked_lives(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    point = CrashPoint("after_side_effect", "call_mail")
+    forked = run_point(email_scenario, point, launcher, tmp_path / "fork")
+    spawned = run_point(email_scenario, point, LifeLauncher("spawn"), tmp_path / "spawn")
+    assert forked.passed and spawned.passed
+    a, b = forked.verdict.observed, spawned.verdict.observed
+    assert a is not None and b is not None
+    assert (a.ledger, a.outcome, a.code) == (b.ledger, b.outcome, b.code)
+    # Execution ids are random, so the session file itself (in the world's files) differs.
+    assert {k: v for k, v in a.world.items() if k != "files"} == {
+        k: v for k, v in b.world.items() if k != "files"
+    }
+    assert [
+        life.status
+        for life in run_case(tmp_path / "again", email_scenario, LifeLauncher("spawn"), point=point).lives
+    ] == [
+        "crashed",
+        "exited",
+    ]

@@ -64,3 +64,16 @@ def test_a_broken_scenario_is_a_one_line_collection_error_naming_file_line_and_k
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
+    pytester: pytest.Pytester,
+) -> None:
+    never = (SCENARIO % "side_effect_uncertain").replace(
+        "cover: [after_running]", "cover: [after_running, after_approved]"
+    )
+    never = never.replace("turns:", "approvals: {send_email: 'no'}\nturns:")
+    pytester.makefile(".yaml", **{"scenarios/never": never})
+    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])

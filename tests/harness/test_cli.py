@@ -1,0 +1,100 @@
+"""The ``crashmatrix`` command line, run as a user runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = """\
+name: email_once
+tools: [send_email]
+turns: ["Send the invoice"]
+recovery_crashes: false
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
+  - when: {tool: send_email}
+    reply: {content: "Handled."}
+expect:
+  after_running:
+    outcome: {call_1: side_effect_uncertain}
+    world: {emails: 0}
+  after_side_effect:
+    outcome: {call_1: side_effect_uncertain}
+    world: {emails: 1}
+"""
+
+
+def crashmatrix(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "email.yaml"
+    path.write_text(SCENARIO, encoding="utf-8")
+    return path
+
+
+def test_run_one_point_by_bare_boundary_keeps_the_case_directory(scenario: Path, tmp_path: Path) -> None:
+    keep = tmp_path / "kept"
+    done = crashmatrix(
+        "run", str(scenario), "--crash", "after_side_effect", "--keep", str(keep), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "email.yaml::after_side_effect[call_1] ... passed" in done.stdout
+    assert "1 passed, 0 failed" in done.stdout
+    case = keep / "after_side_effect[call_1]"
+    assert (case / "world" / "workspace" / ".agent_state" / "session-case.jsonl").is_file()
+    assert (case / "trace.jsonl").is_file()
+
+
+def test_run_without_crash_runs_the_whole_matrix_and_fails_with_exit_1_on_a_wrong_expectation(
+    scenario: Path, tmp_path: Path
+) -> None:
+    scenario.write_text(SCENARIO.replace("world: {emails: 1}", "world: {emails: 2}"), encoding="utf-8")
+    done = crashmatrix("run", str(scenario), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "email.yaml::clean ... passed" in done.stdout
+    assert "MISMATCH world.emails: expected 2, observed 1" in done.stdout
+    assert "rerun: crashmatrix run email.yaml --crash 'after_side_effect[call_1]'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_an_unknown_point_is_a_one_line_usage_error_listing_the_points(
+    scenario: Path, tmp_path: Path
+) -> None:
+    done = crashmatrix("run", str(scenario), "--crash", "after_lunch", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert (
+        "--crash 'after_lunch': the clean run never reaches it; points: after_tool_call_saved[call_1]"
+        in done.stderr
+    )
+
+
+def test_validate_reports_each_bad_file_on_one_line_and_exits_2(scenario: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SCENARIO.replace("tools: [send_email]", "tools: [send_fax]"), encoding="utf-8")
+    done = crashmatrix("validate", str(scenario), str(bad), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{scenario}: ok" in done.stdout
+    assert f"{bad}:2:9: tools[0]: unknown tool 'send_fax'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: Path) -> None:
+    done = crashmatrix("points", str(scenario), cwd=tmp_path)
+    assert done.returncode == 0
+    points = done.stdout.split()
+    assert points[0] == "after_tool_call_saved[call_1]"
+    assert {"after_running[call_1]", "torn_write[call_1:running]", "after_tool_result[call_1]"} <= set(points)
