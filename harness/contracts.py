@@ -170,7 +170,7 @@ def _check_consistency(doc: Located, contract: ToolContract) -> None:
     if contract.recovery == "reconcile" and not contract.lookup_tool:
         raise doc.error(
             ("recovery",),
-            "recovery: reconcile needs 'reconcile: {lookup_tool: NAME}' naming the lookup tool",
+            "reconcile needs 'reconcile: {lookup_tool: NAME}' naming the lookup tool",
         )
     mock = data.get("mock") or {}
     if mock.get("kind") in ("record_row", "lookup_row") and not mock.get("table"):

@@ -147,18 +147,56 @@ def _properties(error: jsonschema.ValidationError) -> list[str]:
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
+    # The stubs type these with an ``Unset`` sentinel; for a raised error they are set.
+    value: Any = error.validator_value
+    instance: Any = error.instance
     if error.validator == "additionalProperties":
         allowed = _properties(error)
-        extra = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        extra = sorted(set(instance) - set(allowed)) if isinstance(instance, dict) else []
         return f"unknown key {', '.join(map(repr, extra))}; allowed keys: {', '.join(allowed)}"
     if error.validator == "enum":
-        choices: list[Any] = list(error.validator_value)  # type: ignore[arg-type]
-        return f"{error.instance!r} is not one of {', '.join(map(repr, choices))}"
+        return f"{instance!r} is not one of {', '.join(map(repr, value))}"
     if error.validator == "required":
-        return error.message.replace("is a required property", "is required here")
+        missing = [key for key in value if key not in instance]
+        return f"{missing[0]!r} is required here; add '{missing[0]}:'"
     if error.validator == "type":
-        return f"expected {error.validator_value}, got {type(error.instance).__name__} {error.instance!r}"
+        names: list[str] = value if isinstance(value, list) else [value]
+        wanted = " or ".join(_TYPE_WORDS.get(name, name) for name in names)
+        got = _TYPE_WORDS.get(_json_type(instance), type(instance).__name__)
+        return f"expected {wanted}, got {got} {instance!r}"
+    if error.validator == "minItems":
+        return f"needs at least {value} item(s), got {len(instance)}"
+    if error.validator == "pattern":
+        return f"{instance!r} is not allowed here: it must match {value}"
     return error.message
+
+
+# Words a YAML author knows, for JSON Schema's type names.
+_TYPE_WORDS = {
+    "object": "a mapping (key: value)",
+    "array": "a list",
+    "string": "text",
+    "boolean": "true or false",
+    "integer": "a whole number",
+    "number": "a number",
+    "null": "nothing (null)",
+}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "null" if value is None else type(value).__name__
 
 
 def validate(doc: Located, schema_name: str) -> None:

@@ -117,7 +117,7 @@ def test_contract_from_mapping_fills_the_same_defaults() -> None:
             "name: t\nidempotency: conditional\nrecovery: reconcile\n",
             3,
             "recovery",
-            "recovery: reconcile needs 'reconcile: {lookup_tool: NAME}' naming the lookup tool",
+            "reconcile needs 'reconcile: {lookup_tool: NAME}' naming the lookup tool",
         ),
         (
             "name: t\nidempotency: non_idempotent\nmock:\n  kind: record_row\n",
