@@ -40,6 +40,7 @@ __all__ = [
 # Imported once in the forkserver. openai loads its chat resources lazily on first use,
 # which would otherwise cost every life ~170 ms.
 PRELOAD = [
+    "harness.forkserver_guard",  # first: the forkserver dies with the harness (parent_death.py)
     "harness.life",
     "harness.invariants",
     "openai",

@@ -26,6 +26,7 @@ import respx
 
 from .adapter import MODEL_BASE_URL, LifeContext, load_adapter
 from .boundaries import TORN_WRITE, CrashPoint
+from .parent_death import die_with_parent
 from .scenario import Scenario
 from .scripted_model import ScriptedModel
 
@@ -141,6 +142,7 @@ def session_path_of(case_dir: Path) -> Path:
 
 def life_main(spec: LifeSpec) -> None:
     """Entry point of the agent's process for one life."""
+    die_with_parent()
     case_dir = Path(spec.case_dir)
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
     _write_line(tracer.path, {"life": spec.life, "event": "start", "pid": os.getpid()})

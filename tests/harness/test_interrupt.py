@@ -1,0 +1,131 @@
+"""An interrupted ``pytest scenarios/ -n 2`` leaves no process behind.
+
+The run is started with a unique environment marker that every process it creates inherits
+(xdist workers, forkservers, agent lives); after the interrupt, the process table must hold
+no process with that marker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = """\
+name: email_once
+tools: [send_email]
+turns: ["Send the invoice"]
+recovery_crashes: false
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
+  - when: {tool: send_email}
+    reply: {content: "Handled."}
+"""
+
+
+def _marked(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in environ and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+# SIGKILL: the harness dies without any cleanup (a CI timeout); only the lives' own
+# parent-death signal stands between that and orphaned agent processes (harness/life.py).
+def _lives(marker: str) -> list[int]:
+    marked = _marked(marker)
+    servers = {pid for pid in marked if b"forkserver" in _cmdline(pid)}
+    return [pid for pid in marked if pid not in servers and _parent(pid) in servers] + [
+        pid for pid in servers if _parent(pid) in servers
+    ]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+)
+def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, signum: int) -> None:
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "email.yaml").write_text(SCENARIO, encoding="utf-8")
+    marker = f"CRASHMATRIX_INTERRUPT_TEST={uuid.uuid4().hex}"
+    env = dict(os.environ, CRASHMATRIX_INTERRUPT_TEST=marker.split("=", 1)[1])
+    # The hanging mutant blocks forever after a torn write: lives that only a deadline ends.
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "scenarios",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
+            "--agent=reference_agent.mutants:torn_tail_blocks_forever",
+            "--crash-boundary=torn_write",
+            "--case-deadline=120",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        # Wait until agent lives are running (a marked process whose parent is a marked
+        # forkserver), so the interrupt lands mid-case with lives that only a deadline ends.
+        # A life that is still there a second later is a hung one (life 1 kills itself at
+        # the torn write within milliseconds; life 2 of this mutant never returns).
+        hung: set[int] = set()
+        while not hung and time.monotonic() < deadline:
+            before = set(_lives(marker))
+            time.sleep(1.0)
+            hung = before & set(_lives(marker))
+        assert hung, "the run never reached a hung agent life"
+        if signum == signal.SIGKILL:
+            # The whole harness dies at once (controller and xdist workers), as under a CI
+            # timeout: no worker is left to clean up, only forkservers and lives remain.
+            for pid in _marked(marker):
+                if b"forkserver" not in _cmdline(pid):
+                    os.kill(pid, signal.SIGKILL)
+        else:
+            run.send_signal(signum)
+        run.wait(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    grace = time.monotonic() + 10
+    while _marked(marker) and time.monotonic() < grace:
+        time.sleep(0.2)
+    assert _marked(marker) == []
