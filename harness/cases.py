@@ -101,14 +101,21 @@ def run_point(
     agent: str = "reference",
     keeps_ledger: bool = True,
     deadline: float = 30.0,
+    power_loss: bool = False,
 ) -> CaseResult:
+    """One case. With ``power_loss`` the crash also drops unsynced session bytes; it is
+    judged against the same expectations as the plain crash at that point (an agent that
+    fsyncs before each step cannot tell the two apart), and named ``power@<point>``."""
     started = time.monotonic()
-    run = run_case(case_dir, scenario, launcher, agent=agent, point=point, deadline=deadline)
+    run = run_case(
+        case_dir, scenario, launcher, agent=agent, point=point, deadline=deadline, power_loss=power_loss
+    )
     verdict = judge(run, scenario, point, keeps_ledger=keeps_ledger)
+    name = point.id if point else "clean"
     return CaseResult(
         scenario,
-        point.id if point else "clean",
-        point.boundary if point else "clean",
+        f"power@{name}" if power_loss and point else name,
+        "power_loss" if power_loss and point else (point.boundary if point else "clean"),
         verdict,
         time.monotonic() - started,
         len(run.lives),

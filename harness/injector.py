@@ -220,21 +220,30 @@ def run_case(
     second: CrashPoint | None = None,
     deadline: float = 30.0,
     max_lives: int = 4,
+    power_loss: bool = False,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
-    until a life ends normally."""
+    until a life ends normally. With ``power_loss``, each crash also loses every session
+    byte that was not fsynced (SQLite's crash-VFS idea: the test decides what survives)."""
     prepare_case(case_dir, scenario)
     lives: list[LifeRecord] = []
     plan: list[CrashPoint | None] = [point, second] if second else [point]
     for index in range(1, max_lives + 1):
         crash = plan[index - 1] if index <= len(plan) else None
-        record = launcher.run(LifeSpec(str(case_dir), scenario, agent, index, crash), deadline=deadline)
+        record = launcher.run(
+            LifeSpec(str(case_dir), scenario, agent, index, crash, power_loss), deadline=deadline
+        )
         if index > 1 and record.status == "not_reached":
             # The recovering life never passed the second point: it simply finished.
             record = LifeRecord(
                 record.life, record.crash, "exited", record.exitcode, record.seconds, "not reached"
             )
         lives.append(record)
+        if power_loss and record.status == "crashed":
+            from .power import SYNC_LOG, lose_unsynced
+
+            session = session_path_of(case_dir)
+            lose_unsynced(session, case_dir / SYNC_LOG, keep=case_dir / f"power-lost-{index}.bin")
         if record.status in ("hung", "error", "died", "exited", "not_reached"):
             break
         if index == 1:

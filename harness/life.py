@@ -47,6 +47,9 @@ class LifeSpec:
     agent: str
     life: int
     crash: CrashPoint | None = None
+    # Record the session's size at every fsync, so that after the crash the injector can
+    # drop what was never synced (a power loss, not just a process death).
+    power_loss: bool = False
 
 
 def _write_line(path: Path, record: dict[str, Any]) -> None:
@@ -144,6 +147,10 @@ def life_main(spec: LifeSpec) -> None:
     """Entry point of the agent's process for one life."""
     die_with_parent()
     case_dir = Path(spec.case_dir)
+    if spec.power_loss:
+        from .power import SYNC_LOG, record_fsyncs
+
+        record_fsyncs(session_path_of(case_dir), case_dir / SYNC_LOG)
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
     _write_line(tracer.path, {"life": spec.life, "event": "start", "pid": os.getpid()})
     try:

@@ -3,8 +3,8 @@
 It is stateless on purpose: the reply depends only on the conversation in the request, so a
 restarted agent that asks again gets the same answer, whichever process asks. Rules are
 tried in order against the latest message; the first that matches replies. A rule whose
-tool calls are already in the conversation has fired before and is skipped, which is how a
-script says "once" without keeping state.
+tool calls are already in the current turn has fired before and is skipped, which is how a
+script says "once per turn" without keeping state.
 
 Every request body is appended to a log (one JSON line, written with a single ``write``
 so it survives the agent's SIGKILL), which is how the harness checks that requests hit the
@@ -103,11 +103,14 @@ def _matches(when: When, messages: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def _already_fired(reply: Reply, messages: Sequence[Mapping[str, Any]]) -> bool:
+    """A rule's tool calls are made once per TURN: a new user message is a new request, and
+    a model answering it may well reuse an id (providers do reuse ``call_0``)."""
     if not reply.tool_calls:
         return False
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     seen = {
         call.get("id")
-        for message in messages
+        for message in messages[last_user + 1 :]
         if message.get("role") == "assistant"
         for call in message.get("tool_calls") or ()
     }

@@ -1,31 +1,46 @@
 """Deliberately broken variants of the reference agent: each has ONE bug real agents have.
 
 A harness is worth what it catches. Each mutant overrides one step of ``Agent``; the suite
-(and ``tests/harness/test_teeth.py``) must fail on every one of them. Select one with
+must fail on every one of them (``crashmatrix mutants`` runs the kill matrix,
+``tests/harness/test_mutation.py`` is its CI gate). Select one with
 ``--agent=reference_agent.mutants:NAME``.
+
+``hints`` name scenario tags, tools, boundaries or ``power_loss``: where the bug is likely
+to show. ``harness.mutation`` runs those cases first; they never decide a verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from harness.ledger import PendingCall
-from harness.records import MessageEntry
-from harness.session import SessionWriter
+from harness.records import ExecutionRecord, Message, MessageEntry, ToolCall
+from harness.session import SessionWriter, encode_line
+from harness.tooling import ToolContext
 
 from .adapter import ReferenceAdapter
 from .agent import Agent, CallState
-from .recovery import Decision
+from .recovery import Decision, decide
 
-__all__ = ["MUTANTS"]
+__all__ = ["MUTANTS", "Mutant"]
 
 
-class BlindRetry(Agent):
+class Mutant(Agent):
+    """The reference agent with one bug; ``hints`` say where the suite should look first."""
+
+    hints: ClassVar[tuple[str, ...]] = ()
+
+
+class BlindRetry(Mutant):
     """Retries any interrupted call with a new execution, whatever its contract says
     (the email goes out twice)."""
+
+    hints = ("send_email", "non_idempotent", "after_side_effect")
 
     def apply(self, decision: Decision, state: CallState, pending: PendingCall) -> None:
         if decision.close_running:
@@ -35,9 +50,11 @@ class BlindRetry(Agent):
         super().apply(decision, state, pending)
 
 
-class RunningAfterSideEffect(Agent):
+class RunningAfterSideEffect(Mutant):
     """Writes ``running`` only after the tool returned: a crash in between leaves a side
     effect the ledger says never started."""
+
+    hints = ("send_email", "non_idempotent")
 
     def execute(
         self,
@@ -48,8 +65,6 @@ class RunningAfterSideEffect(Agent):
         arguments: Mapping[str, Any] | None = None,
         recovery: str | None = None,
     ) -> dict[str, Any]:
-        from harness.tooling import ToolContext
-
         name = tool or state.call.name
         args = state.arguments if arguments is None else arguments
         ctx = ToolContext(state.call.id, execution_id, state.idempotency_key, state.arguments_sha256)
@@ -66,8 +81,10 @@ class RunningAfterSideEffect(Agent):
         return result
 
 
-class LedgerInPrompt(Agent):
+class LedgerInPrompt(Mutant):
     """Sends every session record to the model, ledger lines included."""
+
+    hints = ("send_email",)
 
     def prompt(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -79,21 +96,23 @@ class LedgerInPrompt(Agent):
         return out
 
 
-class RecoveryAppendsUser(Agent):
+class RecoveryAppendsUser(Mutant):
     """Resumes an interrupted turn by sending a new user message ("please continue")."""
+
+    hints = ("send_email", "after_tool_result")
 
     def resume(self) -> str | None:
         self.recover()
         if self.needs_continuation():
-            from harness.records import Message
-
             self.append_message(Message(role="user", content="Please continue."))
             return self.continue_turn()
         return None
 
 
-class TornTailBlocksForever(Agent):
+class TornTailBlocksForever(Mutant):
     """Treats a torn final line as fatal and waits for a person who never comes."""
+
+    hints = ("send_email", "torn_write")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -102,22 +121,179 @@ class TornTailBlocksForever(Agent):
                 time.sleep(1)
 
 
-def _adapter(agent_class: type[Agent], name: str) -> type[ReferenceAdapter]:
+class NoFsync(Mutant):
+    """Writes every session line with ``write()`` and never ``fsync()``s it.
+
+    Invisible to a process crash (SIGKILL keeps the page cache); a power loss drops every
+    line since the last sync, so the restarted agent finds no ``running`` for a side effect
+    that happened, and does it again."""
+
+    hints = ("power_loss", "send_email", "non_idempotent")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.writer.close()
+        self.writer = _UnsyncedWriter(self.session_path, before_append=kwargs.get("before_append"))
+
+
+class _UnsyncedWriter(SessionWriter):
+    def append(self, record: dict[str, Any]) -> None:
+        line = encode_line(record)
+        if self.before_append is not None:
+            self.before_append(self.path, line)
+        os.write(self._fd, line)  # the bug: no os.fsync(self._fd) after it
+
+
+class NewKeyPerAttempt(Mutant):
+    """Sends the service an idempotency key that includes the execution_id: every attempt
+    is a new business action to the service, so the reconcile lookup (by the call's key)
+    finds nothing and the retry places a second order."""
+
+    hints = ("create_order", "keyed", "reconcile", "after_side_effect")
+
+    def execute(
+        self,
+        state: CallState,
+        execution_id: str,
+        *,
+        tool: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        recovery: str | None = None,
+    ) -> dict[str, Any]:
+        per_attempt = dataclasses.replace(state, idempotency_key=f"{state.idempotency_key}:{execution_id}")
+        return super().execute(per_attempt, execution_id, tool=tool, arguments=arguments, recovery=recovery)
+
+
+class KeyWithoutArguments(Mutant):
+    """Derives the idempotency key from the session and the tool name only: a second,
+    different ``create_order`` in the same session reuses the first one's key, and the
+    service deduplicates (or refuses) it, so one order is missing."""
+
+    hints = ("create_order", "keyed", "multi_turn", "multi_call")
+
+    def make_key(self, call: ToolCall, turn: int, args_sha: str) -> str:
+        return f"agent:{self.session_id}:{call.name}"
+
+
+class ReplayForChangedArguments(Mutant):
+    """Skips the arguments-hash check on recovery: a stored result (or an old approval) is
+    reused for a tool call whose saved arguments were changed after the crash."""
+
+    hints = ("tamper", "conflict", "before_tool_result", "after_approved")
+
+    def apply(self, decision: Decision, state: CallState, pending: PendingCall) -> None:
+        if decision.action == "conflict" and pending.executions:
+            recorded = pending.executions[0][1][0].arguments_sha256 or state.arguments_sha256
+            decision = decide(pending, state.contract, recorded)
+        super().apply(decision, state, pending)
+
+
+class ToolResultBeforeTerminal(Mutant):
+    """Publishes the Tool Result before writing the execution's terminal ledger state: a
+    crash in between leaves an execution ``running`` forever next to a published result."""
+
+    hints = ("send_email", "non_idempotent", "after_tool_result")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._published_early: set[str] = set()
+
+    def publish(self, state: CallState, result: Mapping[str, Any]) -> None:
+        if state.call.id in self._published_early:
+            self._published_early.discard(state.call.id)  # already sent, out of order
+            return
+        super().publish(state, result)
+
+    def execute(
+        self,
+        state: CallState,
+        execution_id: str,
+        *,
+        tool: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        recovery: str | None = None,
+    ) -> dict[str, Any]:
+        name = tool or state.call.name
+        args = state.arguments if arguments is None else arguments
+        self.append_state(state, execution_id, "running", previous="approved", tool_name=name)
+        self.hook("after_running", state.call.id)
+        ctx = ToolContext(state.call.id, execution_id, state.idempotency_key, state.arguments_sha256)
+        observation = self.toolbox.execute(name, args, ctx)
+        self.hook("after_side_effect", state.call.id)
+        result = observation.to_result(execution_id=execution_id, idempotency=state.contract.idempotency)
+        if recovery:
+            result["recovery"] = recovery
+        super().publish(state, result)  # the bug: the model's receipt before the ledger's
+        self._published_early.add(state.call.id)
+        self.append_state(
+            state, execution_id, observation.ledger_status, previous="running", result=result, tool_name=name
+        )
+        return result
+
+
+class ApprovedLeftOpen(Mutant):
+    """After a crash after ``approved``, routes the call again from scratch: a NEW execution
+    is approved and run, and the old one stays ``approved`` forever (an approval a later
+    restart could still act on)."""
+
+    hints = ("approvals", "reapproval", "after_approved")
+
+    def reask(self, state: CallState, latest: ExecutionRecord) -> None:
+        self.run_call(state)
+
+
+class ReusedCallIdReplaysOldTurn(Mutant):
+    """Looks a pending call's ledger up by tool_call_id across the whole session instead of
+    after the assistant message that made it: when the provider reuses ``call_0`` in a later
+    turn, the older turn's stored result is replayed and the new action never runs."""
+
+    hints = ("reused_call_id", "multi_turn", "after_tool_call_saved")
+
+    def refresh(self, pending: PendingCall) -> PendingCall:
+        grouped: dict[str, list[ExecutionRecord]] = {}
+        for entry in self.entries:  # the bug: the whole session, not entries after the site
+            if isinstance(entry, ExecutionRecord) and entry.tool_call_id == pending.call.id:
+                grouped.setdefault(entry.execution_id, []).append(entry)
+        return PendingCall(pending.site, tuple((eid, tuple(h)) for eid, h in grouped.items()))
+
+    def apply(self, decision: Decision, state: CallState, pending: PendingCall) -> None:
+        pending = self.refresh(pending)
+        super().apply(decide(pending, state.contract, state.arguments_sha256), state, pending)
+
+
+def _adapter(agent_class: type[Mutant], name: str) -> type[ReferenceAdapter]:
     return type(
-        f"{agent_class.__name__}Adapter", (ReferenceAdapter,), {"agent_class": agent_class, "name": name}
+        f"{agent_class.__name__}Adapter",
+        (ReferenceAdapter,),
+        {"agent_class": agent_class, "name": name, "hints": agent_class.hints},
     )
 
 
-MUTANTS: dict[str, type[Agent]] = {
+MUTANTS: dict[str, type[Mutant]] = {
     "blind_retry": BlindRetry,
     "running_after_side_effect": RunningAfterSideEffect,
     "ledger_in_prompt": LedgerInPrompt,
     "recovery_appends_user": RecoveryAppendsUser,
     "torn_tail_blocks_forever": TornTailBlocksForever,
+    "no_fsync": NoFsync,
+    "new_key_per_attempt": NewKeyPerAttempt,
+    "key_without_arguments": KeyWithoutArguments,
+    "replay_for_changed_arguments": ReplayForChangedArguments,
+    "tool_result_before_terminal": ToolResultBeforeTerminal,
+    "approved_left_open": ApprovedLeftOpen,
+    "reused_call_id_replays_old_turn": ReusedCallIdReplaysOldTurn,
 }
 
+# One adapter class per mutant, so ``--agent=reference_agent.mutants:NAME`` loads it.
 blind_retry = _adapter(BlindRetry, "blind_retry")
 running_after_side_effect = _adapter(RunningAfterSideEffect, "running_after_side_effect")
 ledger_in_prompt = _adapter(LedgerInPrompt, "ledger_in_prompt")
 recovery_appends_user = _adapter(RecoveryAppendsUser, "recovery_appends_user")
 torn_tail_blocks_forever = _adapter(TornTailBlocksForever, "torn_tail_blocks_forever")
+no_fsync = _adapter(NoFsync, "no_fsync")
+new_key_per_attempt = _adapter(NewKeyPerAttempt, "new_key_per_attempt")
+key_without_arguments = _adapter(KeyWithoutArguments, "key_without_arguments")
+replay_for_changed_arguments = _adapter(ReplayForChangedArguments, "replay_for_changed_arguments")
+tool_result_before_terminal = _adapter(ToolResultBeforeTerminal, "tool_result_before_terminal")
+approved_left_open = _adapter(ApprovedLeftOpen, "approved_left_open")
+reused_call_id_replays_old_turn = _adapter(ReusedCallIdReplaysOldTurn, "reused_call_id_replays_old_turn")
