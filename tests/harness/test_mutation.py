@@ -28,7 +28,6 @@ SCENARIOS = ROOT / "scenarios"
 PRELOAD = ["reference_agent.adapter", "reference_agent.mutants", "mock_tools.toolbox"]
 
 
-
 def _matrix() -> KillMatrix:
     return KillMatrix(
         scenarios=("send_email/send_once.yaml", "create_order/keyed_once.yaml"),
