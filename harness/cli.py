@@ -5,6 +5,8 @@ and exit status 2 here, never a traceback.
     crashmatrix points FILE                             the crash points a clean run records
     crashmatrix validate FILE...                        check scenario / contract files
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
+    crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
+    crashmatrix report --compare A.json B.json          two runs side by side, differences marked
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("tools", type=Path)
     mcp.add_argument("--out", type=Path, required=True)
     mcp.add_argument("--trust-annotations", action="store_true")
+    report = sub.add_parser("report", help="render the pass matrix from a results file (matrix.json)")
+    report.add_argument("results", type=Path, nargs="?", help="a results file written by pytest scenarios/")
+    report.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"), help="two results files")
+    report.add_argument("--out", type=Path, default=None, help="output directory (default: reports/latest)")
     return parser
 
 
@@ -151,9 +157,44 @@ def _import_mcp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _report(args: argparse.Namespace) -> int:
+    from reports.compare import compare, write_comparison
+    from reports.results import load_results
+    from reports.writer import write_report
+
+    out: Path = args.out or Path("reports") / "latest"
+    if args.compare:
+        if args.results:
+            raise InputError("report: give either RESULTS.json or --compare A.json B.json, not both")
+        first, second = args.compare
+        a, b = load_results(first), load_results(second)
+        comparison = compare(a, b, f"{first} (agent {a.agent})", f"{second} (agent {b.agent})")
+        md, html = write_comparison(comparison, out)
+        print(f"{len(comparison.differing)} cells differ")
+        for row, cell in comparison.differing:
+            print(f"  {row.label} {cell.column}: {cell.a_tally.state} -> {cell.b_tally.state}")
+        print(f"wrote {html} and {md}")
+        return EXIT_OK
+    if not args.results:
+        raise InputError("report: give a results file (RESULTS.json) or --compare A.json B.json")
+    results = load_results(args.results)
+    target = out / "matrix.json"
+    same = target.exists() and target.resolve() == args.results.resolve()
+    matrix = write_report(results, out, with_json=not same)
+    print(matrix.headline)
+    print(f"wrote {out / 'matrix.html'}, {out / 'matrix.md'}" + ("" if same else f", {target}"))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handlers = {"run": _run, "points": _points, "validate": _validate, "import-mcp": _import_mcp}
+    handlers = {
+        "run": _run,
+        "points": _points,
+        "validate": _validate,
+        "import-mcp": _import_mcp,
+        "report": _report,
+    }
     try:
         return handlers[args.command](args)
     except CrashmatrixError as error:

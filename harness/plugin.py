@@ -6,6 +6,11 @@ instead of a traceback, ``reportinfo`` for the header. Item names are point ids,
 sorted, so ``pytest -n auto`` (xdist) distributes the same collection on every worker.
 
 Collecting a scenario runs its clean case once (in a forked life) to record the points.
+
+After the run, the pass matrix is written to ``--report-dir`` (``reports/latest/``) and
+printed at the end of the terminal summary: each case's record rides on its test report
+(so xdist brings it to the controller) and only the controller writes; see
+``reports.collector``.
 """
 
 from __future__ import annotations
@@ -35,7 +40,6 @@ from .scenario import Scenario, load_scenario
 __all__ = ["CrashCase", "ScenarioFile"]
 
 _LAUNCHER_KEY = pytest.StashKey[LifeLauncher]()
-RESULTS_KEY = pytest.StashKey[list[CaseResult]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,13 +65,44 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--case-deadline", type=float, default=30.0, help="seconds one life may take before it is hung"
     )
     group.addoption("--keep-cases", default=None, metavar="DIR", help="keep every case directory under DIR")
+    group.addoption(
+        "--report-dir",
+        default=None,
+        metavar="DIR",
+        help="write matrix.json, matrix.md and matrix.html here (default: reports/latest under the rootdir)",
+    )
+    group.addoption("--no-report", action="store_true", help="write no pass-matrix report")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "crashmatrix: a crash-matrix case from a scenario YAML")
     for name in ("idempotent", "conditional", "non_idempotent", "clean", "recovery", TORN_WRITE, *BOUNDARIES):
         config.addinivalue_line("markers", f"{name}: crashmatrix cases of this kind")
-    config.stash[RESULTS_KEY] = []
+    # Only the controller (or a run without xdist) aggregates and writes: a worker sees only
+    # its share of the cases. Workers still attach each record to its report.
+    if not hasattr(config, "workerinput") and not config.getoption("no_report"):
+        from reports.collector import MatrixReporter
+
+        out = config.getoption("report_dir")
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        reporter = MatrixReporter(
+            Path(out) if out else config.rootpath / "reports" / "latest",
+            config.getoption("agent"),
+            Path(summary) if summary else None,
+        )
+        config.pluginmanager.register(reporter, "crashmatrix-matrix")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report = yield
+    record = getattr(item, "report_record", None)
+    if call.when == "call" and isinstance(item, CrashCase) and record is not None:
+        # A plain attribute of a TestReport travels with it from an xdist worker.
+        from reports.collector import REPORT_ATTR
+
+        setattr(report, REPORT_ATTR, record)
+    return report
 
 
 def _is_scenario(file_path: Path) -> bool:
@@ -182,6 +217,7 @@ class CrashCase(pytest.Item):
         self.point = point
         self.kind = kind
         self.result: CaseResult | None = None
+        self.report_record: str | None = None  # the case's record for the report, as JSON
         self.add_marker("crashmatrix")
         self.add_marker(kind)
         for cls in scenario.idempotency_classes:
@@ -207,7 +243,14 @@ class CrashCase(pytest.Item):
             deadline=deadline,
         )
         self.result = result
-        config.stash[RESULTS_KEY].append(result)
+        if not config.getoption("no_report"):
+            # Now, while the case directory still exists: the timeline is read from it.
+            from reports.collector import case_record
+
+            try:
+                self.report_record = case_record(result, self.nodeid)
+            except Exception as error:  # the report is a by-product: it must not fail the case
+                self.warn(pytest.PytestWarning(f"crashmatrix: no report record for {self.nodeid}: {error!r}"))
         self.user_properties.append(("crash_point", result.point_id))
         self.user_properties.append(("status", result.verdict.status))
         if result.verdict.observed is not None:

@@ -1,1 +1,28 @@
-"""Renders the pass matrix from a results file."""
+"""The pass-matrix report, rendered from one results file (``matrix.json``).
+
+``results`` (records, JSON I/O, schema) -> ``matrix`` (pure aggregation) -> ``markdown`` /
+``html`` / ``terminal`` (renderers); ``compare`` puts two results side by side; ``writer``
+writes a report directory; ``collector`` is the pytest side.
+"""
+
+from __future__ import annotations
+
+from .compare import Comparison, compare
+from .errors import ResultsFileError
+from .matrix import COLUMNS, Matrix, build_matrix
+from .results import CaseRecord, Results, load_results, write_results
+from .writer import write_report
+
+__all__ = [
+    "COLUMNS",
+    "CaseRecord",
+    "Comparison",
+    "Matrix",
+    "Results",
+    "ResultsFileError",
+    "build_matrix",
+    "compare",
+    "load_results",
+    "write_report",
+    "write_results",
+]

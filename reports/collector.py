@@ -1,0 +1,99 @@
+"""The report's pytest side: gather one record per crash case, write the report once.
+
+Where each step runs, under xdist (``-n 2``):
+
+* worker (or the only process): right after a case, ``case_record`` reads what the case
+  left in its directory (the timeline) and serialises the record as a string; the plugin's
+  ``pytest_runtest_makereport`` puts it on the report as ``crashmatrix_case``, an attribute
+  xdist ships to the controller with the rest of the report;
+* controller (or the only process): ``MatrixReporter`` collects those reports in
+  ``pytest_runtest_logreport`` and, once, writes the report directory and the job summary
+  in ``pytest_sessionfinish``, then prints the table in ``pytest_terminal_summary``.
+
+A worker never writes: it has only its share of the cases, and N workers would race.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.cases import CaseResult
+
+from .matrix import COLUMNS, Matrix
+from .results import CaseRecord, Results, record_from_result, with_world_diffs
+from .terminal import render_terminal
+from .timeline import gather_timeline, timeline_dir
+from .writer import append_step_summary, write_report
+
+__all__ = ["REPORT_ATTR", "MatrixReporter", "case_record"]
+
+REPORT_ATTR = "crashmatrix_case"
+
+
+def case_record(result: CaseResult, node_id: str) -> str:
+    """The record of a case as the JSON string that travels on its pytest report."""
+    timeline = gather_timeline(timeline_dir(result))
+    record = record_from_result(result, node_id, timeline=timeline)
+    return json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+class MatrixReporter:
+    """Registered on the controller only (see ``harness.plugin.pytest_configure``)."""
+
+    def __init__(self, out_dir: Path, agent: str, step_summary: Path | None = None) -> None:
+        self.out_dir = out_dir
+        self.agent = agent
+        self.step_summary = step_summary
+        self.records: dict[str, CaseRecord] = {}
+        self.started = time.monotonic()
+        self.matrix: Matrix | None = None
+        self.error = ""
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        raw = getattr(report, REPORT_ATTR, None)
+        if isinstance(raw, str):
+            record = CaseRecord.from_json(json.loads(raw))
+            # Keyed by node id: a rerun of a case (pytest-rerunfailures) replaces its record.
+            self.records[record.node_id] = record
+
+    def results(self) -> Results:
+        order = {column: index for index, column in enumerate(COLUMNS)}
+        cases = sorted(
+            self.records.values(),
+            key=lambda c: (c.scenario_path, order.get(c.boundary, len(order)), c.node_id),
+        )
+        return Results(
+            agent=self.agent,
+            cases=with_world_diffs(cases),
+            created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            seconds=time.monotonic() - self.started,
+        )
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.records:
+            return  # no crashmatrix case ran (``pytest tests``): no report
+        try:
+            self.matrix = write_report(self.results(), self.out_dir)
+            if self.step_summary is not None:
+                append_step_summary(self.matrix, self.step_summary)
+        except OSError as error:
+            # A report that cannot be written must not turn a passing run into a crash.
+            self.error = f"crashmatrix: could not write the report to {self.out_dir}: {error}"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.error:
+            terminalreporter.write_line(self.error, red=True)
+        if self.matrix is None:
+            return
+        terminalreporter.section("crashmatrix pass matrix", sep="=")
+        # pytest's terminal writes to stdout; an ASCII-only CI log gets ASCII marks.
+        for line in render_terminal(self.matrix, encoding=getattr(sys.stdout, "encoding", None)):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"report: {self.out_dir / 'matrix.html'} (and matrix.md, matrix.json)")

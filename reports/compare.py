@@ -1,0 +1,185 @@
+"""Two results files side by side (``crashmatrix report --compare A.json B.json``): the same
+matrix, each cell showing A then B, and the cells whose verdict differs highlighted and
+listed with the cases that changed. Rows and cells present in only one file differ too."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .html import page, text
+from .markdown import MARKS
+from .matrix import COLUMNS, LABELS, Cell, Matrix, Tally, build_matrix, row_label
+from .results import Results
+
+__all__ = [
+    "CellPair",
+    "Comparison",
+    "RowPair",
+    "compare",
+    "render_compare_html",
+    "render_compare_markdown",
+    "write_comparison",
+]
+
+_EMPTY = Tally()
+_HTML_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·"}
+
+
+@dataclass(frozen=True, slots=True)
+class CellPair:
+    column: str
+    a: Cell | None
+    b: Cell | None
+
+    @property
+    def a_tally(self) -> Tally:
+        return self.a.tally if self.a else _EMPTY
+
+    @property
+    def b_tally(self) -> Tally:
+        return self.b.tally if self.b else _EMPTY
+
+    @property
+    def differs(self) -> bool:
+        a, b = self.a_tally, self.b_tally
+        return (a.state, a.passed, a.cases) != (b.state, b.passed, b.cases)
+
+    def changes(self) -> list[str]:
+        """The cases of this cell whose status differs: ``after_running[call_1]: passed -> failed``."""
+        before = {c.point: c.status for c in (self.a.cases if self.a else ())}
+        after = {c.point: c.status for c in (self.b.cases if self.b else ())}
+        out = []
+        for point in [*before, *(p for p in after if p not in before)]:
+            if before.get(point) != after.get(point):
+                out.append(f"{point}: {before.get(point, 'absent')} -> {after.get(point, 'absent')}")
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RowPair:
+    scenario_path: str
+    group: str
+    cells: tuple[CellPair, ...]  # in COLUMNS order
+
+    @property
+    def label(self) -> str:
+        return row_label(self.scenario_path)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    a_name: str
+    b_name: str
+    a: Matrix
+    b: Matrix
+    rows: tuple[RowPair, ...]
+
+    @property
+    def differing(self) -> tuple[tuple[RowPair, CellPair], ...]:
+        return tuple((row, cell) for row in self.rows for cell in row.cells if cell.differs)
+
+
+def compare(a: Results, b: Results, a_name: str = "A", b_name: str = "B") -> Comparison:
+    ma, mb = build_matrix(a), build_matrix(b)
+    rows_a = {row.scenario_path: row for row in ma.rows}
+    rows_b = {row.scenario_path: row for row in mb.rows}
+    paths = [*rows_a, *(p for p in rows_b if p not in rows_a)]
+    pairs = []
+    for path in paths:
+        ra, rb = rows_a.get(path), rows_b.get(path)
+        group = (ra or rb).group  # type: ignore[union-attr]  # one of them exists by construction
+        cells = tuple(
+            CellPair(column, ra.cell(column) if ra else None, rb.cell(column) if rb else None)
+            for column in COLUMNS
+        )
+        pairs.append(RowPair(path, group, cells))
+    return Comparison(a_name, b_name, ma, mb, tuple(pairs))
+
+
+def _md_cell(tally: Tally) -> str:
+    if not tally.cases:
+        return MARKS["not_reached"]
+    return f"{MARKS[tally.state]} {tally.passed}/{tally.cases}"
+
+
+def render_compare_markdown(comparison: Comparison) -> str:
+    c = comparison
+    lines = [
+        f"## crashmatrix comparison: {len(c.differing)} cells differ",
+        "",
+        f"- **A** {c.a_name}: {c.a.headline}",
+        f"- **B** {c.b_name}: {c.b.headline}",
+        "",
+    ]
+    if c.differing:
+        lines += ["### Differing cells", ""]
+        for row, cell in c.differing:
+            lines.append(
+                f"- **{row.label}** · {cell.column}: A {_md_cell(cell.a_tally)} → B {_md_cell(cell.b_tally)}"
+            )
+            lines += [f"  - `{change}`" for change in cell.changes()]
+        lines.append("")
+    head = ["scenario", *(LABELS[col] for col in COLUMNS)]
+    lines += ["### Matrix (A / B)", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in c.rows:
+        cells = []
+        for cell in row.cells:
+            shown = f"{_md_cell(cell.a_tally)} / {_md_cell(cell.b_tally)}"
+            cells.append(f"**{shown}**" if cell.differs else shown)
+        lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _html_half(tally: Tally) -> str:
+    state = tally.state
+    label = _HTML_MARKS[state] + (f" {tally.passed}/{tally.cases}" if tally.cases else "")
+    return f'<span class="{state}" style="padding:0 4px;border-radius:3px">{text(label)}</span>'
+
+
+def render_compare_html(comparison: Comparison) -> str:
+    c = comparison
+    head = "".join(f'<th data-col="{col}" title="{col}">{text(LABELS[col])}</th>' for col in COLUMNS)
+    rows = []
+    last_group = None
+    for row in c.rows:
+        if row.group != last_group:
+            rows.append(f'<tr class="group"><th colspan="{len(COLUMNS) + 1}">{text(row.group)}</th></tr>')
+            last_group = row.group
+        cells = "".join(
+            f'<td data-col="{cell.column}" class="{"differs" if cell.differs else ""}"'
+            f' title="{text("; ".join(cell.changes()) or "same")}">'
+            f"{_html_half(cell.a_tally)} {_html_half(cell.b_tally)}</td>"
+            for cell in row.cells
+        )
+        name = f'<th scope="row" title="{text(row.scenario_path)}">{text(row.label)}</th>'
+        rows.append(f'<tr class="row">{name}{cells}</tr>')
+    changed = "".join(
+        f"<li><b>{text(row.label)}</b> · {text(cell.column)}: {_html_half(cell.a_tally)} → "
+        f"{_html_half(cell.b_tally)}<ul>"
+        + "".join(f"<li><code>{text(change)}</code></li>" for change in cell.changes())
+        + "</ul></li>"
+        for row, cell in c.differing
+    )
+    differences = f'<section id="differences"><h2>Differing cells</h2><ul>{changed}</ul></section>'
+    body = (
+        f'<header><h1>crashmatrix comparison</h1><p class="headline {"bad" if c.differing else "ok"}">'
+        f"{len(c.differing)} cells differ</p>"
+        f"<p><b>A</b> {text(c.a_name)}: {text(c.a.headline)}<br>"
+        f"<b>B</b> {text(c.b_name)}: {text(c.b.headline)}</p></header>"
+        + (differences if changed else "")
+        + '<section id="matrix"><h2>Matrix: A then B in every cell</h2><div class="legend"><span>'
+        '<span class="swatch differs" style="outline:3px solid #e0a800">&nbsp;</span>'
+        "cell differs</span></div>"
+        f'<table class="matrix"><thead><tr><th>scenario</th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></section>"
+    )
+    return page(f"crashmatrix comparison: {len(c.differing)} cells differ", body, script="")
+
+
+def write_comparison(comparison: Comparison, out_dir: Path) -> tuple[Path, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md, html_path = out_dir / "compare.md", out_dir / "compare.html"
+    md.write_text(render_compare_markdown(comparison), encoding="utf-8")
+    html_path.write_text(render_compare_html(comparison), encoding="utf-8")
+    return md, html_path

@@ -1,0 +1,431 @@
+"""The matrix as ONE self-contained HTML page: ``matrix.html``.
+
+Inline CSS and JS, no network, no URL at all: the page is a CI artifact opened from disk,
+perhaps years later, perhaps offline. Everything is rendered here, server side, so the page
+reads without JavaScript (and a test can check it with ``html.parser``); the script only
+filters (failures only, by tool, by boundary) and opens the case a link points at.
+
+Every case has a detail view: its timeline (each life's start, the crash, each restart,
+session lines and world events in the order they happened), expected vs observed, the
+broken invariants, what the world ended with compared to the clean run, and the command
+that reruns it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .matrix import COLUMNS, LABELS, Matrix
+from .results import CaseRecord, Results
+
+__all__ = ["CSS", "SCRIPT", "case_anchor", "matrix_table", "page", "render_html", "text"]
+
+_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·"}
+_STATE_NAMES = {
+    "pass": "pass",
+    "fail": "fail",
+    "indeterminate": "allowed-indeterminate",
+    "not_reached": "not reached",
+}
+
+CSS = """
+:root{--pass:#1b7f3b;--pass-bg:#e3f4e8;--fail:#b3261e;--fail-bg:#fde7e7;--ind:#8a6100;--ind-bg:#fff4d1;
+--nr:#6b6b6b;--nr-bg:#f1f1f1;--line:#d9d9de;--dim:#6b6b75;--diff:#fff1b8}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
+color:#1d1d22;background:#fafafb}
+header,section{padding:12px 24px}
+header{background:#fff;border-bottom:1px solid var(--line)}
+h1{font-size:20px;margin:0 0 4px}
+h2{font-size:16px;margin:16px 0 8px}
+h4{font-size:13px;margin:12px 0 4px;color:#33333a}
+.headline{font-size:18px;font-weight:600;margin:0}
+.headline.ok{color:var(--pass)}.headline.bad{color:var(--fail)}
+.dim{color:var(--dim)}
+code,pre{font:12.5px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+pre{background:#f3f3f6;padding:8px;border-radius:4px;white-space:pre-wrap;word-break:break-all;margin:0}
+.controls{display:flex;gap:18px;align-items:center;flex-wrap:wrap;margin:4px 0 10px}
+.legend{display:flex;gap:14px;flex-wrap:wrap;margin:0 0 10px;font-size:13px}
+.legend span{display:inline-flex;gap:6px;align-items:center}
+.swatch{display:inline-block;width:22px;height:16px;border-radius:3px;text-align:center;font-size:12px;line-height:16px}
+table.matrix{border-collapse:collapse;background:#fff;font-size:13px}
+table.matrix th,table.matrix td{border:1px solid var(--line);padding:3px 6px;text-align:center;
+white-space:nowrap}
+table.matrix thead th{position:sticky;top:0;background:#fff;font-weight:600;font-size:12px}
+table.matrix th[scope=row]{text-align:left;font-weight:500}
+table.matrix tr.group th{text-align:left;background:#f0f0f4;font-weight:600;font-size:12px;color:#44444c}
+table.matrix tfoot th,table.matrix tfoot td{background:#f6f6f8;font-weight:600}
+td.cell a{display:block;color:inherit;text-decoration:none;min-width:42px}
+td.cell a:hover{text-decoration:underline}
+.pass{background:var(--pass-bg);color:var(--pass)}
+.fail{background:var(--fail-bg);color:var(--fail);font-weight:700}
+.indeterminate{background:var(--ind-bg);color:var(--ind)}
+.not_reached{background:var(--nr-bg);color:var(--nr)}
+td.differs{outline:3px solid #e0a800;outline-offset:-3px}
+td.total{font-variant-numeric:tabular-nums}
+#failures ul{margin:0;padding-left:18px}
+#failures li{margin:2px 0}
+details.case{background:#fff;border:1px solid var(--line);border-left:5px solid var(--pass);
+border-radius:4px;margin:6px 0}
+details.case.state-fail{border-left-color:var(--fail)}
+details.case.state-indeterminate{border-left-color:#e0a800}
+details.case.state-not_reached{border-left-color:#aaa}
+details.case:target{box-shadow:0 0 0 2px #4a7bd0}
+details.case>summary{cursor:pointer;padding:6px 10px;display:flex;gap:10px;align-items:baseline;
+flex-wrap:wrap}
+.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600}
+.case-body{display:grid;grid-template-columns:minmax(360px,1fr) minmax(360px,1fr);gap:18px;
+padding:0 14px 12px}
+@media (max-width:900px){.case-body{grid-template-columns:1fr}}
+ol.timeline{list-style:none;margin:0;padding:0;
+font:12.5px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+ol.timeline li{padding:1px 8px;border-left:4px solid transparent;white-space:pre-wrap}
+ol.timeline li.l1{border-left-color:#4a7bd0}ol.timeline li.l2{border-left-color:#8e5cc4}
+ol.timeline li.l3{border-left-color:#c47a2c}ol.timeline li.l4{border-left-color:#2c9ac4}
+ol.timeline li.start{font-weight:700;margin-top:4px}
+ol.timeline li.restart{background:#eef3fd}
+ol.timeline li.crash{background:var(--fail-bg);color:var(--fail);font-weight:700}
+ol.timeline li.exit{color:var(--pass);font-weight:600}
+ol.timeline li.world{background:#fff6e0}
+ol.timeline li.more{color:var(--dim);font-style:italic}
+.ln{display:inline-block;min-width:34px;color:var(--dim)}
+table.eo{border-collapse:collapse;width:100%;font-size:12.5px}
+table.eo th,table.eo td{border-bottom:1px solid #ececf0;padding:2px 6px;text-align:left;vertical-align:top}
+table.eo tr.bad td{background:var(--fail-bg)}
+ul.reasons{margin:0;padding-left:18px}
+ul.reasons li{color:var(--fail)}
+button.copy{margin-top:4px;font-size:12px}
+[hidden]{display:none!important}
+"""
+
+SCRIPT = """
+(function(){
+  var only=document.getElementById('only-failures'),tool=document.getElementById('tool-filter'),
+      bound=document.getElementById('boundary-filter'),count=document.getElementById('shown');
+  function has(el,t){return !t||(' '+el.getAttribute('data-tools')+' ').indexOf(' '+t+' ')>=0;}
+  function apply(){
+    var f=only&&only.checked,t=tool?tool.value:'',b=bound?bound.value:'';
+    document.querySelectorAll('tr.row').forEach(function(tr){
+      tr.hidden=!((!f||tr.getAttribute('data-failing')==='1')&&has(tr,t));});
+    document.querySelectorAll('tr.group').forEach(function(g){
+      var n=g.nextElementSibling,any=false;
+      while(n&&!n.classList.contains('group')){if(!n.hidden)any=true;n=n.nextElementSibling;}
+      g.hidden=!any;});
+    document.querySelectorAll('table.matrix [data-col]').forEach(function(c){
+      c.hidden=!!b&&c.getAttribute('data-col')!==b;});
+    var shown=0;
+    document.querySelectorAll('details.case').forEach(function(d){
+      var ok=(!f||d.getAttribute('data-state')==='fail')&&has(d,t)&&(!b||d.getAttribute('data-boundary')===b);
+      d.hidden=!ok;if(ok)shown++;});
+    if(count)count.textContent=shown;
+  }
+  function openTarget(){
+    var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
+    var el=document.getElementById(id);
+    if(el&&el.tagName==='DETAILS'){el.hidden=false;el.open=true;el.scrollIntoView({block:'start'});}
+  }
+  [only,tool,bound].forEach(function(el){if(el)el.addEventListener('change',apply);});
+  document.querySelectorAll('button.copy').forEach(function(btn){
+    btn.addEventListener('click',function(){
+      var text=btn.getAttribute('data-copy');
+      if(navigator.clipboard){navigator.clipboard.writeText(text).then(function(){btn.textContent='copied';});}
+    });});
+  window.addEventListener('hashchange',openTarget);
+  apply();openTarget();
+})();
+"""
+
+
+def text(value: Any) -> str:
+    """Escaped text for the page. ``://`` is broken with a zero-width space: the file must
+    hold no URL a browser, a link checker or a mail client would follow or fetch, even
+    inside an error message a case recorded (the order API's address, for one)."""
+    return html.escape(str(value)).replace("://", ":\u200b//")
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, Mapping) and set(value) == {"in"}:
+        return "one of " + ", ".join(_show(v) for v in value["in"])
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return " > ".join(value) if value else "(none)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _lives(count: int) -> str:
+    return f"{count} life" if count == 1 else f"{count} lives"
+
+
+def case_anchor(index: int) -> str:
+    return f"case-{index}"
+
+
+def page(title: str, body: str, *, script: str = SCRIPT) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{text(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n"
+        f"<script>{script}</script>\n</body></html>\n"
+    )
+
+
+def _legend() -> str:
+    items = "".join(
+        f'<span><span class="swatch {state}">{_MARKS[state]}</span>{_STATE_NAMES[state]}</span>'
+        for state in ("pass", "fail", "indeterminate", "not_reached")
+    )
+    return (
+        f'<div class="legend">{items}<span class="dim">a cell holds every case of that crash point '
+        "for the scenario; the number is how many; click a cell for its case</span></div>"
+    )
+
+
+def _controls(tools: Iterable[str]) -> str:
+    tool_options = "".join(f'<option value="{text(t)}">{text(t)}</option>' for t in sorted(set(tools)))
+    column_options = "".join(f'<option value="{c}">{text(c)}</option>' for c in COLUMNS)
+    return (
+        '<div class="controls">'
+        '<label><input type="checkbox" id="only-failures"> failures only</label>'
+        '<label>tool <select id="tool-filter"><option value="">all tools</option>'
+        f"{tool_options}</select></label>"
+        '<label>crash point <select id="boundary-filter"><option value="">all crash points</option>'
+        f"{column_options}</select></label>"
+        '<span class="dim"><span id="shown"></span> cases shown below</span></div>'
+    )
+
+
+def matrix_table(matrix: Matrix, anchors: Mapping[str, str]) -> str:
+    """The matrix as an HTML table; ``anchors`` maps a case's node id to its detail anchor."""
+    head = "".join(f'<th data-col="{c}" title="{c}">{text(LABELS[c])}</th>' for c in COLUMNS)
+    rows = []
+    for group, members in matrix.groups():
+        rows.append(f'<tr class="group"><th colspan="{len(COLUMNS) + 2}">{text(group)}</th></tr>')
+        for row in members:
+            cells = []
+            for cell in row.cells:
+                t = cell.tally
+                mark = _MARKS[cell.state]
+                label = (
+                    f"{mark} {t.failed}/{t.cases}"
+                    if cell.state == "fail"
+                    else (f"{mark} {t.cases}" if t.cases else mark)
+                )
+                focus = cell.focus
+                tip = f"{cell.column}: {t.passed}/{t.cases} passed" if t.cases else f"{cell.column}: no case"
+                inner = (
+                    f'<a href="#{anchors[focus.node_id]}" title="{text(tip)}">{text(label)}</a>'
+                    if focus is not None
+                    else f'<span title="{text(tip)}">{label}</span>'
+                )
+                cells.append(f'<td class="cell {cell.state}" data-col="{cell.column}">{inner}</td>')
+            rows.append(
+                f'<tr class="row" data-tools="{text(" ".join(row.tools))}" '
+                f'data-failing="{1 if row.tally.failed else 0}">'
+                f'<th scope="row" title="{text(row.scenario_path)}">{text(row.label)}</th>{"".join(cells)}'
+                f'<td class="total {row.tally.state}">{row.tally.ratio}</td></tr>'
+            )
+    foot = "".join(
+        f'<td data-col="{c}" class="total">{t.ratio if t.cases else "–"}</td>'
+        for c, t in zip(COLUMNS, matrix.columns, strict=True)
+    )
+    return (
+        f'<table class="matrix"><thead><tr><th>scenario</th>{head}<th>passed</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody>"
+        f'<tfoot><tr><th scope="row">total</th>{foot}<td class="total">{matrix.tally.ratio}</td></tr></tfoot>'
+        "</table>"
+    )
+
+
+def _moment(moment: Mapping[str, Any]) -> str:
+    source = moment.get("source")
+    life = moment.get("life")
+    lclass = f" l{life}" if isinstance(life, int) and 1 <= life <= 4 else ""
+    if source == "life":
+        event = moment.get("event")
+        if event == "start":
+            if life == 1:
+                return f'<li class="start{lclass}">▶ life 1 starts</li>'
+            return (
+                f'<li class="start restart{lclass}">↻ restart: life {life} starts on the same session '
+                "and world</li>"
+            )
+        if event in ("crash", "torn"):
+            what = "torn write, then SIGKILL" if event == "torn" else "SIGKILL"
+            return f'<li class="crash{lclass}">✗ {what} at {text(moment.get("point", ""))}</li>'
+        if event == "exit":
+            return f'<li class="exit{lclass}">■ life {life} exits normally</li>'
+        return f'<li class="crash{lclass}">! life {life} {text(event)}: {text(moment.get("error", ""))}</li>'
+    if source == "session":
+        line = f'<span class="ln">L{moment.get("line")}</span>'
+        if moment.get("type") == "tool_execution":
+            body = (
+                f"ledger {text(moment.get('status'))}  {text(moment.get('tool_call_id'))}"
+                f"  exec {text(str(moment.get('execution_id', ''))[:12])}"
+            )
+        elif moment.get("type") == "message":
+            role = moment.get("role")
+            if role == "tool":
+                body = f"tool result  {text(moment.get('tool_call_id'))}"
+            elif moment.get("tool_calls"):
+                body = f"{text(role)}: tool call {text(', '.join(moment['tool_calls']))}"
+            else:
+                body = f"{text(role)} message"
+        else:
+            body = "compaction"
+        return f'<li class="rec{lclass}">{line}{body}</li>'
+    if source == "world":
+        who = ", ".join(
+            str(part)
+            for part in (moment.get("tool_call_id"), f"exec {str(moment.get('execution_id') or '')[:12]}")
+            if part and part != "exec "
+        )
+        return (
+            f'<li class="world{lclass}"><span class="ln">#{moment.get("seq")}</span>◆ world '
+            f"{text(moment.get('kind'))}  {text(moment.get('tool'))}"
+            f"{'  (' + text(who) + ')' if who else ''}"
+            f"  at session byte {text(moment.get('session_bytes'))}</li>"
+        )
+    if source == "more":
+        return f'<li class="more">… {moment.get("omitted")} moments left out</li>'
+    return ""
+
+
+def _expected_observed(case: CaseRecord) -> str:
+    expected = case.expected
+    observed = case.observed or {}
+    bad = {m["field"] for m in case.mismatches}
+    rows = []
+    calls: list[str] = []
+    for name in ("outcome", "ledger", "code"):
+        for source in (expected.get(name) or {}, observed.get(name) or {}):
+            calls += [c for c in source if c not in calls]
+    for call in calls:
+        for name in ("outcome", "ledger", "code"):
+            want = (expected.get(name) or {}).get(call)
+            got = (observed.get(name) or {}).get(call)
+            if want is None and got is None and name == "code":
+                continue
+            field = f"{name}[{call}]"
+            specified = call in (expected.get(name) or {})
+            rows.append(
+                f'<tr class="{"bad" if field in bad else ""}"><th>{text(field)}</th>'
+                f"<td>{text(_show(want)) if specified else '<span class=dim>any</span>'}</td>"
+                f"<td>{text(_show(got))}</td></tr>"
+            )
+    world_want = expected.get("world") or {}
+    world_got = observed.get("world") or {}
+    for key, want in world_want.items():
+        if key in ("files", "rows") and isinstance(want, Mapping):
+            for sub, value in want.items():
+                got = (
+                    (world_got.get("files") or {}).get(sub)
+                    if key == "files"
+                    else world_got.get(f"rows:{sub}", 0)
+                )
+                field = f"world.{key}[{sub}]"
+                rows.append(
+                    f'<tr class="{"bad" if field in bad else ""}"><th>{text(field)}</th>'
+                    f"<td>{text(_show(value))}</td><td>{text(_show(got))}</td></tr>"
+                )
+        else:
+            field = f"world.{key}"
+            rows.append(
+                f'<tr class="{"bad" if field in bad else ""}"><th>{text(field)}</th>'
+                f"<td>{text(_show(want))}</td><td>{text(_show(world_got.get(key, 0)))}</td></tr>"
+            )
+    if not rows:
+        return '<p class="dim">nothing observed</p>'
+    return f'<table class="eo"><tr><th></th><th>expected</th><th>observed</th></tr>{"".join(rows)}</table>'
+
+
+def _case(case: CaseRecord, anchor: str) -> str:
+    state = (
+        "fail"
+        if case.failing
+        else "not_reached"
+        if case.status == "not_reached"
+        else "indeterminate"
+        if case.indeterminate
+        else "pass"
+    )
+    timeline = "".join(_moment(m) for m in case.timeline) or '<li class="more">no timeline recorded</li>'
+    parts = [f'<h4>Timeline</h4><ol class="timeline">{timeline}</ol>']
+    right = ["<h4>Expected vs observed</h4>", _expected_observed(case)]
+    if not case.passed:
+        right.append('<h4>Why it did not pass</h4><ul class="reasons">')
+        right += [f"<li>{text(r)}</li>" for r in case.reasons()]
+        right.append("</ul>")
+    if case.recovery_points:
+        points = ", ".join(f"{p['point']} {p['status']}" for p in case.recovery_points)
+        right.append(f"<h4>Recovery crash points</h4><p>{text(points)}</p>")
+    if case.world_diff:
+        items = "".join(
+            f"<tr><th>{text(d['key'])}</th><td>{text(_show(d['clean']))}</td><td>{text(_show(d['observed']))}</td></tr>"
+            for d in case.world_diff
+        )
+        right.append(
+            "<h4>World vs the clean run</h4>"
+            '<table class="eo"><tr><th></th><th>clean</th><th>this case</th></tr>'
+            f"{items}</table>"
+        )
+    if case.notes:
+        right.append(f'<p class="dim">{text("; ".join(case.notes))}</p>')
+    right.append(
+        f"<h4>Rerun</h4><pre><code>{text(case.repro)}</code></pre>"
+        f'<button class="copy" type="button" data-copy="{text(case.repro)}">copy</button>'
+        f'<p class="dim">node id <code>{text(case.node_id)}</code><br>case directory '
+        f"<code>{text(case.case_dir)}</code></p>"
+    )
+    summary = (
+        f'<summary><span class="badge {state}">{text(case.status)}'
+        f"{' (indeterminate)' if case.indeterminate and case.passed else ''}</span>"
+        f"<code>{text(case.title)}</code>"
+        f'<span class="dim">{text(", ".join(case.tools))} · {_lives(case.lives)} · '
+        f"{case.seconds:.2f}s</span></summary>"
+    )
+    return (
+        f'<details class="case state-{state}" id="{anchor}" data-state="{state}" '
+        f'data-tools="{text(" ".join(case.tools))}" '
+        f'data-boundary="{text(case.boundary)}"{" open" if case.failing else ""}>{summary}'
+        f'<div class="case-body"><div>{"".join(parts)}</div><div>{"".join(right)}</div></div></details>'
+    )
+
+
+def render_html(results: Results, matrix: Matrix) -> str:
+    order = [case for row in matrix.rows for cell in row.cells for case in cell.cases]
+    # Anchors follow the results file's order, so a link into the page stays valid when
+    # the page is re-rendered (``crashmatrix report``) from the same file.
+    anchors = {case.node_id: case_anchor(i) for i, case in enumerate(results.cases)}
+    failing = matrix.failing
+    headline_class = "bad" if failing else "ok"
+    meta = f"agent {results.agent}"
+    if results.created:
+        meta += f" · {results.created}"
+    if results.seconds:
+        meta += f" · {results.seconds:.0f}s"
+    body = [
+        "<header><h1>crashmatrix pass matrix</h1>"
+        f'<p class="headline {headline_class}">{text(matrix.headline)}</p>'
+        f'<p class="dim">{text(meta)}</p></header>'
+    ]
+    if failing:
+        items = "".join(
+            f'<li><a href="#{anchors[c.node_id]}"><code>{text(c.title)}</code></a> {text(c.status)}: '
+            f"{text(c.reasons()[0])}</li>"
+            for c in failing
+        )
+        body.append(f'<section id="failures"><h2>Failures ({len(failing)})</h2><ul>{items}</ul></section>')
+    tools = [t for row in matrix.rows for t in row.tools]
+    body.append(
+        f'<section id="matrix"><h2>Matrix</h2>{_controls(tools)}{_legend()}'
+        f"{matrix_table(matrix, anchors)}</section>"
+    )
+    cases = "".join(_case(case, anchors[case.node_id]) for case in order)
+    body.append(f'<section id="cases"><h2>Cases</h2>{cases}</section>')
+    return page(f"crashmatrix: {matrix.headline}", "\n".join(body))

@@ -1,0 +1,114 @@
+"""The matrix as Markdown: ``matrix.md`` and the GitHub Actions job summary.
+
+Failures come first: a reader opens the summary to learn what broke and how to rerun it.
+GitHub refuses a step summary over 1 MiB, so ``render_markdown(..., max_bytes=...)`` gives
+up detail in a fixed order until it fits: first the per-cell matrix (kept as per-row
+totals), then the failures' detail (kept as one line each), then failures themselves
+(the count of those left out is said).
+"""
+
+from __future__ import annotations
+
+from .matrix import COLUMNS, LABELS, Matrix, Row
+from .results import CaseRecord
+
+__all__ = ["MARKS", "render_markdown"]
+
+MARKS = {"pass": "✅", "fail": "❌", "indeterminate": "🟨", "not_reached": "⬜"}
+_LEGEND = (
+    f"{MARKS['pass']} pass · {MARKS['fail']} fail · {MARKS['indeterminate']} allowed-indeterminate "
+    f"(passed; the expectation allowed a set of outcomes) · {MARKS['not_reached']} not reached "
+    "(no case, or its point never happened)"
+)
+
+
+def _code(text: str) -> str:
+    # A backtick inside inline code would end it; doubling the fence is Markdown's escape.
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def _cell_text(row: Row, column: str) -> str:
+    tally = row.cell(column).tally
+    if not tally.cases:
+        return MARKS["not_reached"]
+    if tally.state == "fail":
+        return f"{MARKS['fail']} {tally.failed}/{tally.cases}"
+    return f"{MARKS[tally.state]} {tally.cases}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _failure_detail(case: CaseRecord) -> list[str]:
+    lines = [
+        f"#### {MARKS['fail']} {_code(case.title)} — {case.status} ({case.lives} lives, {case.seconds:.1f}s)"
+    ]
+    lines += [f"- {_escape(reason)}" for reason in case.reasons()]
+    if case.world_diff:
+        diff = "; ".join(f"{d['key']}: {d['clean']!r} → {d['observed']!r}" for d in case.world_diff)
+        lines.append(f"- world vs clean run: {_escape(diff)}")
+    lines += ["", "```", case.repro, "```", ""]
+    return lines
+
+
+def _failure_line(case: CaseRecord) -> str:
+    reason = _escape(case.reasons()[0])
+    return f"- {MARKS['fail']} {_code(case.title)} {case.status}: {reason} — {_code(case.repro)}"
+
+
+def _matrix_table(matrix: Matrix) -> list[str]:
+    head = ["scenario", *(LABELS[c] for c in COLUMNS), "passed"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for group, rows in matrix.groups():
+        lines.append(f"| **{_escape(group)}** |" + " |" * (len(head) - 1))
+        for row in rows:
+            cells = [_cell_text(row, c) for c in COLUMNS]
+            lines.append(f"| {_escape(row.label)} | " + " | ".join(cells) + f" | {row.tally.ratio} |")
+    totals = [t.ratio if t.cases else "–" for t in matrix.columns]
+    lines.append("| **total** | " + " | ".join(totals) + f" | **{matrix.tally.ratio}** |")
+    return lines
+
+
+def _row_totals(matrix: Matrix) -> list[str]:
+    lines = ["| scenario | passed | failed | cases |", "|---|---|---|---|"]
+    for row in matrix.rows:
+        t = row.tally
+        lines.append(f"| {_escape(row.label)} | {t.passed} | {t.failed} | {t.cases} |")
+    lines.append(f"| **total** | {matrix.tally.passed} | {matrix.tally.failed} | {matrix.tally.cases} |")
+    return lines
+
+
+def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None) -> str:
+    lines = [f"## crashmatrix: {matrix.headline}", ""]
+    failing = matrix.failing if failures is None else matrix.failing[:failures]
+    if matrix.failing:
+        lines += [f"### Failures ({len(matrix.failing)})", ""]
+        for case in failing:
+            lines += _failure_detail(case) if detail else [_failure_line(case)]
+        if len(failing) < len(matrix.failing):
+            lines.append(f"- … and {len(matrix.failing) - len(failing)} more failures (see matrix.json)")
+        lines.append("")
+    lines += ["### Matrix" if cells else "### Per scenario", ""]
+    lines += _matrix_table(matrix) if cells else _row_totals(matrix)
+    lines += ["", _LEGEND if cells else "(per-cell matrix left out to fit; see matrix.html)", ""]
+    return "\n".join(lines)
+
+
+def render_markdown(matrix: Matrix, *, max_bytes: int | None = None) -> str:
+    text = _assemble(matrix, detail=True, cells=True, failures=None)
+    if max_bytes is None or len(text.encode()) <= max_bytes:
+        return text
+    for detail, cells in ((True, False), (False, False)):
+        text = _assemble(matrix, detail=detail, cells=cells, failures=None)
+        if len(text.encode()) <= max_bytes:
+            return text
+    # Halve the failures listed until it fits; the headline and the count always stay.
+    keep = len(matrix.failing)
+    while keep:
+        keep //= 2
+        text = _assemble(matrix, detail=False, cells=False, failures=keep)
+        if len(text.encode()) <= max_bytes:
+            return text
+    head = f"## crashmatrix: {matrix.headline}\n"
+    return head if len(head.encode()) <= max_bytes else ""

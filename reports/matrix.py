@@ -1,0 +1,210 @@
+"""The pass matrix, as values: rows are scenarios, columns are crash points (pure).
+
+A cell aggregates every case of one scenario at one column: all points of that boundary
+(``after_running[call_1]`` and ``after_running[call_2]`` are one cell), all torn writes,
+all depth-2 recovery cases. Its state, worst first:
+
+* ``fail``           some case failed, hung or errored;
+* ``not_reached``    no case, or none of them reached its point;
+* ``indeterminate``  all passed, at least one only because the expectation allowed a set
+                     of outcomes (``Verdict.indeterminate``: "the email may or may not
+                     have been sent, and the agent said so");
+* ``pass``           all passed.
+
+Every renderer (Markdown, HTML, terminal, comparison) reads this one structure, so the
+same run can never be counted two ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from harness.boundaries import BOUNDARIES, TORN_WRITE
+
+from .results import CaseRecord, Results
+
+__all__ = [
+    "COLUMNS",
+    "LABELS",
+    "SHORT",
+    "STATES",
+    "Cell",
+    "Matrix",
+    "Row",
+    "Tally",
+    "build_matrix",
+    "row_label",
+]
+
+COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, "recovery")
+# Headers a table can afford; the full boundary name is the tooltip / legend.
+LABELS = {
+    "clean": "clean",
+    "after_tool_call_saved": "call saved",
+    "after_approved": "approved",
+    "after_running": "running",
+    "after_side_effect": "side effect",
+    "before_tool_result": "before result",
+    "after_tool_result": "after result",
+    TORN_WRITE: "torn write",
+    "recovery": "recovery",
+}
+SHORT = {
+    "clean": "CL",
+    "after_tool_call_saved": "TC",
+    "after_approved": "AP",
+    "after_running": "RU",
+    "after_side_effect": "SE",
+    "before_tool_result": "BR",
+    "after_tool_result": "TR",
+    TORN_WRITE: "TW",
+    "recovery": "RC",
+}
+STATES = ("pass", "fail", "indeterminate", "not_reached")
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    cases: int = 0
+    passed: int = 0
+    failed: int = 0  # failed, hung or errored
+    indeterminate: int = 0  # passed, with an allowed set of outcomes
+    not_reached: int = 0
+
+    @classmethod
+    def of(cls, cases: Iterable[CaseRecord]) -> Tally:
+        cases = list(cases)
+        return cls(
+            cases=len(cases),
+            passed=sum(c.passed for c in cases),
+            failed=sum(c.failing for c in cases),
+            indeterminate=sum(c.passed and c.indeterminate for c in cases),
+            not_reached=sum(c.status == "not_reached" for c in cases),
+        )
+
+    def __add__(self, other: Tally) -> Tally:
+        return Tally(
+            self.cases + other.cases,
+            self.passed + other.passed,
+            self.failed + other.failed,
+            self.indeterminate + other.indeterminate,
+            self.not_reached + other.not_reached,
+        )
+
+    @property
+    def state(self) -> str:
+        if self.failed:
+            return "fail"
+        if not self.passed:
+            return "not_reached"
+        return "indeterminate" if self.indeterminate else "pass"
+
+    @property
+    def ratio(self) -> str:
+        return f"{self.passed}/{self.cases}"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    column: str
+    cases: tuple[CaseRecord, ...]
+    tally: Tally
+
+    @property
+    def state(self) -> str:
+        return self.tally.state
+
+    @property
+    def focus(self) -> CaseRecord | None:
+        """The case a click on the cell shows: its first failure, else its first case."""
+        return next((c for c in self.cases if c.failing), self.cases[0] if self.cases else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    scenario: str
+    scenario_path: str
+    tools: tuple[str, ...]
+    idempotency: tuple[str, ...]
+    cells: tuple[Cell, ...]  # in COLUMNS order
+    tally: Tally
+
+    @property
+    def group(self) -> str:
+        """Rows are grouped by idempotency class and tools: the question a reader asks is
+        "how do non-idempotent tools fare", not "how does file 17 fare"."""
+        return f"{' + '.join(self.idempotency) or 'no contract'} · {', '.join(self.tools)}"
+
+    @property
+    def label(self) -> str:
+        return row_label(self.scenario_path)
+
+    def cell(self, column: str) -> Cell:
+        return self.cells[COLUMNS.index(column)]
+
+
+@dataclass(frozen=True, slots=True)
+class Matrix:
+    agent: str
+    rows: tuple[Row, ...]
+    columns: tuple[Tally, ...]  # per column, in COLUMNS order
+    tally: Tally
+    failing: tuple[CaseRecord, ...]  # every failed/hung/errored case, in row then column order
+
+    @property
+    def headline(self) -> str:
+        t = self.tally
+        text = f"{t.passed}/{t.cases} cases passed, {len(self.rows)} scenarios, agent {self.agent}"
+        extras = []
+        if t.failed:
+            extras.append(f"{t.failed} failed")
+        if t.not_reached:
+            extras.append(f"{t.not_reached} not reached")
+        if t.indeterminate:
+            extras.append(f"{t.indeterminate} allowed-indeterminate")
+        return text + (f" ({', '.join(extras)})" if extras else "")
+
+    def groups(self) -> list[tuple[str, list[Row]]]:
+        out: list[tuple[str, list[Row]]] = []
+        for row in self.rows:
+            if not out or out[-1][0] != row.group:
+                out.append((row.group, []))
+            out[-1][1].append(row)
+        return out
+
+
+def row_label(scenario_path: str) -> str:
+    """``scenarios/send_email/send_once.yaml`` -> ``send_email/send_once``."""
+    parts = PurePath(scenario_path).with_suffix("").parts
+    if "scenarios" in parts:
+        parts = parts[len(parts) - parts[::-1].index("scenarios") :]
+    return "/".join(parts[-2:]) if len(parts) > 1 else "/".join(parts)
+
+
+def _column_of(case: CaseRecord) -> str:
+    return case.boundary if case.boundary in COLUMNS else "recovery"
+
+
+def build_matrix(results: Results | Sequence[CaseRecord], agent: str = "") -> Matrix:
+    if isinstance(results, Results):
+        agent, cases = agent or results.agent, results.cases
+    else:
+        cases = tuple(results)
+    by_row: dict[str, list[CaseRecord]] = {}
+    for case in cases:
+        by_row.setdefault(case.scenario_path, []).append(case)
+    rows = []
+    for path, members in by_row.items():
+        first = members[0]
+        cells = tuple(
+            Cell(column, picked, Tally.of(picked))
+            for column in COLUMNS
+            for picked in [tuple(c for c in members if _column_of(c) == column)]
+        )
+        rows.append(Row(first.scenario, path, first.tools, first.idempotency, cells, Tally.of(members)))
+    rows.sort(key=lambda r: (r.idempotency, r.tools, r.label))
+    columns = tuple(sum((row.cells[i].tally for row in rows), Tally()) for i in range(len(COLUMNS)))
+    failing = tuple(case for row in rows for cell in row.cells for case in cell.cases if case.failing)
+    return Matrix(agent, tuple(rows), columns, sum((r.tally for r in rows), Tally()), failing)

@@ -1,0 +1,345 @@
+"""The results file: one record per crash case, the only input every report renders from.
+
+A run writes it once (``matrix.json``); ``crashmatrix report`` re-renders it later, and
+``--compare`` puts two of them side by side. Its shape is ``results.schema.json`` (shipped
+next to this module); a file that does not fit is refused with one line naming the file and
+the problem, never a traceback.
+
+Records are plain JSON values all the way down (expectations may hold ``{"in": [...]}``
+sets, a world view holds file texts), so a report never needs the harness's classes, the
+case directory or the scenario file to render.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from harness.cases import CaseResult, repro_command
+from harness.judge import Verdict
+
+from .errors import ResultsFileError
+
+__all__ = [
+    "FAILING",
+    "FORMAT",
+    "SCHEMA_PATH",
+    "STATUSES",
+    "VERSION",
+    "CaseRecord",
+    "Results",
+    "load_results",
+    "record_from_result",
+    "results_from_json",
+    "results_to_json",
+    "schema",
+    "with_world_diffs",
+    "write_results",
+]
+
+FORMAT = "crashmatrix-results"
+VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
+STATUSES = ("passed", "failed", "not_reached", "hung", "error")
+FAILING = frozenset({"failed", "hung", "error"})
+
+# A world view keeps file texts so a diff can show them; a generated file can be large, and
+# ~700 records each carrying it would bloat every report for no reader's benefit.
+_MAX_FILE_TEXT = 240
+_AGENT_STATE = ".agent_state/"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRecord:
+    """One crash case as a report sees it (one row of ``cases`` in the results file)."""
+
+    node_id: str  # the pytest node id, e.g. "scenarios/x.yaml::after_running[call_1]"
+    scenario: str  # the scenario's name
+    scenario_path: str
+    tools: tuple[str, ...]
+    idempotency: tuple[str, ...]  # the idempotency classes of the scenario's tools
+    point: str  # "clean", a point id, or "recovery@<point id>"
+    boundary: str  # the matrix column: "clean", a boundary, "torn_write" or "recovery"
+    status: str  # one of STATUSES
+    indeterminate: bool  # passed only because the expectation allowed a set of values
+    seconds: float
+    lives: int
+    repro: str  # one command that reruns just this case
+    case_dir: str = ""
+    expected: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    observed: Mapping[str, Any] | None = None  # outcome / ledger / code / world, as judged
+    mismatches: tuple[Mapping[str, Any], ...] = ()  # {field, expected, observed}
+    violations: tuple[Mapping[str, Any], ...] = ()  # {invariant, message, tool_call_id}
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    recovery_points: tuple[Mapping[str, Any], ...] = ()  # {point, status} of depth-2 crashes
+    world_diff: tuple[Mapping[str, Any], ...] = ()  # {key, clean, observed} vs the clean case
+    timeline: tuple[Mapping[str, Any], ...] = ()  # see reports.timeline
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def failing(self) -> bool:
+        """Failed, hung or errored: what a reader must look at (not_reached is not a verdict
+        on the agent, the point simply did not happen)."""
+        return self.status in FAILING
+
+    @property
+    def title(self) -> str:
+        return f"{Path(self.scenario_path).name}::{self.point}"
+
+    def reasons(self) -> list[str]:
+        """Why the case did not pass, one line each, most telling first (the same words
+        as the failure text pytest prints)."""
+        lines = [f"problem: {p}" for p in self.problems]
+        for m in self.mismatches:
+            lines.append(f"{m['field']}: expected {_show(m['expected'])}, observed {_show(m['observed'])}")
+        lines += [f"invariant {v['invariant']}: {v['message']}" for v in self.violations]
+        failed = [p["point"] for p in self.recovery_points if p.get("status") not in ("passed",)]
+        if failed:
+            lines.append(
+                f"{len(failed)} of {len(self.recovery_points)} recovery crash points failed: "
+                + ", ".join(failed)
+            )
+        return lines or [self.status]
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        for name in ("tools", "idempotency", "mismatches", "violations", "problems", "notes"):
+            out[name] = list(out[name])
+        for name in ("recovery_points", "world_diff", "timeline"):
+            out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> CaseRecord:
+        """A record from its JSON object; the object has already passed the schema."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {k: v for k, v in raw.items() if k in known}
+        for name in ("tools", "idempotency", "problems", "notes"):
+            values[name] = tuple(str(v) for v in values.get(name, ()))
+        for name in ("mismatches", "violations", "recovery_points", "world_diff", "timeline"):
+            values[name] = tuple(values.get(name, ()))
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class Results:
+    """A whole run: which agent, when, and every case."""
+
+    agent: str
+    cases: tuple[CaseRecord, ...]
+    created: str = ""  # ISO 8601, UTC
+    seconds: float = 0.0  # wall time of the run
+
+    @property
+    def failing(self) -> tuple[CaseRecord, ...]:
+        return tuple(case for case in self.cases if case.failing)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Mapping) and set(value) == {"in"}:
+        return "one of " + json.dumps(value["in"], ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False)
+
+
+# ---------------------------------------------------------------------------- from a case
+
+
+def _small_world(world: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in sorted(world.items()):
+        if key == "files" and isinstance(value, Mapping):
+            files: dict[str, str | None] = {}
+            for path, text in sorted(value.items()):
+                if path.startswith(_AGENT_STATE):
+                    continue  # the session file itself: the timeline shows it line by line
+                if isinstance(text, str) and len(text) > _MAX_FILE_TEXT:
+                    text = f"{text[:_MAX_FILE_TEXT]}… (+{len(text) - _MAX_FILE_TEXT} chars)"
+                files[path] = text
+            out[key] = files
+        else:
+            out[key] = value
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    """Expectations and observations as plain JSON (mappings become dicts, tuples lists)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    observed = verdict.observed
+    return {
+        "status": verdict.status,
+        "indeterminate": verdict.indeterminate,
+        "expected": _jsonable(verdict.expected),
+        "observed": None
+        if observed is None
+        else _jsonable(
+            {
+                "outcome": observed.outcome,
+                "ledger": observed.ledger,
+                "code": observed.code,
+                "world": _small_world(observed.world),
+            }
+        ),
+        "mismatches": tuple(
+            _jsonable({"field": m.field, "expected": m.expected, "observed": m.observed})
+            for m in verdict.mismatches
+        ),
+        "violations": tuple(
+            {"invariant": v.invariant, "message": v.message, "tool_call_id": v.tool_call_id}
+            for v in verdict.violations
+        ),
+        "problems": tuple(verdict.problems),
+        "notes": tuple(verdict.notes),
+    }
+
+
+def _shown_path(path: Path) -> str:
+    try:  # relative to where the run stands, like the repro command
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def record_from_result(
+    result: CaseResult, node_id: str, *, timeline: Sequence[Mapping[str, Any]] = ()
+) -> CaseRecord:
+    """The record of a finished case (the pytest plugin calls this right after the case)."""
+    scenario = result.scenario
+    point = result.point_id.removeprefix("recovery@")
+    return CaseRecord(
+        node_id=node_id,
+        scenario=scenario.name,
+        scenario_path=_shown_path(scenario.path),
+        tools=tuple(scenario.tools),
+        idempotency=tuple(scenario.idempotency_classes),
+        point=result.point_id,
+        boundary=result.boundary,
+        seconds=round(result.seconds, 3),
+        lives=result.lives,
+        repro=repro_command(scenario.path, point, agent=result.agent),
+        case_dir=str(result.case_dir),
+        recovery_points=tuple({"point": sid, "status": v.status} for sid, v in result.sub_results),
+        timeline=tuple(timeline),
+        **_verdict_fields(result.verdict),
+    )
+
+
+def with_world_diffs(cases: Iterable[CaseRecord]) -> tuple[CaseRecord, ...]:
+    """Each case's world compared with its scenario's clean case: what the crash changed
+    (a second email is ``emails: 1 -> 2``). Cases of a scenario without a clean record
+    (filtered out, or its run errored) get no diff rather than a guess."""
+    cases = tuple(cases)
+    clean: dict[str, Mapping[str, Any]] = {}
+    for case in cases:
+        if case.boundary == "clean" and case.observed is not None:
+            clean[case.scenario_path] = case.observed.get("world") or {}
+    out = []
+    for case in cases:
+        base = clean.get(case.scenario_path)
+        if base is None or case.observed is None or case.boundary == "clean":
+            out.append(case)
+            continue
+        out.append(dataclasses.replace(case, world_diff=_world_diff(base, case.observed.get("world") or {})))
+    return tuple(out)
+
+
+def _world_diff(clean: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
+    changes: list[dict[str, Any]] = []
+    for key in sorted(set(clean) | set(observed)):
+        if key == "files":
+            before, after = clean.get("files") or {}, observed.get("files") or {}
+            for path in sorted(set(before) | set(after)):
+                if before.get(path) != after.get(path):
+                    changes.append(
+                        {"key": f"files[{path}]", "clean": before.get(path), "observed": after.get(path)}
+                    )
+        elif clean.get(key, 0) != observed.get(key, 0):
+            changes.append({"key": key, "clean": clean.get(key, 0), "observed": observed.get(key, 0)})
+    return tuple(changes)
+
+
+# ---------------------------------------------------------------------------- JSON I/O
+
+
+@cache
+def schema() -> Mapping[str, Any]:
+    loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return loaded
+
+
+def results_to_json(results: Results) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "agent": results.agent,
+        "created": results.created,
+        "seconds": round(results.seconds, 3),
+        "cases": [case.to_json() for case in results.cases],
+    }
+
+
+def _where(error: Any) -> str:
+    parts = []
+    for part in error.absolute_path:
+        parts.append(f"[{part}]" if isinstance(part, int) else f".{part}")
+    return "".join(parts).lstrip(".") or "(top level)"
+
+
+def results_from_json(raw: Any, path: Path | str = "<results>") -> Results:
+    """Validate a parsed results file against the schema and build it; one-line errors."""
+    validator = jsonschema.Draft202012Validator(schema())
+    error = jsonschema.exceptions.best_match(validator.iter_errors(raw))
+    if error is not None:
+        hint = ""
+        if isinstance(raw, Mapping) and raw.get("format") != FORMAT:
+            hint = f' (is this a crashmatrix results file? expected "format": {FORMAT!r})'
+        raise ResultsFileError(path, f"{_where(error)}: {error.message}{hint}")
+    return Results(
+        agent=str(raw["agent"]),
+        cases=tuple(CaseRecord.from_json(case) for case in raw["cases"]),
+        created=str(raw.get("created", "")),
+        seconds=float(raw.get("seconds", 0.0)),
+    )
+
+
+def load_results(path: Path | str) -> Results:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as error:
+        raise ResultsFileError(path, "no such file") from error
+    except (OSError, UnicodeDecodeError) as error:
+        raise ResultsFileError(path, f"cannot read it ({error})") from error
+    try:
+        raw = json.loads(text)
+    except ValueError as error:
+        raise ResultsFileError(path, f"not JSON: {error}") from error
+    return results_from_json(raw, path)
+
+
+def write_results(results: Results, path: Path | str) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Written whole then renamed: a reader (CI uploading artifacts) never sees half a file.
+    tmp = path.with_name(f".{path.name}.tmp")
+    raw = results_to_json(results)
+    cases = raw.pop("cases")
+    # One case per line: readable, greppable and diffable, without indenting ~700 timelines.
+    head = json.dumps(raw, ensure_ascii=False, indent=1)[:-2]
+    body = ",\n".join(json.dumps(case, ensure_ascii=False, separators=(",", ":")) for case in cases)
+    tmp.write_text(f'{head},\n "cases": [\n{body}\n ]\n}}\n', "utf-8")
+    tmp.replace(path)
+    return path

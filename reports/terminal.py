@@ -1,0 +1,69 @@
+"""The matrix as a compact text table for the end of pytest's terminal summary.
+
+Fits 80 columns: one two-letter column per crash point, a legend line, failures first
+(one line each with its rerun command) so the last thing on screen is what to do next.
+"""
+
+from __future__ import annotations
+
+from .matrix import COLUMNS, SHORT, Matrix
+
+__all__ = ["render_terminal", "symbols"]
+
+_UNICODE = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·"}
+_ASCII = {"pass": "+", "fail": "X", "indeterminate": "~", "not_reached": "."}
+_NAME_WIDTH = 30
+_CELL = 4
+
+
+def symbols(encoding: str | None) -> dict[str, str]:
+    """Unicode marks when the terminal can print them (CI logs can be ASCII-only)."""
+    try:
+        "".join(_UNICODE.values()).encode(encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return _ASCII
+    return _UNICODE
+
+
+def _cell(state: str, failed: int, marks: dict[str, str]) -> str:
+    text = marks[state] + (str(failed) if state == "fail" and failed > 1 else "")
+    return text.ljust(_CELL)
+
+
+def render_terminal(matrix: Matrix, *, encoding: str | None = "utf-8", max_failures: int = 20) -> list[str]:
+    marks = symbols(encoding)
+    lines = [f"crashmatrix: {matrix.headline}"]
+    if matrix.failing:
+        lines.append(f"failures ({len(matrix.failing)}):")
+        for case in matrix.failing[:max_failures]:
+            lines.append(f"  {marks['fail']} {case.title} {case.status}: {case.reasons()[0]}")
+            lines.append(f"      rerun: {case.repro}")
+        if len(matrix.failing) > max_failures:
+            lines.append(f"  ... and {len(matrix.failing) - max_failures} more (see matrix.html)")
+    header = "scenario".ljust(_NAME_WIDTH) + "".join(SHORT[c].ljust(_CELL) for c in COLUMNS) + "passed"
+    lines.append(header)
+    for group, rows in matrix.groups():
+        lines.append(f"[{group if marks is _UNICODE else group.replace('·', '-')}]")
+        for row in rows:
+            fits = _NAME_WIDTH - 3  # two of indent, one of gap
+            cut = "…" if marks is _UNICODE else "~"
+            name = row.label if len(row.label) <= fits else row.label[: fits - 1] + cut
+            cells = "".join(_cell(c.state, c.tally.failed, marks) for c in row.cells)
+            lines.append(f"  {name}".ljust(_NAME_WIDTH) + cells + row.tally.ratio)
+    lines.append(
+        "cases".ljust(_NAME_WIDTH)
+        + "".join(str(t.cases).ljust(_CELL) for t in matrix.columns)
+        + str(matrix.tally.cases)
+    )
+    lines.append(
+        "failed".ljust(_NAME_WIDTH)
+        + "".join(str(t.failed).ljust(_CELL) for t in matrix.columns)
+        + str(matrix.tally.failed)
+    )
+    lines.append(
+        f"{marks['pass']} pass  {marks['fail']} fail (number: how many)  "
+        f"{marks['indeterminate']} allowed-indeterminate  {marks['not_reached']} not reached"
+    )
+    legend = [f"{SHORT[c]} {c}" for c in COLUMNS]
+    lines += [", ".join(legend[:4]), ", ".join(legend[4:7]), ", ".join(legend[7:])]
+    return lines

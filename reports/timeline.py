@@ -1,0 +1,230 @@
+"""A case's timeline, small enough to ship in every record: lives, session lines and world
+events interleaved in the order they happened.
+
+Three sources, three clocks, one order:
+
+* ``trace.jsonl`` orders the lives (start, crash, exit) and, within a life, the boundaries
+  and labelled appends it passed;
+* the session file orders its lines, but does not say which life wrote each one: a line is
+  attributed by the trace event that announced it (``append`` for ledger lines and Tool
+  Results, ``after_tool_call_saved`` for the assistant message); the lines in between
+  (user messages, final answers) belong to the life that wrote the next announced line;
+* each world event carries the session's size when it happened and the pid of its life,
+  so it goes right after the last line that was on disk by then, and never before its own
+  life started.
+
+A torn line never reaches the session (the next life sets it aside), so a ``torn_write``
+crash is marked on the life, not matched against the file. Gathered in the pytest process
+right after the case ran, while the case directory still exists; reading it costs one small
+file, one SQLite query and the trace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.cases import CaseResult
+from harness.errors import CrashmatrixError
+from harness.injector import read_trace
+from harness.invariants import WorldEventLike
+from harness.life import session_path_of
+from harness.records import Entry, ExecutionRecord, MessageEntry
+from harness.session import read_session
+
+__all__ = ["MAX_MOMENTS", "build_timeline", "gather_timeline", "timeline_dir"]
+
+# A scenario has a handful of tool calls, so ~30 moments is typical; a runaway agent that
+# appends hundreds of lines must not make ~700 records megabytes each.
+MAX_MOMENTS = 160
+
+Moment = dict[str, Any]
+
+
+def timeline_dir(result: CaseResult) -> Path:
+    """The directory whose run the timeline shows: for a depth-2 recovery case, the first
+    failed second crash (what the verdict describes), else the first crash alone."""
+    if result.boundary != "recovery":
+        return result.case_dir
+    points = list(result.extra.get("recovery_points") or [])
+    failed = list(result.extra.get("failed_points") or [])
+    if failed and failed[0] in points:
+        return result.case_dir / f"second-{points.index(failed[0])}"
+    return result.case_dir / "first"
+
+
+def gather_timeline(case_dir: Path, *, limit: int = MAX_MOMENTS) -> tuple[Moment, ...]:
+    """The timeline of a finished case directory; whatever is missing is simply absent."""
+    trace = read_trace(case_dir)
+    try:
+        log = read_session(session_path_of(case_dir))
+        entries, offsets = log.entries, log.offsets
+    except CrashmatrixError:  # corruption is the judge's to report; the timeline shows the rest
+        entries, offsets = (), ()
+    events: list[WorldEventLike] = []
+    if (case_dir / "world" / "world.json").exists():
+        from mock_tools.world import World
+
+        events = list(World(case_dir / "world").events())
+    shifted = _edited_offsets(case_dir, events)
+    return build_timeline(trace, entries, offsets, events, shifted_bytes=shifted, limit=limit)
+
+
+def _edited_offsets(case_dir: Path, events: Sequence[WorldEventLike]) -> dict[int, int]:
+    """Session sizes of events recorded before the harness edited the session, in the
+    edited file's coordinates (the judge does the same; see injector.apply_between_lives)."""
+    path = case_dir / "between_lives.json"
+    if not path.exists():
+        return {}
+    mark = json.loads(path.read_text(encoding="utf-8"))
+    shifts = mark.get("shifts") or []
+    out = {}
+    for event in events:
+        if shifts and event.seq <= mark.get("events_before", 0):
+            grown = sum(delta for end, delta in shifts if event.session_bytes >= end)
+            out[event.seq] = event.session_bytes + grown
+    return out
+
+
+def _session_moment(entry: Entry, index: int) -> Moment:
+    line = entry.line or index + 1
+    if isinstance(entry, ExecutionRecord):
+        return {
+            "source": "session",
+            "line": line,
+            "type": "tool_execution",
+            "status": entry.status,
+            "execution_id": entry.execution_id,
+            "tool_call_id": entry.tool_call_id,
+        }
+    if isinstance(entry, MessageEntry):
+        message = entry.message
+        moment: Moment = {"source": "session", "line": line, "type": "message", "role": message.role}
+        if message.tool_call_id:
+            moment["tool_call_id"] = message.tool_call_id
+        if message.tool_calls:
+            moment["tool_calls"] = [call.id for call in message.tool_calls]
+        return moment
+    return {"source": "session", "line": line, "type": "compaction"}
+
+
+def _announces(entry: Entry, event: Mapping[str, Any]) -> bool:
+    """Is this session line the one a trace event announced?"""
+    kind = event.get("event")
+    call = event.get("call")
+    if kind == "boundary":
+        return (
+            isinstance(entry, MessageEntry)
+            and entry.message.role == "assistant"
+            and any(c.id == call for c in entry.message.tool_calls)
+        )
+    label = event.get("label")
+    if label == "tool_result":
+        return (
+            isinstance(entry, MessageEntry)
+            and entry.message.role == "tool"
+            and entry.message.tool_call_id == call
+        )
+    return isinstance(entry, ExecutionRecord) and entry.tool_call_id == call and entry.status == label
+
+
+def build_timeline(
+    trace: Sequence[Mapping[str, Any]],
+    entries: Sequence[Entry],
+    offsets: Sequence[int],
+    events: Sequence[WorldEventLike],
+    *,
+    shifted_bytes: Mapping[int, int] | None = None,
+    limit: int = MAX_MOMENTS,
+) -> tuple[Moment, ...]:
+    """Interleave the three sources (pure; see the module docstring for the rules)."""
+    moments: list[Moment] = []
+    ends: list[int | None] = []  # end byte offset of session moments, None for the others
+    pointer = 0
+    pids: dict[int, int] = {}
+
+    def emit(moment: Moment, end: int | None = None) -> None:
+        moments.append(moment)
+        ends.append(end)
+
+    def flush(through: int, life: int | None) -> None:
+        nonlocal pointer
+        while pointer <= through and pointer < len(entries):
+            moment = _session_moment(entries[pointer], pointer)
+            if life is not None:
+                moment["life"] = life
+            emit(moment, offsets[pointer] if pointer < len(offsets) else None)
+            pointer += 1
+
+    for index, event in enumerate(trace):
+        life = int(event.get("life", 0))
+        kind = event.get("event")
+        if kind == "start":
+            if isinstance(event.get("pid"), int):
+                pids[event["pid"]] = life
+            emit({"source": "life", "life": life, "event": "start"})
+        elif (kind == "boundary" and event.get("boundary") == "after_tool_call_saved") or kind == "append":
+            after = trace[index + 1] if index + 1 < len(trace) else {}
+            torn = after.get("event") == "crash" and str(after.get("point", "")).startswith("torn_write[")
+            if kind == "append" and torn and after.get("life") == life:
+                continue  # the half line was set aside: nothing in the file to match
+            for probe in range(pointer, len(entries)):
+                if _announces(entries[probe], event):
+                    flush(probe, life)
+                    break
+        elif kind == "crash":
+            point = str(event.get("point", ""))
+            torn = point.startswith("torn_write[")
+            emit({"source": "life", "life": life, "event": "torn" if torn else "crash", "point": point})
+        elif kind == "exit":
+            flush(len(entries) - 1, life)
+            emit({"source": "life", "life": life, "event": "exit"})
+        elif kind == "error":
+            emit(
+                {"source": "life", "life": life, "event": "error", "error": str(event.get("error", ""))[:300]}
+            )
+    flush(len(entries) - 1, None)  # a hung life never wrote "exit"
+
+    for world_event in events:
+        size = (shifted_bytes or {}).get(world_event.seq, world_event.session_bytes)
+        _insert_event(moments, ends, world_event, pids, size)
+    if len(moments) > limit:
+        # Keep the start (the first crash) and the end (how recovery finished).
+        head, tail = limit // 2, limit - limit // 2 - 1
+        omitted = len(moments) - head - tail
+        moments = [*moments[:head], {"source": "more", "omitted": omitted}, *moments[-tail:]]
+    return tuple(moments)
+
+
+def _insert_event(
+    moments: list[Moment], ends: list[int | None], event: WorldEventLike, pids: Mapping[int, int], size: int
+) -> None:
+    life = pids.get(getattr(event, "pid", -1))  # None: not an agent life (the harness between lives)
+    position = 0
+    for index, end in enumerate(ends):
+        if end is not None and size >= 0 and end <= size:
+            position = index + 1
+        if life is not None and moments[index] == {"source": "life", "life": life, "event": "start"}:
+            position = max(position, index + 1)
+    while position < len(moments):
+        here = moments[position]
+        if here["source"] == "world":
+            position += 1  # events that happened at the same size stay in seq order
+        elif here["source"] == "life" and here["event"] != "start" and (life is None or here["life"] < life):
+            position += 1  # the previous life's crash came first
+        else:
+            break
+    moment: Moment = {
+        "source": "world",
+        "seq": event.seq,
+        "kind": event.kind,
+        "tool": event.tool,
+        "execution_id": event.execution_id,
+        "tool_call_id": event.tool_call_id,
+        "session_bytes": event.session_bytes,
+        "life": life,
+    }
+    moments.insert(position, moment)
+    ends.insert(position, None)

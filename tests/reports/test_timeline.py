@@ -1,0 +1,104 @@
+"""The per-case timeline: lives, session lines and world events in the order they happened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
+from mock_tools.world import WorldEvent
+from reports.timeline import build_timeline
+
+
+def _ledger(status: str, line: int, execution: str = "e1") -> ExecutionRecord:
+    return ExecutionRecord(execution, "c1", status, "send_email", "k", "h", line=line)
+
+
+ENTRIES: list[Entry] = [
+    MessageEntry(Message("user", "send it"), line=1),
+    MessageEntry(Message("assistant", "", (ToolCall("c1", "send_email", "{}"),)), line=2),
+    _ledger("approved", 3),
+    _ledger("running", 4),
+    _ledger("unknown", 5),
+    MessageEntry(Message("tool", "{}", tool_call_id="c1"), line=6),
+    MessageEntry(Message("assistant", "Done."), line=7),
+]
+OFFSETS = [100, 200, 300, 400, 500, 600, 700]
+
+
+def _event(seq: int, kind: str, pid: int, session_bytes: int) -> WorldEvent:
+    return WorldEvent(seq, kind, "send_email", "c1", "e1", None, session_bytes, {}, pid)
+
+
+def _short(moment: dict[str, Any]) -> str:
+    if moment["source"] == "life":
+        return f"life{moment['life']}:{moment['event']}"
+    if moment["source"] == "session":
+        return f"L{moment['line']}@{moment.get('life')}"
+    if moment["source"] == "world":
+        return f"#{moment['seq']}"
+    return "more"
+
+
+def test_a_crash_then_restart_interleaves_lines_and_world_events_by_session_size() -> None:
+    trace = [
+        {"life": 1, "event": "start", "pid": 11},
+        {"life": 1, "event": "boundary", "boundary": "after_tool_call_saved", "call": "c1", "occurrence": 1},
+        {"life": 1, "event": "append", "call": "c1", "label": "approved", "occurrence": 1},
+        {"life": 1, "event": "append", "call": "c1", "label": "running", "occurrence": 1},
+        {"life": 1, "event": "boundary", "boundary": "after_running", "call": "c1", "occurrence": 1},
+        {"life": 1, "event": "crash", "point": "after_running[c1]"},
+        {"life": 2, "event": "start", "pid": 22},
+        {"life": 2, "event": "append", "call": "c1", "label": "unknown", "occurrence": 1},
+        {"life": 2, "event": "append", "call": "c1", "label": "tool_result", "occurrence": 1},
+        {"life": 2, "event": "exit"},
+    ]
+    events = [_event(1, "external_write", 99, 400), _event(2, "email", 22, 500)]
+    timeline = build_timeline(trace, ENTRIES, OFFSETS, events)
+    assert [_short(m) for m in timeline] == [
+        "life1:start",
+        "L1@1",
+        "L2@1",
+        "L3@1",
+        "L4@1",
+        "life1:crash",
+        "#1",  # the harness's edit between lives: after the crash, before the restart
+        "life2:start",
+        "L5@2",
+        "#2",  # on disk after `unknown`, before the Tool Result
+        "L6@2",
+        "L7@2",
+        "life2:exit",
+    ]
+    assert timeline[5]["point"] == "after_running[c1]"
+
+
+def test_a_torn_write_is_marked_on_its_life_and_the_rewritten_line_belongs_to_the_next() -> None:
+    entries = [*ENTRIES[:3], _ledger("running", 4, "e2")]
+    trace = [
+        {"life": 1, "event": "start", "pid": 11},
+        {"life": 1, "event": "boundary", "boundary": "after_tool_call_saved", "call": "c1", "occurrence": 1},
+        {"life": 1, "event": "append", "call": "c1", "label": "approved", "occurrence": 1},
+        {"life": 1, "event": "append", "call": "c1", "label": "running", "occurrence": 1},
+        {"life": 1, "event": "crash", "point": "torn_write[c1:running]"},
+        {"life": 2, "event": "start", "pid": 22},
+        {"life": 2, "event": "append", "call": "c1", "label": "running", "occurrence": 1},
+    ]
+    timeline = build_timeline(trace, entries, OFFSETS[:4], [])
+    assert [_short(m) for m in timeline] == [
+        "life1:start",
+        "L1@1",
+        "L2@1",
+        "L3@1",
+        "life1:torn",
+        "life2:start",
+        "L4@2",
+    ]
+
+
+def test_a_long_timeline_keeps_its_start_and_end() -> None:
+    entries = [MessageEntry(Message("user", str(i)), line=i + 1) for i in range(50)]
+    trace = [{"life": 1, "event": "start", "pid": 1}, {"life": 1, "event": "exit"}]
+    timeline = build_timeline(trace, entries, list(range(1, 51)), [], limit=11)
+    assert len(timeline) == 11
+    assert _short(timeline[0]) == "life1:start" and _short(timeline[-1]) == "life1:exit"
+    assert timeline[5] == {"source": "more", "omitted": 42}
