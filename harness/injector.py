@@ -49,6 +49,7 @@ PRELOAD = [
     "respx",
     "httpx",
     "sqlite3",
+    "harness.warmup",  # last: one throwaway life, so every fork starts warm (warmup.py)
 ]
 
 

@@ -30,7 +30,7 @@ from .parent_death import die_with_parent
 from .scenario import Scenario
 from .scripted_model import ScriptedModel
 
-__all__ = ["LifeSpec", "append_label", "life_main"]
+__all__ = ["LifeSpec", "Tracer", "append_label", "life_main", "run_life"]
 
 EXIT_AGENT_ERROR = 3
 
@@ -143,6 +143,33 @@ def session_path_of(case_dir: Path) -> Path:
     return case_dir / "world" / "workspace" / ".agent_state" / "session-case.jsonl"
 
 
+def run_life(spec: LifeSpec, tracer: Tracer) -> None:
+    """The life itself, in this process: mocks up, the adapter runs the agent. Raises what
+    the agent raises (``life_main`` turns that into the life's verdict)."""
+    case_dir = Path(spec.case_dir)
+    adapter = load_adapter(spec.agent)
+    # assert_all_mocked: a request to anything but the scripted model and the mock
+    # services is an error, never a real network call.
+    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
+        _serve_mocks(router, spec, case_dir)
+        with httpx.Client(timeout=30.0, verify=_TLS) as http:
+            ctx = LifeContext(
+                case_dir=case_dir,
+                session_path=session_path_of(case_dir),
+                session_id="case",
+                world_dir=case_dir / "world",
+                scenario=spec.scenario,
+                http=http,
+                model_base_url=MODEL_BASE_URL,
+                hook=tracer.boundary,
+                before_append=tracer.before_append,
+                approvals=spec.scenario.approvals,
+                approvals_again=spec.scenario.approvals_again,
+                life=spec.life,
+            )
+            adapter.run_life(ctx)
+
+
 def life_main(spec: LifeSpec) -> None:
     """Entry point of the agent's process for one life."""
     die_with_parent()
@@ -154,27 +181,7 @@ def life_main(spec: LifeSpec) -> None:
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
     _write_line(tracer.path, {"life": spec.life, "event": "start", "pid": os.getpid()})
     try:
-        adapter = load_adapter(spec.agent)
-        # assert_all_mocked: a request to anything but the scripted model and the mock
-        # services is an error, never a real network call.
-        with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
-            _serve_mocks(router, spec, case_dir)
-            with httpx.Client(timeout=30.0, verify=_TLS) as http:
-                ctx = LifeContext(
-                    case_dir=case_dir,
-                    session_path=session_path_of(case_dir),
-                    session_id="case",
-                    world_dir=case_dir / "world",
-                    scenario=spec.scenario,
-                    http=http,
-                    model_base_url=MODEL_BASE_URL,
-                    hook=tracer.boundary,
-                    before_append=tracer.before_append,
-                    approvals=spec.scenario.approvals,
-                    approvals_again=spec.scenario.approvals_again,
-                    life=spec.life,
-                )
-                adapter.run_life(ctx)
+        run_life(spec, tracer)
     except BaseException as error:  # the life's verdict goes to a file the parent reads
         text = "".join(traceback.format_exception_only(type(error), error)).strip()
         _write_line(
