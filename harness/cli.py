@@ -7,6 +7,7 @@ and exit status 2 here, never a traceback.
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
     crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
     crashmatrix report --compare A.json B.json          two runs side by side, differences marked
+    crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="crashmatrix", description="Crash-matrix evals for tool-running agents."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    # Commands with their own parsers (in their modules); listed here so --help shows them.
+    for name, text in DELEGATED_HELP.items():
+        delegated = sub.add_parser(name, help=text, add_help=False)
+        delegated.add_argument("rest", nargs=argparse.REMAINDER)
     run = sub.add_parser("run", help="run one crash case, or a scenario's whole matrix")
     run.add_argument("file", type=Path)
     run.add_argument("--crash", help="point id (after_running[call_1]) or a boundary name (its first point)")
@@ -186,8 +191,24 @@ def _report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+DELEGATED_HELP = {
+    "mutants": "run the suite against the deliberately broken agents; exit 1 if one survives",
+}
+
+
+def _delegated(command: str, rest: Sequence[str]) -> int:
+    if command == "mutants":
+        from .mutation import main_mutants
+
+        return main_mutants(rest)
+    raise AssertionError(command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] and words[0] in DELEGATED_HELP:
+        return _delegated(words[0], words[1:])
+    args = _parser().parse_args(words)
     handlers = {
         "run": _run,
         "points": _points,

@@ -98,3 +98,10 @@ def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: P
     points = done.stdout.split()
     assert points[0] == "after_tool_call_saved[call_1]"
     assert {"after_running[call_1]", "torn_write[call_1:running]", "after_tool_result[call_1]"} <= set(points)
+
+
+def test_mutants_prints_the_kill_matrix_and_exits_0_when_every_chosen_mutant_dies() -> None:
+    root = Path(__file__).resolve().parents[2]
+    done = crashmatrix("mutants", "--mutant", "ledger_in_prompt", cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ledger_in_prompt" in done.stdout and "K" in done.stdout
