@@ -1,0 +1,201 @@
+"""Benchmark the crash matrix: prints figures, asserts nothing (machines are shared and noisy).
+
+    python benchmarks/matrix.py                 # everything, ~2-4 minutes on 2 cores
+    python benchmarks/matrix.py --quick         # a few scenarios only
+
+Figures:
+* the built-in matrix (every scenario's clean case and crash points, no recovery@ items),
+  run case by case in this process with forked lives: cases, lives, wall time, cases per
+  second, per-case median and p95, peak memory, and this process's RSS growth over the run;
+* the same sample of cases with forked lives and with a fresh interpreter per life
+  (``--isolation=spawn``), and the ratio between them, from this one run;
+* the floor on this machine: a forkserver round trip with the agent's modules imported,
+  plus the fsyncs one case needs (counted, then timed), and how far the per-case median is
+  from it;
+* optionally (``--pytest``) the wall time of ``pytest scenarios/ -n 2`` as CI runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.boundaries import CrashPoint  # noqa: E402
+from harness.cases import enumerate_points, run_point  # noqa: E402
+from harness.injector import LifeLauncher  # noqa: E402
+from harness.scenario import Scenario, load_scenario  # noqa: E402
+
+PRELOAD = ["reference_agent.adapter", "mock_tools.toolbox"]
+
+
+def _rss_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _cases(
+    paths: Sequence[Path], launcher: LifeLauncher, work: Path
+) -> list[tuple[Scenario, CrashPoint | None]]:
+    cases: list[tuple[Scenario, CrashPoint | None]] = []
+    for index, path in enumerate(paths):
+        scenario = load_scenario(path)
+        enum = enumerate_points(scenario, launcher, work / f"enum-{index}")
+        cases.append((scenario, None))
+        cases += [(scenario, p) for p in enum.points if scenario.covers(p)]
+    return cases
+
+
+def _run(
+    cases: Sequence[tuple[Scenario, CrashPoint | None]], launcher: LifeLauncher, work: Path
+) -> tuple[list[float], int, int]:
+    seconds: list[float] = []
+    lives = failed = 0
+    for index, (scenario, point) in enumerate(cases):
+        started = time.perf_counter()
+        result = run_point(scenario, point, launcher, work / f"c{index}")
+        seconds.append(time.perf_counter() - started)
+        lives += result.lives
+        failed += not result.passed
+    return seconds, lives, failed
+
+
+def _fsyncs_per_case(scenario: Scenario, point: CrashPoint | None, launcher: LifeLauncher, work: Path) -> int:
+    """Count the fsyncs a case makes, in the lives and in the harness (os.fsync wrapped)."""
+    from harness.power import SYNC_LOG
+
+    result = run_point(scenario, point, launcher, work / "count", power_loss=True)
+    log = result.case_dir / SYNC_LOG
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def _floor(launcher: LifeLauncher, fsyncs: int, lives: float, work: Path) -> tuple[float, float, float]:
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    probe = ctx.Process(target=os.getpid)
+    probe.start()
+    probe.join()
+    rounds = 30
+    started = time.perf_counter()
+    for _ in range(rounds):
+        process = ctx.Process(target=os.getpid)
+        process.start()
+        process.join()
+        process.close()
+    fork = (time.perf_counter() - started) / rounds
+    path = work / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    started = time.perf_counter()
+    for _ in range(200):
+        os.write(fd, b'{"type":"tool_execution","status":"running"}\n')
+        os.fsync(fd)
+    fsync = (time.perf_counter() - started) / 200
+    os.close(fd)
+    return fork, fsync, lives * fork + fsyncs * fsync
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="three scenarios only")
+    parser.add_argument("--spawn-sample", type=int, default=12, help="cases run both forked and spawned")
+    parser.add_argument("--pytest", action="store_true", help="also time `pytest scenarios/ -n 2`")
+    args = parser.parse_args(argv)
+
+    paths = sorted(
+        p
+        for p in (ROOT / "scenarios").rglob("*.yaml")
+        if "contracts" not in p.relative_to(ROOT / "scenarios").parts
+    )
+    if args.quick:
+        paths = paths[:3]
+    work = Path(tempfile.mkdtemp(prefix="crashmatrix-bench-"))
+    fork = LifeLauncher("fork", preload=PRELOAD)
+
+    started = time.perf_counter()
+    cases = _cases(paths, fork, work / "enumerate")
+    enumerate_s = time.perf_counter() - started
+    rss_before = _rss_kib()
+    started = time.perf_counter()
+    seconds, lives, failed = _run(cases, fork, work / "fork")
+    wall = time.perf_counter() - started
+    rss_after = _rss_kib()
+    median, p95 = statistics.median(seconds), _pct(seconds, 0.95)
+    print(f"matrix: {len(paths)} scenarios, {len(cases)} cases, {lives} lives, {failed} failed")
+    print(f"  enumeration (one clean run per scenario): {enumerate_s:.1f} s")
+    print(f"  forked lives, one case at a time: {wall:.1f} s, {len(cases) / wall:.1f} cases/s")
+    print(
+        f"  per case: median {median * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms; per life {wall / lives * 1000:.0f} ms"
+    )
+    print(
+        f"  RSS of this process: {rss_before / 1024:.1f} MiB before the cases, {rss_after / 1024:.1f} MiB after"
+    )
+
+    step = max(1, len(cases) // args.spawn_sample)
+    sample = cases[::step][: args.spawn_sample]
+    fork_s, fork_lives, _ = _run(sample, fork, work / "sample-fork")
+    spawn_s, spawn_lives, _ = _run(sample, LifeLauncher("spawn"), work / "sample-spawn")
+    print(
+        f"isolation, same {len(sample)} cases: fork {sum(fork_s):.1f} s ({fork_lives} lives), spawn {sum(spawn_s):.1f} s ({spawn_lives} lives)"
+    )
+    print(f"  spawn / fork = {sum(spawn_s) / sum(fork_s):.1f}x")
+
+    scenario, point = next((s, p) for s, p in cases if p is not None and p.boundary == "after_running")
+    fsyncs = _fsyncs_per_case(scenario, point, fork, work / "fsyncs")
+    lives_per_case = lives / len(cases)
+    fork_rt, fsync_s, floor = _floor(fork, fsyncs, lives_per_case, work)
+    print(f"floor: forkserver round trip {fork_rt * 1000:.1f} ms, fsync {fsync_s * 1000:.2f} ms")
+    print(
+        f"  a case needs {lives_per_case:.2f} lives and ~{fsyncs} session fsyncs ({scenario.path.name}::{point.id})"
+    )
+    print(f"  floor per case {floor * 1000:.0f} ms; median case is {median / floor:.1f}x the floor")
+
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    print(f"peak memory: this process {usage / 1024:.0f} MiB, largest child {children / 1024:.0f} MiB")
+
+    if args.pytest:
+        started = time.perf_counter()
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "scenarios",
+                "-n",
+                "2",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--no-report",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-200:]
+        print(f"pytest scenarios/ -n 2: {time.perf_counter() - started:.0f} s wall ({last})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
