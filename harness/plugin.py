@@ -16,7 +16,9 @@ printed at the end of the terminal summary: each case's record rides on its test
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--no-report", action="store_true", help="write no pass-matrix report")
 
 
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (a cancelled CI job) ends Python without any cleanup; as an interrupt it goes
+    # through pytest's orderly stop: lives are reaped, and a partial report is written and
+    # marked incomplete. Only if nobody else handles SIGTERM, and only in the main thread.
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    ):
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     config.addinivalue_line("markers", "crashmatrix: a crash-matrix case from a scenario YAML")
     for name in ("idempotent", "conditional", "non_idempotent", "clean", "recovery", TORN_WRITE, *BOUNDARIES):
         config.addinivalue_line("markers", f"{name}: crashmatrix cases of this kind")
@@ -156,6 +170,9 @@ class ScenarioFile(pytest.File):
         try:
             scenario = load_scenario(self.path)
         except YamlError as error:
+            # One broken scenario must not hide the others: its error is reported (and fails
+            # the run), the rest still runs. pytest reads this option after collection.
+            self.config.option.continue_on_collection_errors = True
             raise ScenarioError(str(error)) from error
         config = self.config
         agent_spec = config.getoption("agent")
@@ -179,6 +196,7 @@ class ScenarioFile(pytest.File):
         reached = {p.boundary for p in enum.points} | {p.id for p in enum.points}
         for index, entry in enumerate(scenario.cover):
             if entry not in reached:
+                self.config.option.continue_on_collection_errors = True  # as for a broken file
                 raise ScenarioError(
                     f"{scenario.where(('cover', index))}: cover: {entry!r} is never reached by the clean run "
                     f"(it reached {', '.join(sorted({p.boundary for p in enum.points})) or 'no boundary'}); "

@@ -62,7 +62,7 @@ class MatrixReporter:
             # Keyed by node id: a rerun of a case (pytest-rerunfailures) replaces its record.
             self.records[record.node_id] = record
 
-    def results(self) -> Results:
+    def results(self, *, incomplete: bool = False) -> Results:
         order = {column: index for index, column in enumerate(COLUMNS)}
         cases = sorted(
             self.records.values(),
@@ -73,13 +73,19 @@ class MatrixReporter:
             cases=with_world_diffs(cases),
             created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             seconds=time.monotonic() - self.started,
+            incomplete=incomplete,
         )
 
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if not self.records:
             return  # no crashmatrix case ran (``pytest tests``): no report
+        # Interrupted (Ctrl-C, SIGTERM) or stopped early (-x, --maxfail): write what ran,
+        # marked, rather than nothing or a matrix that looks whole.
+        incomplete = exitstatus == pytest.ExitCode.INTERRUPTED or bool(
+            session.shouldstop or session.shouldfail
+        )
         try:
-            self.matrix = write_report(self.results(), self.out_dir)
+            self.matrix = write_report(self.results(incomplete=incomplete), self.out_dir)
             if self.step_summary is not None:
                 append_step_summary(self.matrix, self.step_summary)
         except OSError as error:

@@ -152,6 +152,7 @@ class Matrix:
     columns: tuple[Tally, ...]  # per column, in COLUMNS order
     tally: Tally
     failing: tuple[CaseRecord, ...]  # every failed/hung/errored case, in row then column order
+    incomplete: bool = False  # the run was interrupted; see Results.incomplete
 
     @property
     def headline(self) -> str:
@@ -164,7 +165,8 @@ class Matrix:
             extras.append(f"{t.not_reached} not reached")
         if t.indeterminate:
             extras.append(f"{t.indeterminate} allowed-indeterminate")
-        return text + (f" ({', '.join(extras)})" if extras else "")
+        text += f" ({', '.join(extras)})" if extras else ""
+        return f"INCOMPLETE (interrupted): {text}" if self.incomplete else text
 
     def groups(self) -> list[tuple[str, list[Row]]]:
         out: list[tuple[str, list[Row]]] = []
@@ -207,4 +209,5 @@ def build_matrix(results: Results | Sequence[CaseRecord], agent: str = "") -> Ma
     rows.sort(key=lambda r: (r.idempotency, r.tools, r.label))
     columns = tuple(sum((row.cells[i].tally for row in rows), Tally()) for i in range(len(COLUMNS)))
     failing = tuple(case for row in rows for cell in row.cells for case in cell.cases if case.failing)
-    return Matrix(agent, tuple(rows), columns, sum((r.tally for r in rows), Tally()), failing)
+    incomplete = isinstance(results, Results) and results.incomplete
+    return Matrix(agent, tuple(rows), columns, sum((r.tally for r in rows), Tally()), failing, incomplete)

@@ -140,6 +140,9 @@ class Results:
     cases: tuple[CaseRecord, ...]
     created: str = ""  # ISO 8601, UTC
     seconds: float = 0.0  # wall time of the run
+    # The run was interrupted (Ctrl-C, SIGTERM, -x): the cases present are real, the
+    # absent ones were never run. Readers must not take a partial matrix for a whole one.
+    incomplete: bool = False
 
     @property
     def failing(self) -> tuple[CaseRecord, ...]:
@@ -287,6 +290,7 @@ def results_to_json(results: Results) -> dict[str, Any]:
         "agent": results.agent,
         "created": results.created,
         "seconds": round(results.seconds, 3),
+        "incomplete": results.incomplete,
         "cases": [case.to_json() for case in results.cases],
     }
 
@@ -312,6 +316,7 @@ def results_from_json(raw: Any, path: Path | str = "<results>") -> Results:
         cases=tuple(CaseRecord.from_json(case) for case in raw["cases"]),
         created=str(raw.get("created", "")),
         seconds=float(raw.get("seconds", 0.0)),
+        incomplete=bool(raw.get("incomplete", False)),
     )
 
 

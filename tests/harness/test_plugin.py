@@ -55,14 +55,18 @@ def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command
     assert "harness/" not in result.stdout.str()  # no frames from our own code
 
 
-def test_a_broken_scenario_is_a_one_line_collection_error_naming_file_line_and_key(
+def test_a_broken_scenario_is_a_one_line_collection_error_for_that_file_only(
     pytester: pytest.Pytester,
 ) -> None:
     broken = (SCENARIO % "side_effect_uncertain").replace("turns:", "turnz:")
-    pytester.makefile(".yaml", **{"scenarios/broken": broken})
+    pytester.makefile(
+        ".yaml", **{"scenarios/broken": broken, "scenarios/good": SCENARIO % "side_effect_uncertain"}
+    )
     result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
+    # The broken file is an error for that file only: the good one still ran, the run fails.
+    result.assert_outcomes(passed=2, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "Traceback" not in result.stdout.str()
 
 
@@ -75,5 +79,6 @@ def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
     never = never.replace("turns:", "approvals: {send_email: 'no'}\nturns:")
     pytester.makefile(".yaml", **{"scenarios/never": never})
     result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])
+    result.assert_outcomes(errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED

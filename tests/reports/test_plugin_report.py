@@ -114,3 +114,23 @@ def test_the_github_step_summary_gets_the_markdown(
     text = summary.read_text(encoding="utf-8")
     assert "## crashmatrix: 2/2 cases passed, 1 scenarios, agent reference" in text
     assert Path(pytester.path / "reports" / "latest" / "matrix.html").is_file()
+
+
+def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_incomplete(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": FAILING})
+    result = pytester.runpytest_subprocess("scenarios", "-x", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    assert results.incomplete
+    assert 0 < len(results.cases) < 3  # clean + after_running ran; -x stopped the rest
+    result.stdout.fnmatch_lines(["*INCOMPLETE (interrupted): *"])
+    markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
+    assert "INCOMPLETE (interrupted)" in markdown
+
+
+def test_a_complete_run_is_not_marked_incomplete(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": PASSING})
+    assert pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider").ret == 0
+    assert not load_results(pytester.path / "reports" / "latest" / "matrix.json").incomplete
