@@ -134,3 +134,18 @@ def test_a_complete_run_is_not_marked_incomplete(pytester: pytest.Pytester) -> N
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     assert pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider").ret == 0
     assert not load_results(pytester.path / "reports" / "latest" / "matrix.json").incomplete
+
+
+def test_an_api_key_in_the_environment_appears_in_no_report_and_no_output(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-crashmatrix-report-test-77e1c2"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)  # the subprocess run inherits it
+    pytester.makefile(".yaml", **{"scenarios/email": FAILING})  # failures print the most
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider", f"--junitxml={junit}")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    written = [p for p in (pytester.path / "reports").rglob("*") if p.is_file()] + [junit]
+    assert len(written) >= 4
+    assert [p for p in written if secret.encode() in p.read_bytes()] == []
+    assert secret not in result.stdout.str() + result.stderr.str()
