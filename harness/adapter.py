@@ -6,7 +6,12 @@ requests reach the scripted model and the mock order API, approvals, and the two
 through which it kills the process) and calls ``AgentAdapter.run_life(ctx)``.
 
 The reference agent is one adapter among others: ``reference_agent.adapter:ReferenceAdapter``.
-``load_adapter("module:factory")`` loads any other Python adapter.
+``load_adapter("module:factory")`` loads any other Python adapter (kind 1), and
+``load_adapter("path/to/adapter.yaml")`` an unmodified agent declared in YAML: a Python module
+(kind 2) or any command as a black box (kind 3), see ``harness.foreign`` and docs/adapters.md.
+
+An adapter's ``boundaries`` are the crash points it can reach; the matrix shows every other
+boundary as "not reachable", never as passed.
 """
 
 from __future__ import annotations
@@ -25,8 +30,16 @@ from .session import AppendHook
 
 if TYPE_CHECKING:
     from .scenario import Scenario
+    from .session import SessionLog
 
-__all__ = ["MODEL_BASE_URL", "AgentAdapter", "LifeContext", "load_adapter"]
+__all__ = [
+    "MODEL_BASE_URL",
+    "AgentAdapter",
+    "LifeContext",
+    "SessionReader",
+    "load_adapter",
+    "read_agent_session",
+]
 
 MODEL_BASE_URL = "http://model.crashmatrix.test/v1"
 BUILTIN = {"reference": "reference_agent.adapter:ReferenceAdapter"}
@@ -63,8 +76,34 @@ class AgentAdapter(Protocol):
         ...
 
 
+class SessionReader(Protocol):
+    """Optional: an adapter whose agent keeps its session in another place or vocabulary
+    says how to read it as our records. Adapters without it use ``read_session`` on
+    ``session_path_of(case_dir)`` (the native format)."""
+
+    def read_session(self, case_dir: Path) -> SessionLog: ...
+
+
+def read_agent_session(adapter: object, case_dir: Path) -> SessionLog:
+    """The session a case left, as the judge should observe it, whatever the agent's format."""
+    reader = getattr(adapter, "read_session", None)
+    if callable(reader):
+        log: SessionLog = reader(case_dir)
+        return log
+    from .life import session_path_of
+    from .session import read_session
+
+    return read_session(session_path_of(case_dir))
+
+
 def load_adapter(spec: str, **options: Any) -> AgentAdapter:
-    """``reference``, or ``package.module:factory`` returning an adapter."""
+    """``reference``, ``package.module:factory`` returning an adapter, or an adapter YAML."""
+    if spec.endswith((".yaml", ".yml")):
+        from .foreign import load_foreign_adapter
+
+        if options:
+            raise InputError(f"--agent={spec!r}: an adapter YAML takes no options; write them in the file")
+        return load_foreign_adapter(spec)
     target = BUILTIN.get(spec, spec)
     module_name, sep, attr = target.partition(":")
     if not sep or not attr:

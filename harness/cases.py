@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import shlex
 import time
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .adapter import AgentAdapter, load_adapter
 from .boundaries import TORN_WRITE, CrashPoint
 from .injector import CaseRun, LifeLauncher, points_from_trace, run_case
 from .judge import Verdict, judge
@@ -63,6 +65,12 @@ class CaseResult:
         return self.verdict.passed
 
 
+@functools.cache
+def _adapter(agent: str) -> AgentAdapter:
+    """The adapter that reads a case back (a foreign agent's session is not in our format)."""
+    return load_adapter(agent)
+
+
 def repro_command(
     scenario_path: Path, point_id: str, keep: str = "/tmp/crashmatrix-case", agent: str = "reference"
 ) -> str:
@@ -88,7 +96,7 @@ def enumerate_points(
     deadline: float = 30.0,
 ) -> Enumeration:
     run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
-    verdict = judge(run, scenario, None)
+    verdict = judge(run, scenario, None, keeps_ledger=_adapter(agent).keeps_ledger, adapter=_adapter(agent))
     return Enumeration(tuple(points_from_trace(run.trace, 1)), run, verdict)
 
 
@@ -110,7 +118,7 @@ def run_point(
     run = run_case(
         case_dir, scenario, launcher, agent=agent, point=point, deadline=deadline, power_loss=power_loss
     )
-    verdict = judge(run, scenario, point, keeps_ledger=keeps_ledger)
+    verdict = judge(run, scenario, point, keeps_ledger=keeps_ledger, adapter=_adapter(agent))
     name = point.id if point else "clean"
     return CaseResult(
         scenario,
@@ -152,10 +160,18 @@ def run_recovery(
             deadline=deadline,
         )
         lives += len(run.lives)
-        verdict = judge(run, scenario, point, recovery=True, keeps_ledger=keeps_ledger, check_ledger=False)
+        verdict = judge(
+            run,
+            scenario,
+            point,
+            recovery=True,
+            keeps_ledger=keeps_ledger,
+            check_ledger=False,
+            adapter=_adapter(agent),
+        )
         subs.append((second.id, verdict))
     failed = [(sid, v) for sid, v in subs if not v.passed]
-    base = judge(first, scenario, point, keeps_ledger=keeps_ledger)
+    base = judge(first, scenario, point, keeps_ledger=keeps_ledger, adapter=_adapter(agent))
     if not seconds_points and base.status == "not_reached":
         verdict = base
     elif failed:

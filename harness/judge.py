@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .adapter import read_agent_session
 from .boundaries import CrashPoint
 from .errors import SessionCorruption
 from .injector import CaseRun
 from .invariants import Evidence, Violation, check_all
 from .ledger import executions_by_call, tool_call_sites
-from .life import session_path_of
 from .records import MessageEntry
 from .scenario import Scenario
-from .session import SessionLog, read_session
+from .session import SessionLog
 
 __all__ = ["Mismatch", "Observed", "Verdict", "judge", "matches", "observe"]
 
@@ -186,10 +186,17 @@ def judge(
     recovery: bool = False,
     keeps_ledger: bool = True,
     check_ledger: bool = True,
+    adapter: object | None = None,
 ) -> Verdict:
+    """``adapter`` reads the session back when the agent keeps it its own way (foreign
+    adapters); an agent that keeps no ledger has its ledger expectations reported as not
+    applicable -- never as passed."""
     expected = scenario.expectation(point, recovery=recovery)
+    notes: list[str] = []
     if not check_ledger:
         expected.pop("ledger", None)
+    if not keeps_ledger and expected.pop("ledger", None) is not None:
+        notes.append("ledger: not applicable (the agent keeps no ledger)")
     status = run.status
     if status == "not_reached":
         return Verdict(
@@ -201,7 +208,7 @@ def judge(
         if life.status in ("hung", "error", "died")
     ]
     try:
-        log = read_session(session_path_of(run.case_dir))
+        log = read_agent_session(adapter, run.case_dir)
     except SessionCorruption as error:
         return Verdict("failed", None, expected, problems=(*problems, str(error)))
     world, events = _world_view(run.case_dir)
@@ -234,4 +241,5 @@ def judge(
         tuple(violations),
         tuple(problems),
         indeterminate and ok,
+        tuple(notes),
     )

@@ -243,3 +243,19 @@ def test_spawn_isolation_gives_the_same_verdict_as_forked_lives(
         "crashed",
         "exited",
     ]
+
+
+def test_ledger_expectations_are_not_applicable_to_an_agent_that_keeps_no_ledger(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    path = tmp_path / "wrong_ledger.yaml"
+    path.write_text(
+        EMAIL_SCENARIO + "expect:\n  default:\n    ledger: {call_mail: [succeeded]}\n", encoding="utf-8"
+    )
+    scenario = load_scenario(path)
+    run = run_case(tmp_path / "case", scenario, launcher)
+    with_ledger = judge(run, scenario, None)
+    assert [m.field for m in with_ledger.mismatches] == ["ledger[call_mail]"]
+    without = judge(run, scenario, None, keeps_ledger=False)
+    assert without.mismatches == () and without.passed
+    assert without.notes == ("ledger: not applicable (the agent keeps no ledger)",)

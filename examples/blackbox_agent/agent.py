@@ -1,0 +1,173 @@
+"""order-desk: an agent that places orders, written as a black box.
+
+It only talks HTTP: the model at $OPENAI_BASE_URL (OpenAI chat completions, plain urllib)
+and its tools at $CRASHMATRIX_TOOLS_URL (POST /<tool> with JSON arguments). Any language
+could do the same; nothing here imports crashmatrix.
+
+Its session ($CRASHMATRIX_SESSION_PATH) is JSONL with its own vocabulary: lines have a
+"kind" ("message" or "ledger"), and ledger lines follow seed 004's ToolLedgerEntry
+(callId, stepId, toolName, inputHash, idempotencyKey, status planned / approved / started /
+succeeded / failed / uncertain). Recovery: a step left "started" becomes "uncertain" and is
+retried with the SAME idempotency key, which the order service deduplicates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+MODEL_URL = os.environ["OPENAI_BASE_URL"].rstrip("/")
+TOOLS_URL = os.environ["CRASHMATRIX_TOOLS_URL"].rstrip("/")
+SESSION = Path(os.environ.get("CRASHMATRIX_SESSION_PATH", ".order-desk/session.jsonl"))
+FINAL = ("succeeded", "failed", "uncertain")
+
+
+def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **(headers or {})}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return dict(json.load(response))
+    except urllib.error.HTTPError as error:
+        raise SystemExit(f"{url}: HTTP {error.code}: {error.read()[:300]!r}") from error
+
+
+def append(record: dict[str, Any]) -> None:
+    SESSION.parent.mkdir(parents=True, exist_ok=True)
+    with open(SESSION, "a", encoding="utf-8") as file:
+        file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def entries() -> list[dict[str, Any]]:
+    if not SESSION.exists():
+        return []
+    return [json.loads(line) for line in SESSION.read_text(encoding="utf-8").split("\n")[:-1] if line]
+
+
+def messages() -> list[dict[str, Any]]:
+    return [e["message"] for e in entries() if e["kind"] == "message"]
+
+
+def input_hash(arguments: str) -> str:
+    """seed 000's recipe: canonical JSON (sorted keys, compact), so a judge can compare it."""
+    canonical = json.dumps(
+        json.loads(arguments or "{}"), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def ledger(call: dict[str, Any], step: str, status: str, key: str, result: Any = None) -> None:
+    record = {
+        "kind": "ledger",
+        "callId": call["id"],
+        "stepId": step,
+        "toolName": call["function"]["name"],
+        "inputHash": input_hash(call["function"]["arguments"]),
+        "idempotencyKey": key,
+        "status": status,
+    }
+    if result is not None:
+        record["result"] = result
+    append(record)
+
+
+def approve(call: dict[str, Any], again: bool) -> bool:
+    sys.stdout.write(f"Approve {'again ' if again else ''}{call['function']['name']} ({call['id']})? [y/n] ")
+    sys.stdout.flush()
+    return sys.stdin.readline().strip() == "y"
+
+
+def execute(call: dict[str, Any], key: str, *, again: bool = False, planned: bool = True) -> None:
+    step = f"step_{uuid.uuid4().hex[:10]}"
+    if planned:
+        ledger(call, step, "planned", key)
+    if not approve(call, again):
+        ledger(call, step, "failed", key, {"ok": False, "code": "REJECTED"})
+        append(
+            {
+                "kind": "message",
+                "message": {
+                    "role": "tool",
+                    "tool_call_id": call["id"],
+                    "content": '{"ok": false, "code": "REJECTED"}',
+                },
+            }
+        )
+        return
+    ledger(call, step, "approved", key)
+    ledger(call, step, "started", key)
+    headers = {"X-Tool-Call-Id": call["id"], "X-Execution-Id": step, "Idempotency-Key": key}
+    result = post(
+        f"{TOOLS_URL}/{call['function']['name']}", json.loads(call["function"]["arguments"]), headers
+    )
+    ledger(call, step, "succeeded" if result.get("ok") else "failed", key, result)
+    append(
+        {
+            "kind": "message",
+            "message": {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)},
+        }
+    )
+
+
+def think() -> None:
+    while True:
+        reply = post(f"{MODEL_URL}/chat/completions", {"model": "order-desk", "messages": messages()})
+        message = reply["choices"][0]["message"]
+        saved: dict[str, Any] = {"role": "assistant", "content": message.get("content") or ""}
+        if message.get("tool_calls"):
+            saved["tool_calls"] = message["tool_calls"]
+        append({"kind": "message", "message": saved})
+        if not message.get("tool_calls"):
+            print(message.get("content"))
+            return
+        for call in message["tool_calls"]:
+            execute(call, f"order-desk:{call['id']}")
+
+
+def recover() -> None:
+    log = entries()
+    answered = {e["message"].get("tool_call_id") for e in log if e["kind"] == "message"}
+    for entry in log:
+        for call in entry.get("message", {}).get("tool_calls") or ():
+            if call["id"] in answered:
+                continue
+            steps = [e for e in log if e["kind"] == "ledger" and e["callId"] == call["id"]]
+            last = steps[-1] if steps else None
+            key = last["idempotencyKey"] if last else f"order-desk:{call['id']}"
+            if last is not None and last["status"] == "started":
+                ledger(call, last["stepId"], "uncertain", key)  # the request may have gone out
+            if last is not None and last["status"] in ("succeeded", "failed"):
+                content = json.dumps(last.get("result") or {})
+                append(
+                    {
+                        "kind": "message",
+                        "message": {"role": "tool", "tool_call_id": call["id"], "content": content},
+                    }
+                )
+            else:
+                execute(call, key, again=last is not None, planned=last is None)
+    history = messages()
+    if history and (history[-1]["role"] != "assistant" or history[-1].get("tool_calls")):
+        think()
+
+
+def main() -> None:
+    recover()
+    for line in iter(lambda: (sys.stdout.write("> "), sys.stdout.flush(), sys.stdin.readline())[2], ""):
+        if line.strip():
+            append({"kind": "message", "message": {"role": "user", "content": line.strip()}})
+            think()
+
+
+if __name__ == "__main__":
+    main()
