@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from .adapter import load_adapter
+from .adapter import AgentAdapter, load_adapter
 from .boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from .cases import (
     RECOVERY_FIRST,
@@ -37,6 +37,7 @@ from .cases import (
 )
 from .errors import CrashmatrixError, YamlError
 from .injector import LifeLauncher
+from .judge import Verdict
 from .scenario import Scenario, load_scenario
 
 __all__ = ["CrashCase", "ScenarioFile"]
@@ -156,6 +157,14 @@ def work_dir(config: pytest.Config, *parts: str) -> Path:
     return path
 
 
+def reachable(adapter: AgentAdapter, point: CrashPoint) -> bool:
+    """Can this agent be killed at ``point``? Torn writes need an agent that appends its
+    session through our writer (the injector tears the line); boundaries need the hook."""
+    if point.boundary == TORN_WRITE:
+        return bool(getattr(adapter, "tears_writes", False))
+    return point.boundary in adapter.boundaries
+
+
 def tool_marker(tool: str) -> str:
     """``pytest -m tool_send_email`` selects every case of a scenario that uses send_email."""
     return "tool_" + tool.replace("-", "_")
@@ -203,17 +212,27 @@ class ScenarioFile(pytest.File):
                     "fix the scenario or the agent"
                 )
         yield CrashCase.from_parent(self, name="clean", scenario=scenario, point=None, kind="clean")
+        # Every recorded point is an item, reachable or not: a point this agent cannot be
+        # killed at is reported "not reachable", never quietly left out or counted as passed.
         for point in points:
-            if point.boundary not in adapter.boundaries and point.boundary != TORN_WRITE:
-                continue
             yield CrashCase.from_parent(
-                self, name=point.id, scenario=scenario, point=point, kind=point.boundary
+                self,
+                name=point.id,
+                scenario=scenario,
+                point=point,
+                kind=point.boundary,
+                reachable=reachable(adapter, point),
             )
         if scenario.recovery_crashes and not config.getoption("no_recovery_crashes"):
             for point in points:
                 if point.boundary in RECOVERY_FIRST and point.occurrence == 1:
                     yield CrashCase.from_parent(
-                        self, name=f"recovery@{point.id}", scenario=scenario, point=point, kind="recovery"
+                        self,
+                        name=f"recovery@{point.id}",
+                        scenario=scenario,
+                        point=point,
+                        kind="recovery",
+                        reachable=reachable(adapter, point),
                     )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -229,11 +248,20 @@ class CaseFailed(Exception):
 
 
 class CrashCase(pytest.Item):
-    def __init__(self, *, scenario: Scenario, point: CrashPoint | None, kind: str, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        scenario: Scenario,
+        point: CrashPoint | None,
+        kind: str,
+        reachable: bool = True,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.scenario = scenario
         self.point = point
         self.kind = kind
+        self.reachable = reachable
         self.result: CaseResult | None = None
         self.report_record: str | None = None  # the case's record for the report, as JSON
         self.add_marker("crashmatrix")
@@ -250,6 +278,8 @@ class CrashCase(pytest.Item):
         launcher = launcher_for(config)
         case_dir = work_dir(config, f"w{os.getpid()}", self.path.stem, self.name.replace("/", "_"))
         deadline = config.getoption("case_deadline")
+        if not self.reachable:
+            self._not_reachable(agent, case_dir)
         runner: Any = run_recovery if self.kind == "recovery" else run_point
         result: CaseResult = runner(
             self.scenario,
@@ -275,6 +305,18 @@ class CrashCase(pytest.Item):
             self.user_properties.append(("outcome", repr(dict(result.verdict.observed.outcome))))
         if not result.passed:
             raise CaseFailed(result)
+
+    def _not_reachable(self, agent: str, case_dir: Path) -> None:
+        """Record the cell as not reachable (the matrix shows it so) and skip with the reason."""
+        assert self.point is not None
+        why = f"not reachable: agent {agent} cannot be killed at {self.point.boundary}"
+        verdict = Verdict("not_reached", None, {}, problems=(why,))
+        result = CaseResult(self.scenario, self.name, self.kind, verdict, 0.0, 0, case_dir, agent)
+        if not self.config.getoption("no_report"):
+            from reports.collector import case_record
+
+            self.report_record = case_record(result, self.nodeid)
+        pytest.skip(why)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CaseFailed):

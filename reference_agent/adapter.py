@@ -18,6 +18,7 @@ class ReferenceAdapter:
     name = "reference"
     boundaries = BOUNDARIES
     keeps_ledger = True
+    tears_writes = True  # appends through ctx.before_append: the injector can tear a line
     agent_class: type[Agent] = Agent
 
     def build(self, ctx: LifeContext) -> Agent:

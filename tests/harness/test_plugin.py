@@ -6,7 +6,12 @@ entry point, exactly as an installed crashmatrix is.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from reports.matrix import build_matrix
+from reports.results import load_results
 
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytester"]
@@ -82,3 +87,49 @@ def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
     result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])
     result.assert_outcomes(errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_points_a_black_box_agent_cannot_reach_are_shown_not_reached_never_passed(
+    pytester: pytest.Pytester,
+) -> None:
+    examples = Path(__file__).resolve().parents[2] / "examples" / "blackbox_agent"
+    pytester.makefile(
+        ".yaml", **{"scenarios/order": (examples / "scenario.yaml").read_text(encoding="utf-8")}
+    )
+    result = pytester.runpytest_subprocess(
+        "scenarios", "-p", "no:cacheprovider", "--no-recovery-crashes", f"--agent={examples / 'adapter.yaml'}"
+    )
+    assert result.ret == 0
+    # A black box writes its own session: the harness cannot tear its writes nor stop it
+    # between its own ledger steps. Those columns have no case, and show "not reached".
+    row = build_matrix(load_results(pytester.path / "reports" / "latest" / "matrix.json")).rows[0]
+    for column in ("after_approved", "before_tool_result", "after_tool_result", "torn_write"):
+        assert row.cell(column).state == "not_reached", column
+    assert row.cell("after_running").state == "pass"
+
+
+def test_a_recorded_point_outside_the_adapters_boundaries_is_skipped_as_not_reachable(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "side_effect_uncertain"})
+    pytester.makepyfile(
+        limited_adapter="""
+from reference_agent.adapter import ReferenceAdapter
+
+class Limited(ReferenceAdapter):
+    name = "limited"
+    boundaries = ("after_tool_call_saved", "after_side_effect")
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "scenarios", "-rs", "-p", "no:cacheprovider", "--agent=limited_adapter:Limited"
+    )
+    result.stdout.fnmatch_lines(
+        ["*SKIPPED*not reachable: agent limited_adapter:Limited cannot be killed at after_running*"]
+    )
+    result.assert_outcomes(passed=1, skipped=1)  # clean ran; after_running (covered) cannot be reached
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    assert {c.point: c.status for c in results.cases} == {
+        "clean": "passed",
+        "after_running[call_1]": "not_reached",
+    }
