@@ -49,7 +49,7 @@ from .loopback import LoopbackServer
 from .parent_death import die_with_parent
 from .records import Entry, MessageEntry, entry_from_json
 from .scripted_model import ScriptedModel
-from .session import SessionLog, TornTail, encode_line, fsync_directory
+from .session import SessionLog, encode_line, fsync_directory, split_lines
 from .yamlfile import Located, load_yaml, validate
 
 __all__ = [
@@ -320,30 +320,23 @@ def read_foreign_session(path: Path, mapping: LedgerMap) -> tuple[SessionLog, li
     ends: list[int] = []
     executions: dict[str, tuple[str, str, int]] = {}
     size = 0
-    offset = 0
-    line_no = 0
-    torn: TornTail | None = None
-    while offset < len(data):
-        line_no += 1
-        end = data.find(b"\n", offset)
-        if end == -1:
-            torn = TornTail(path, line_no, offset, data[offset:])
-            break
-        text = data[offset:end].strip()
-        if text:
-            try:
-                raw = json.loads(text)
-                record = normalise_line(raw, mapping, executions)
-                if record is not None:
-                    entry = entry_from_json(record, line=line_no)
-                    encoded = encode_line(entry.to_json())
-                    entries.append(entry)
-                    lines.append(encoded)
-                    size += len(encoded)
-                    ends.append(size)
-            except ValueError as error:
-                raise SessionCorruption(path, line_no, offset, str(error)) from error
-        offset = end + 1
+    complete, torn = split_lines(path, data)
+    for line in complete:
+        text = line.data.strip()
+        if not text:
+            continue
+        try:
+            raw = json.loads(text)
+            record = normalise_line(raw, mapping, executions)
+            if record is not None:
+                entry = entry_from_json(record, line=line.number)
+                encoded = encode_line(entry.to_json())
+                entries.append(entry)
+                lines.append(encoded)
+                size += len(encoded)
+                ends.append(size)
+        except ValueError as error:
+            raise SessionCorruption(path, line.number, line.offset, str(error)) from error
     return SessionLog(path, tuple(entries), torn, size, tuple(ends)), lines
 
 

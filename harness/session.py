@@ -28,6 +28,7 @@ from .records import Entry, MessageEntry, entry_from_json
 
 __all__ = [
     "FORMAT_VERSION",
+    "Line",
     "SessionLog",
     "SessionWriter",
     "TornTail",
@@ -35,6 +36,7 @@ __all__ = [
     "fsync_directory",
     "prompt_view",
     "read_session",
+    "split_lines",
 ]
 
 # Records may carry "format_version"; a reader refuses a version newer than it knows
@@ -82,21 +84,35 @@ def fsync_directory(path: Path) -> None:
         os.close(fd)
 
 
-def _parse_lines(path: Path, data: bytes) -> SessionLog:
-    entries: list[Entry] = []
-    ends: list[int] = []
+@dataclass(frozen=True, slots=True)
+class Line:
+    number: int  # 1-based
+    offset: int  # byte offset of its first byte
+    end: int  # byte offset just past its newline
+    data: bytes  # without the newline
+
+
+def split_lines(path: Path, data: bytes) -> tuple[list[Line], TornTail | None]:
+    """The complete lines of a JSONL file, and the torn final line if the writer died
+    mid-append (the one place the torn-tail rule lives; every session reader uses it)."""
+    lines: list[Line] = []
     offset = 0
-    line_no = 0
-    torn: TornTail | None = None
     while offset < len(data):
-        line_no += 1
         end = data.find(b"\n", offset)
         if end == -1:
-            torn = TornTail(path, line_no, offset, data[offset:])
-            break
-        raw_line = data[offset:end]
+            return lines, TornTail(path, len(lines) + 1, offset, data[offset:])
+        lines.append(Line(len(lines) + 1, offset, end + 1, data[offset:end]))
+        offset = end + 1
+    return lines, None
+
+
+def _parse_lines(path: Path, data: bytes) -> SessionLog:
+    entries: list[Entry] = []
+    lines, torn = split_lines(path, data)
+    for line in lines:
+        line_no, offset = line.number, line.offset
         try:
-            text = raw_line.decode("utf-8")
+            text = line.data.decode("utf-8")
         except UnicodeDecodeError as error:
             raise SessionCorruption(path, line_no, offset + error.start, "line is not valid UTF-8") from error
         if not text.strip():
@@ -118,10 +134,8 @@ def _parse_lines(path: Path, data: bytes) -> SessionLog:
             entries.append(entry_from_json(raw, line=line_no))
         except ValueError as error:
             raise SessionCorruption(path, line_no, offset, str(error)) from error
-        offset = end + 1
-        ends.append(offset)
     size = torn.offset if torn else len(data)
-    return SessionLog(path, tuple(entries), torn, size, tuple(ends))
+    return SessionLog(path, tuple(entries), torn, size, tuple(line.end for line in lines))
 
 
 def read_session(path: Path | str) -> SessionLog:
