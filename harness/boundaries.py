@@ -22,8 +22,11 @@ while the restarted agent recovers (depth 2).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
+
+from .errors import InputError
 
 __all__ = [
     "BOUNDARIES",
@@ -31,6 +34,7 @@ __all__ = [
     "BoundaryHook",
     "CrashPoint",
     "no_hook",
+    "parse_point",
 ]
 
 BOUNDARIES = (
@@ -73,3 +77,16 @@ class CrashPoint:
         if self.occurrence != 1:
             inner += f"#{self.occurrence}"
         return f"{self.boundary}[{inner}]"
+
+
+_POINT = re.compile(
+    r"^(?P<boundary>[a-z_]+)\[(?P<call>[^\]:#]+)(?::(?P<label>[^\]#]+))?(?:#(?P<occ>\d+))?\]$"
+)
+
+
+def parse_point(text: str) -> CrashPoint:
+    """The inverse of ``CrashPoint.id``."""
+    match = _POINT.match(text)
+    if match is None:
+        raise InputError(f"{text!r} is not a crash point id such as after_running[call_1]")
+    return CrashPoint(match["boundary"], match["call"], int(match["occ"] or 1), match["label"] or "")

@@ -110,15 +110,33 @@ def run_point(
     keeps_ledger: bool = True,
     deadline: float = 30.0,
     power_loss: bool = False,
+    second: CrashPoint | None = None,
 ) -> CaseResult:
     """One case. With ``power_loss`` the crash also drops unsynced session bytes; it is
     judged against the same expectations as the plain crash at that point (an agent that
     fsyncs before each step cannot tell the two apart), and named ``power@<point>``."""
     started = time.monotonic()
     run = run_case(
-        case_dir, scenario, launcher, agent=agent, point=point, deadline=deadline, power_loss=power_loss
+        case_dir,
+        scenario,
+        launcher,
+        agent=agent,
+        point=point,
+        second=second,
+        deadline=deadline,
+        power_loss=power_loss,
     )
-    verdict = judge(run, scenario, point, keeps_ledger=keeps_ledger, adapter=_adapter(agent))
+    # With a second crash (while recovering) the ledger holds extra attempts: judged as a
+    # depth-2 case (``recovery`` expectations, no ledger sequence), like run_recovery does.
+    verdict = judge(
+        run,
+        scenario,
+        point,
+        recovery=second is not None,
+        keeps_ledger=keeps_ledger,
+        check_ledger=second is None,
+        adapter=_adapter(agent),
+    )
     name = point.id if point else "clean"
     return CaseResult(
         scenario,

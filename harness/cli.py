@@ -1,13 +1,14 @@
 """``crashmatrix`` command line: the only module that prints; library errors become one line
 and exit status 2 here, never a traceback.
 
-    crashmatrix run FILE [--crash POINT] [--keep DIR]   one case, or the file's whole matrix
+    crashmatrix run FILE [--crash [power@]POINT [--second POINT]] [--keep DIR]   one case, or the whole matrix
     crashmatrix points FILE                             the crash points a clean run records
     crashmatrix validate FILE...                        check scenario / contract files
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
     crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
     crashmatrix report --compare A.json B.json          two runs side by side, differences marked
     crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
+    crashmatrix explore [--examples N] [--seed S] [--out DIR]   generated conversations and crashes
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from .boundaries import CrashPoint
+from .boundaries import CrashPoint, parse_point
 from .errors import CrashmatrixError, InputError
 
 __all__ = ["main"]
@@ -38,7 +39,12 @@ def _parser() -> argparse.ArgumentParser:
         delegated.add_argument("rest", nargs=argparse.REMAINDER)
     run = sub.add_parser("run", help="run one crash case, or a scenario's whole matrix")
     run.add_argument("file", type=Path)
-    run.add_argument("--crash", help="point id (after_running[call_1]) or a boundary name (its first point)")
+    run.add_argument(
+        "--crash",
+        help="point id (after_running[call_1]), a boundary name (its first point), "
+        "or power@POINT for a power loss there",
+    )
+    run.add_argument("--second", help="also crash at this point id while the agent recovers (depth 2)")
     run.add_argument("--keep", type=Path, help="keep case directories here (session JSONL, world, trace)")
     run.add_argument("--agent", default="reference")
     run.add_argument("--isolation", choices=("fork", "spawn"), default="fork")
@@ -82,16 +88,29 @@ def _run(args: argparse.Namespace) -> int:
     base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-"))
     launcher = LifeLauncher(args.isolation, preload=["reference_agent.adapter", "mock_tools.toolbox"])
     enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
+    power = bool(args.crash) and args.crash.startswith("power@")
+    if args.second and not args.crash:
+        raise InputError("--second needs --crash: the second crash happens while recovering from the first")
+    second = parse_point(args.second) if args.second else None
     if args.crash:
-        chosen: list[CrashPoint | None] = [_resolve_point(args.crash, enum.points)]
+        chosen: list[CrashPoint | None] = [_resolve_point(args.crash.removeprefix("power@"), enum.points)]
     else:
         chosen = [None, *selected(enum.points, scenario)]
     results = []
     for point in chosen:
         name = point.id if point else "clean"
+        name = f"power@{name}" if power else name
+        name += f" then {second.id}" if second else ""
         print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
         result = run_point(
-            scenario, point, launcher, base / name, agent=args.agent, keeps_ledger=adapter.keeps_ledger
+            scenario,
+            point,
+            launcher,
+            base / name.replace(" ", "_"),
+            agent=args.agent,
+            keeps_ledger=adapter.keeps_ledger,
+            power_loss=power,
+            second=second,
         )
         print(result.verdict.status)
         results.append(result)
@@ -193,6 +212,7 @@ def _report(args: argparse.Namespace) -> int:
 
 DELEGATED_HELP = {
     "mutants": "run the suite against the deliberately broken agents; exit 1 if one survives",
+    "explore": "hypothesis generates conversations and crash schedules; writes found failures as YAML",
 }
 
 
@@ -201,6 +221,10 @@ def _delegated(command: str, rest: Sequence[str]) -> int:
         from .mutation import main_mutants
 
         return main_mutants(rest)
+    if command == "explore":
+        from .explore import main_explore
+
+        return main_explore(rest)
     raise AssertionError(command)
 
 

@@ -26,6 +26,7 @@ from .boundaries import TORN_WRITE, CrashPoint
 from .errors import HarnessError
 from .life import LifeSpec, life_main, session_path_of
 from .scenario import Scenario
+from .session import split_lines
 
 __all__ = [
     "CaseRun",
@@ -171,26 +172,26 @@ def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
 def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tuple[int, int]]:
     """Someone edits the saved tool call's arguments (the harness, not the agent, does this).
 
-    Returns (offset where the line ended before the edit, bytes added) for each line changed."""
-    lines = session.read_bytes().split(b"\n")
-    shifts: list[tuple[int, int]] = []
-    offset = 0
-    for index, line in enumerate(lines):
-        end = offset + len(line) + 1
+    Only the LATEST assistant message with that id is edited: providers reuse ids across
+    turns, and an earlier turn's call is finished history. Returns (offset where the edited
+    line ended before the edit, bytes added), for the judge's offset translation."""
+    data = session.read_bytes()
+    lines, _ = split_lines(session, data)
+    for line in reversed(lines):
         try:
-            record = json.loads(line) if line else {}
+            record = json.loads(line.data)
         except ValueError:
-            record = {}  # a torn final line: not ours to edit
-        message = record.get("message") or {}
-        for call in message.get("tool_calls") or ():
-            if call.get("id") == call_id:
-                call["function"]["arguments"] = json.dumps(arguments, ensure_ascii=False)
-                edited = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
-                shifts.append((end, len(edited) - len(line)))
-                lines[index] = edited
-        offset = end
-    session.write_bytes(b"\n".join(lines))
-    return shifts
+            continue
+        calls = (record.get("message") or {}).get("tool_calls") or () if isinstance(record, dict) else ()
+        matching = [call for call in calls if call.get("id") == call_id]
+        if not matching:
+            continue
+        for call in matching:
+            call["function"]["arguments"] = json.dumps(arguments, ensure_ascii=False)
+        edited = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+        session.write_bytes(data[: line.offset] + edited + data[line.end - 1 :])
+        return [(line.end, len(edited) - len(line.data))]
+    return []
 
 
 def prepare_case(case_dir: Path, scenario: Scenario) -> None:

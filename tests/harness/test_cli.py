@@ -105,3 +105,31 @@ def test_mutants_prints_the_kill_matrix_and_exits_0_when_every_chosen_mutant_die
     done = crashmatrix("mutants", "--mutant", "ledger_in_prompt", cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ledger_in_prompt" in done.stdout and "K" in done.stdout
+
+
+def test_run_replays_a_power_loss_and_a_second_crash_while_recovering(scenario: Path, tmp_path: Path) -> None:
+    power = crashmatrix("run", str(scenario), "--crash", "power@after_side_effect", cwd=tmp_path)
+    assert power.returncode == 0, power.stdout + power.stderr
+    assert "email.yaml::power@after_side_effect[call_1] ... passed" in power.stdout
+    twice = crashmatrix(
+        "run",
+        str(scenario),
+        "--crash",
+        "after_side_effect",
+        "--second",
+        "before_tool_result[call_1]",
+        cwd=tmp_path,
+    )
+    assert twice.returncode == 0, twice.stdout + twice.stderr
+    assert "after_side_effect[call_1] then before_tool_result[call_1] ... passed" in twice.stdout
+    lonely = crashmatrix("run", str(scenario), "--second", "before_tool_result[call_1]", cwd=tmp_path)
+    assert lonely.returncode == 2 and "--second needs --crash" in lonely.stderr
+
+
+def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_path: Path) -> None:
+    done = crashmatrix(
+        "explore", "--examples", "2", "--seed", "3", "--out", str(tmp_path / "found"), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = tmp_path / "found"
+    assert not found.exists() or not list(found.glob("*.yaml"))  # nothing found, nothing written
