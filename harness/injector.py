@@ -1,8 +1,8 @@
 """The crash injector, parent side: start lives, let them die, restart, enforce deadlines.
 
-Lives are forked from a warm process (a multiprocessing forkserver that has the agent's
-modules imported), so a life costs a fork instead of an interpreter start plus an openai
-import. ``isolation="spawn"`` starts a fresh interpreter per life, for agents that cannot be
+Lives are forked from a warm process (``harness.forkserver``: the agent's modules imported,
+one throwaway life run), so a life costs a fork instead of an interpreter start plus an
+openai import. ``isolation="spawn"`` starts a fresh interpreter per life, for agents that cannot be
 forked. Either way the agent runs in its own process and a crash is a real SIGKILL.
 
 Every life has a deadline. A life still running at its deadline is killed and the case
@@ -12,8 +12,6 @@ ends as ``hung``; no child process outlives its case.
 from __future__ import annotations
 
 import json
-import multiprocessing
-import multiprocessing.context
 import shutil
 import signal
 import time
@@ -24,6 +22,7 @@ from typing import Any
 
 from .boundaries import TORN_WRITE, CrashPoint
 from .errors import HarnessError
+from .forkserver import ForkServer, run_spawned
 from .life import LifeSpec, life_main, session_path_of
 from .scenario import Scenario
 from .session import split_lines
@@ -38,10 +37,10 @@ __all__ = [
     "run_case",
 ]
 
-# Imported once in the forkserver. openai loads its chat resources lazily on first use,
-# which would otherwise cost every life ~170 ms.
+# Imported once in the fork server. openai loads its chat resources lazily on first use,
+# which would otherwise cost every life ~170 ms. The caller's modules (the adapter's) go
+# before the last entry.
 PRELOAD = [
-    "harness.forkserver_guard",  # first: the forkserver dies with the harness (parent_death.py)
     "harness.life",
     "harness.invariants",
     "openai",
@@ -88,25 +87,21 @@ class LifeLauncher:
         if isolation not in ("fork", "spawn"):
             raise HarnessError(f"isolation must be 'fork' or 'spawn', not {isolation!r}")
         self.isolation = isolation
-        method = "forkserver" if isolation == "fork" else "spawn"
-        self._ctx: multiprocessing.context.BaseContext = multiprocessing.get_context(method)
-        if method == "forkserver":
-            self._ctx.set_forkserver_preload([*PRELOAD, *preload])
+        # One warm server per preload list, shared by launchers that ask for the same one.
+        self._server = (
+            ForkServer.shared([*PRELOAD[:-1], *preload, PRELOAD[-1]]) if isolation == "fork" else None
+        )
 
     def run(self, spec: LifeSpec, *, deadline: float) -> LifeRecord:
         started = time.monotonic()
-        process = self._ctx.Process(target=life_main, args=(spec,), daemon=True)  # type: ignore[attr-defined]
-        process.start()
-        process.join(deadline)
-        hung = process.is_alive()
-        if hung:
-            process.kill()
-            process.join(5)
+        if self._server is not None:
+            ended = self._server.run(life_main, (spec,), deadline=deadline)
+        else:
+            ended = run_spawned(life_main, (spec,), deadline=deadline)
         seconds = time.monotonic() - started
-        code = process.exitcode
-        process.close()
+        code = ended.code
         crash = spec.crash.id if spec.crash else None
-        if hung:
+        if ended.hung:
             return LifeRecord(spec.life, crash, "hung", code, seconds, f"no exit within {deadline:.0f}s")
         if code == -signal.SIGKILL:
             return LifeRecord(spec.life, crash, "crashed" if crash else "died", code, seconds)

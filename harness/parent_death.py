@@ -1,10 +1,9 @@
 """Tie a helper process's life to its parent's: the kernel SIGKILLs it when the parent dies.
 
-Used by every agent life (its parent is the forkserver) and by the forkserver itself (its
-parent is the harness process that started it): importing ``harness.parent_death.forkserver``
-is in the forkserver's preload list and does it at import. Together they mean that however the
-harness ends -- Ctrl-C, SIGTERM, or a SIGKILL from a CI timeout -- no forkserver and no agent
-life, hung or not, is left behind.
+Used by every agent life (its parent is the fork server) and by the fork server itself (its
+parent is the harness process that started it; ``harness.forkserver.serve``). Together they
+mean that however the harness ends -- Ctrl-C, SIGTERM, or a SIGKILL from a CI timeout -- no
+fork server and no agent life, hung or not, is left behind.
 
 Linux only (``prctl(PR_SET_PDEATHSIG)``); elsewhere a no-op. The signal follows the parent
 THREAD: start lives from the thread that lives as long as the run (pytest's main thread).
