@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shutil
 from pathlib import Path
 
 import httpx
@@ -37,9 +38,18 @@ def _child_takes_fault(root: str, queue: multiprocessing.Queue[str | None]) -> N
 def test_create_lays_out_config_database_and_seeded_workspace(world: World) -> None:
     assert (world.root / "world.sqlite").is_file()
     config = json.loads((world.root / "world.json").read_text())
-    assert config["session_path"] == str(world.session_path)
+    assert config["session_path"] == "workspace/.agent_state/session-demo.jsonl"
+    assert world.session_path == world.root / config["session_path"]
     assert (world.workspace / "README.md").read_text() == "hello\n"
     assert (world.workspace / "src/app.js").is_file()
+
+
+def test_a_copied_world_guards_its_own_session_not_the_original(world: World, tmp_path: Path) -> None:
+    # Recovery cases copy a crashed case directory once per second crash (harness/cases.py).
+    copy = World(Path(shutil.copytree(world.root, tmp_path / "copy")))
+    assert copy.session_path == copy.workspace / ".agent_state" / "session-demo.jsonl"
+    assert copy.session_path in copy.forbidden and world.session_path not in copy.forbidden
+    assert copy.session_bytes() == len(SESSION_LINE)
 
 
 def test_opening_a_directory_without_a_world_is_a_harness_error(tmp_path: Path) -> None:
