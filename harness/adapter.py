@@ -17,7 +17,7 @@ boundary as "not reachable", never as passed.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,6 +59,9 @@ class LifeContext:
     approvals: Mapping[str, str]
     approvals_again: Mapping[str, str]
     life: int
+    # Give to a ScriptedModel the adapter serves itself (loopback): it marks in the trace
+    # where the agent asked the model.
+    model_request: Callable[[], None] = lambda: None
 
 
 class AgentAdapter(Protocol):

@@ -5,7 +5,8 @@
    boundary in the agent is covered automatically.
 2. ``run_point``: one case, judged.
 3. ``run_recovery``: depth 2: crash at a point, then crash the restarted agent at each
-   boundary it passes while recovering, and require the third start to end correctly.
+   boundary it passes while recovering (until it asks the model again), and require the
+   third start to end correctly.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from .adapter import AgentAdapter, load_adapter
-from .boundaries import TORN_WRITE, CrashPoint
-from .injector import CaseRun, LifeLauncher, points_from_trace, run_case
+from .boundaries import CrashPoint
+from .injector import CaseRun, LifeLauncher, points_from_trace, recovery_window, run_case
 from .judge import Verdict, judge
 from .scenario import Scenario
 
@@ -160,13 +161,26 @@ def run_recovery(
     keeps_ledger: bool = True,
     deadline: float = 30.0,
 ) -> CaseResult:
-    """Crash at ``point``; then for every boundary the recovering life passes, a fresh case
-    that also crashes there. All must end correctly."""
+    """Crash at ``point``; then for every boundary the restarted life passes while it
+    recovers (``recovery_window``: before it asks the model again), a case that also
+    crashes there. All must end correctly.
+
+    The first life runs once: every case starts from a copy of the directory it left
+    (``run_case(resume=...)``), so a depth-2 case costs the two lives after the crash."""
     started = time.monotonic()
-    first = run_case(case_dir / "first", scenario, launcher, agent=agent, point=point, deadline=deadline)
+    crashed = run_case(
+        case_dir / "crashed", scenario, launcher, agent=agent, point=point, deadline=deadline, max_lives=1
+    )
+    lives = len(crashed.lives)
+    resume = crashed if crashed.lives[-1].status == "crashed" else None
+    first = crashed
+    if resume is not None:
+        first = run_case(
+            case_dir / "first", scenario, launcher, agent=agent, point=point, deadline=deadline, resume=resume
+        )
+        lives += len(first.lives) - 1
     subs: list[tuple[str, Verdict]] = []
-    lives = len(first.lives)
-    seconds_points = [p for p in points_from_trace(first.trace, 2) if p.boundary != TORN_WRITE]
+    seconds_points = recovery_window(first.trace)
     for index, second in enumerate(seconds_points):
         run = run_case(
             case_dir / f"second-{index}",
@@ -176,8 +190,9 @@ def run_recovery(
             point=point,
             second=second,
             deadline=deadline,
+            resume=resume,
         )
-        lives += len(run.lives)
+        lives += len(run.lives) - 1
         verdict = judge(
             run,
             scenario,

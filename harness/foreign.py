@@ -627,7 +627,9 @@ class ForeignAdapter:
         log = self._sync(ctx)
         received = sum(1 for e in log.entries if isinstance(e, MessageEntry) and e.message.role == "user")
         conversation = Conversation(self.spec, ctx.scenario.turns[received:], ctx)
-        model = ScriptedModel(ctx.scenario.rules, log_path=ctx.case_dir / "model_requests.jsonl")
+        model = ScriptedModel(
+            ctx.scenario.rules, log_path=ctx.case_dir / "model_requests.jsonl", on_request=ctx.model_request
+        )
         tools = None
         if self.spec.tools == "harness":
             from mock_tools.toolbox import MockToolbox

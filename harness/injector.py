@@ -32,8 +32,10 @@ __all__ = [
     "LifeLauncher",
     "LifeRecord",
     "apply_between_lives",
+    "clone_case",
     "points_from_trace",
     "read_trace",
+    "recovery_window",
     "run_case",
 ]
 
@@ -136,6 +138,31 @@ def points_from_trace(trace: Sequence[dict[str, Any]], life: int = 1) -> list[Cr
     return points
 
 
+def recovery_window(trace: Sequence[dict[str, Any]], life: int = 2) -> list[CrashPoint]:
+    """The crash points a restarted life passed while recovering: its boundaries (no torn
+    writes) before it first asked the model.
+
+    An agent cannot ask the model before every pending call has its Tool Result (the API
+    refuses a prompt with an unanswered tool call), so what comes after is the
+    conversation going on: a crash there is a first crash in a later state, which the
+    matrix has as its own items. A life that never asked the model, or asked before
+    passing any boundary, is all window."""
+    window: list[CrashPoint] = []
+    everything: list[CrashPoint] = []
+    asked = False
+    for event in trace:
+        if event.get("life") != life:
+            continue
+        if event.get("event") == "model_request":
+            asked = True
+        elif event.get("event") == "boundary":
+            point = CrashPoint(event["boundary"], event["call"], event["occurrence"])
+            everything.append(point)
+            if not asked:
+                window.append(point)
+    return window or everything
+
+
 def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
     """Faults that are not crashes, done after the crash and before the restart.
 
@@ -207,6 +234,16 @@ def prepare_case(case_dir: Path, scenario: Scenario) -> None:
     )
 
 
+def clone_case(source: Path, case_dir: Path) -> None:
+    """Copy a stopped case (its world, session, trace and model log) to ``case_dir``.
+
+    Nothing in a case directory names its own location (the world keeps its session path
+    relative), so the copy is the same case: what a disk holds after the crash, twice."""
+    if case_dir.exists():
+        shutil.rmtree(case_dir)
+    shutil.copytree(source, case_dir, symlinks=True)
+
+
 def run_case(
     case_dir: Path,
     scenario: Scenario,
@@ -218,14 +255,27 @@ def run_case(
     deadline: float = 30.0,
     max_lives: int = 4,
     power_loss: bool = False,
+    resume: CaseRun | None = None,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
     until a life ends normally. With ``power_loss``, each crash also loses every session
-    byte that was not fsynced (SQLite's crash-VFS idea: the test decides what survives)."""
-    prepare_case(case_dir, scenario)
+    byte that was not fsynced (SQLite's crash-VFS idea: the test decides what survives).
+
+    ``max_lives=1`` stops after the first life. ``resume`` is such a stopped case whose
+    first life crashed at ``point``: this case starts from a copy of it instead of running
+    that life again (depth-2 cases share one first crash; ``cases.run_recovery``)."""
     lives: list[LifeRecord] = []
+    if resume is None:
+        prepare_case(case_dir, scenario)
+    else:
+        if len(resume.lives) != 1 or resume.lives[0].status != "crashed" or point is None:
+            raise HarnessError("resume= takes a case stopped after a first life that crashed at point=")
+        if resume.lives[0].crash != point.id:
+            raise HarnessError(f"resume= crashed at {resume.lives[0].crash}, not at {point.id}")
+        clone_case(resume.case_dir, case_dir)
+        lives.append(resume.lives[0])
     plan: list[CrashPoint | None] = [point, second] if second else [point]
-    for index in range(1, max_lives + 1):
+    for index in range(len(lives) + 1, max_lives + 1):
         crash = plan[index - 1] if index <= len(plan) else None
         record = launcher.run(
             LifeSpec(str(case_dir), scenario, agent, index, crash, power_loss), deadline=deadline

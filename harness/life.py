@@ -106,6 +106,11 @@ class Tracer:
         if self.crash == point:
             self._die(point)
 
+    def model_request(self) -> None:
+        """The agent asked the model (not a crash point: where recovery ends, see
+        ``injector.recovery_window``)."""
+        _write_line(self.path, {"life": self.life, "event": "model_request"})
+
     def before_append(self, path: Path, line: bytes) -> None:
         labelled = append_label(line)
         if labelled is None:
@@ -125,8 +130,10 @@ class Tracer:
             self._die(point)
 
 
-def _serve_mocks(router: respx.MockRouter, spec: LifeSpec, case_dir: Path) -> None:
-    model = ScriptedModel(spec.scenario.rules, log_path=case_dir / "model_requests.jsonl")
+def _serve_mocks(router: respx.MockRouter, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> None:
+    model = ScriptedModel(
+        spec.scenario.rules, log_path=case_dir / "model_requests.jsonl", on_request=tracer.model_request
+    )
     router.post(f"{MODEL_BASE_URL}/chat/completions").mock(side_effect=model.handle)
     from mock_tools.order_api import install  # the world's HTTP services
 
@@ -151,7 +158,7 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
     # assert_all_mocked: a request to anything but the scripted model and the mock
     # services is an error, never a real network call.
     with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
-        _serve_mocks(router, spec, case_dir)
+        _serve_mocks(router, spec, case_dir, tracer)
         with httpx.Client(timeout=30.0, verify=_TLS) as http:
             ctx = LifeContext(
                 case_dir=case_dir,
@@ -166,6 +173,7 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
                 approvals=spec.scenario.approvals,
                 approvals_again=spec.scenario.approvals_again,
                 life=spec.life,
+                model_request=tracer.model_request,
             )
             adapter.run_life(ctx)
 

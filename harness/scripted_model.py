@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,9 @@ class ScriptedModel:
     log_path: Path | None = None
     model: str = "crashmatrix-scripted"
     requests: list[dict[str, Any]] = field(default_factory=list)
+    # Told of every request before it is answered: the life's trace records where, among
+    # the boundaries, the agent asked the model (``injector.recovery_window``).
+    on_request: Callable[[], None] | None = None
 
     def reply(self, messages: Sequence[Mapping[str, Any]]) -> Reply:
         if not messages:
@@ -178,6 +181,8 @@ class ScriptedModel:
         except ValueError:
             return httpx.Response(400, json={"error": {"message": "request body is not JSON"}})
         self._log(body)
+        if self.on_request is not None:
+            self.on_request()
         messages = body.get("messages") or []
         try:
             reply = self.reply(messages)

@@ -16,7 +16,8 @@ import pytest
 
 from harness.boundaries import CrashPoint
 from harness.cases import run_point
-from harness.injector import LifeLauncher, run_case
+from harness.errors import HarnessError
+from harness.injector import CaseRun, LifeLauncher, points_from_trace, read_trace, recovery_window, run_case
 from harness.judge import judge
 from harness.life import session_path_of
 from harness.scenario import Scenario, load_scenario
@@ -259,3 +260,88 @@ def test_ledger_expectations_are_not_applicable_to_an_agent_that_keeps_no_ledger
     without = judge(run, scenario, None, keeps_ledger=False)
     assert without.mismatches == () and without.passed
     assert without.notes == ("ledger: not applicable (the agent keeps no ledger)",)
+
+
+def _observed(run_dir: CaseRun, scenario: Scenario, point: CrashPoint) -> tuple[object, ...]:
+    verdict = judge(run_dir, scenario, point, recovery=True, check_ledger=False)
+    seen = verdict.observed
+    assert seen is not None
+    counts = {k: v for k, v in seen.world.items() if k != "files"}
+    return (verdict.status, [life.status for life in run_dir.lives], seen.ledger, seen.outcome, counts)
+
+
+def test_a_case_resumed_from_a_copied_first_crash_is_the_case_run_from_the_start(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    # Crashed before running: recovery asks approval again and sends, passing every boundary.
+    point = CrashPoint("after_approved", "call_mail")
+    crashed = run_case(tmp_path / "crashed", email_scenario, launcher, point=point, max_lives=1)
+    assert [life.status for life in crashed.lives] == ["crashed"]
+    seconds = recovery_window(run_case(tmp_path / "first", email_scenario, launcher, point=point).trace)
+    assert len(seconds) >= 4
+    for index, second in enumerate(seconds):
+        fresh = run_case(tmp_path / f"fresh-{index}", email_scenario, launcher, point=point, second=second)
+        resumed = run_case(
+            tmp_path / f"resumed-{index}",
+            email_scenario,
+            launcher,
+            point=point,
+            second=second,
+            resume=crashed,
+        )
+        assert resumed.lives[0] == crashed.lives[0] and len(resumed.lives) == 3
+        assert _observed(resumed, email_scenario, point) == _observed(fresh, email_scenario, point)
+    # The copy is a case of its own: the original crashed directory is left as it was.
+    assert [e["life"] for e in read_trace(crashed.case_dir)] == [1] * len(read_trace(crashed.case_dir))
+
+
+def test_resume_takes_only_a_case_stopped_after_a_crash_at_the_same_point(
+    launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
+) -> None:
+    point = CrashPoint("after_running", "call_mail")
+    crashed = run_case(tmp_path / "crashed", email_scenario, launcher, point=point, max_lives=1)
+    finished = run_case(tmp_path / "finished", email_scenario, launcher, point=point)
+    with pytest.raises(HarnessError, match="crashed at after_running"):
+        run_case(
+            tmp_path / "x",
+            email_scenario,
+            launcher,
+            point=CrashPoint("after_approved", "call_mail"),
+            resume=crashed,
+        )
+    with pytest.raises(HarnessError, match="stopped after a first life"):
+        run_case(tmp_path / "y", email_scenario, launcher, point=point, resume=finished)
+
+
+def test_the_recovery_window_ends_where_the_restarted_agent_asks_the_model_again(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    # Turn 1 orders, turn 2 emails: recovering the order is the window; the email is a later
+    # conversation, with its own first-crash items.
+    scenario = load_scenario(ROOT / "scenarios" / "multi_call" / "order_then_email_two_turns.yaml")
+    run = run_case(tmp_path / "two_turns", scenario, launcher, point=CrashPoint("after_running", "call_kbd"))
+    window = recovery_window(run.trace)
+    assert {p.tool_call_id for p in points_from_trace(run.trace, 2)} == {"call_kbd", "call_erin"}
+    assert {p.tool_call_id for p in window} == {"call_kbd"}
+    assert window[-1] == CrashPoint("after_tool_result", "call_kbd")
+    # Two calls in one message: the second one, run by recovery itself, is inside the window.
+    scenario = load_scenario(ROOT / "scenarios" / "multi_call" / "two_calls_one_message.yaml")
+    run = run_case(
+        tmp_path / "one_message", scenario, launcher, point=CrashPoint("after_running", "call_minutes")
+    )
+    assert {p.tool_call_id for p in recovery_window(run.trace)} == {"call_minutes", "call_team"}
+
+
+def test_a_recovering_life_that_never_asks_the_model_is_all_window() -> None:
+    boundary = {"life": 2, "event": "boundary", "call": "c", "occurrence": 1}
+    trace = [
+        {"life": 1, "event": "model_request"},
+        boundary | {"boundary": "after_approved"},
+        boundary | {"boundary": "after_running"},
+    ]
+    assert [p.boundary for p in recovery_window(trace)] == ["after_approved", "after_running"]
+    # Asked before any boundary (an agent that talks to the model first): all of it, too.
+    asked_first = [{"life": 2, "event": "model_request"}, *trace[1:]]
+    assert [p.boundary for p in recovery_window(asked_first)] == ["after_approved", "after_running"]
+    cut = [*trace[:2], {"life": 2, "event": "model_request"}, trace[2]]
+    assert [p.boundary for p in recovery_window(cut)] == ["after_approved"]
