@@ -44,6 +44,22 @@ class Enumeration:
     points: tuple[CrashPoint, ...]
     clean: CaseRun
     clean_verdict: Verdict
+    scenario: Scenario
+    agent: str = "reference"
+    seconds: float = 0.0
+
+    def clean_case(self) -> CaseResult:
+        """The clean case of the matrix: the enumeration run is one, judged already."""
+        return CaseResult(
+            self.scenario,
+            "clean",
+            "clean",
+            self.clean_verdict,
+            self.seconds,
+            len(self.clean.lives),
+            self.clean.case_dir,
+            self.agent,
+        )
 
 
 @dataclass(frozen=True)
@@ -96,9 +112,12 @@ def enumerate_points(
     agent: str = "reference",
     deadline: float = 30.0,
 ) -> Enumeration:
+    started = time.monotonic()
     run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
     verdict = judge(run, scenario, None, keeps_ledger=_adapter(agent).keeps_ledger, adapter=_adapter(agent))
-    return Enumeration(tuple(points_from_trace(run.trace, 1)), run, verdict)
+    return Enumeration(
+        tuple(points_from_trace(run.trace, 1)), run, verdict, scenario, agent, time.monotonic() - started
+    )
 
 
 def run_point(

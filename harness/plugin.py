@@ -30,6 +30,7 @@ from .boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from .cases import (
     RECOVERY_FIRST,
     CaseResult,
+    Enumeration,
     enumerate_points,
     run_point,
     run_recovery,
@@ -211,7 +212,9 @@ class ScenarioFile(pytest.File):
                     f"(it reached {', '.join(sorted({p.boundary for p in enum.points})) or 'no boundary'}); "
                     "fix the scenario or the agent"
                 )
-        yield CrashCase.from_parent(self, name="clean", scenario=scenario, point=None, kind="clean")
+        yield CrashCase.from_parent(
+            self, name="clean", scenario=scenario, point=None, kind="clean", enumeration=enum
+        )
         # Every recorded point is an item, reachable or not: a point this agent cannot be
         # killed at is reported "not reachable", never quietly left out or counted as passed.
         for point in points:
@@ -255,10 +258,14 @@ class CrashCase(pytest.Item):
         point: CrashPoint | None,
         kind: str,
         reachable: bool = True,
+        enumeration: Enumeration | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.scenario = scenario
+        # The clean item's result: collection already ran and judged the clean case (to
+        # enumerate the points), in this process; running it again would only cost a life.
+        self.enumeration = enumeration
         self.point = point
         self.kind = kind
         self.reachable = reachable
@@ -280,16 +287,20 @@ class CrashCase(pytest.Item):
         deadline = config.getoption("case_deadline")
         if not self.reachable:
             self._not_reachable(agent, case_dir)
-        runner: Any = run_recovery if self.kind == "recovery" else run_point
-        result: CaseResult = runner(
-            self.scenario,
-            self.point,
-            launcher,
-            case_dir,
-            agent=agent,
-            keeps_ledger=adapter.keeps_ledger,
-            deadline=deadline,
-        )
+        result: CaseResult
+        if self.enumeration is not None and self.enumeration.agent == agent:
+            result = self.enumeration.clean_case()
+        else:
+            runner: Any = run_recovery if self.kind == "recovery" else run_point
+            result = runner(
+                self.scenario,
+                self.point,
+                launcher,
+                case_dir,
+                agent=agent,
+                keeps_ledger=adapter.keeps_ledger,
+                deadline=deadline,
+            )
         self.result = result
         if not config.getoption("no_report"):
             # Now, while the case directory still exists: the timeline is read from it.

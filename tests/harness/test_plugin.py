@@ -133,3 +133,20 @@ class Limited(ReferenceAdapter):
         "clean": "passed",
         "after_running[call_1]": "not_reached",
     }
+
+
+def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is_wrong(
+    pytester: pytest.Pytester,
+) -> None:
+    # Collection runs the clean case to enumerate the points; the clean item reports that
+    # run (no second clean life) and is judged like any other case.
+    wrong = (SCENARIO % "side_effect_uncertain") + "  default:\n    world: {emails: 2}\n"
+    pytester.makefile(".yaml", **{"scenarios/email": wrong})
+    result = pytester.runpytest_subprocess(
+        "scenarios", "-p", "no:cacheprovider", "--keep-cases", "cases", "-k", "clean"
+    )
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*email.yaml::clean FAILED*", "*MISMATCH world.emails: expected 2, observed 1"])
+    (clean,) = load_results(pytester.path / "reports" / "latest" / "matrix.json").cases
+    assert Path(clean.case_dir).name == "enumerate" and clean.lives == 1
+    assert sorted(p.name for p in (pytester.path / "cases").glob("*/*/*")) == ["enumerate"]
