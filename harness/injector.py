@@ -11,9 +11,13 @@ ends as ``hung``; no child process outlives its case.
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import json
 import shutil
 import signal
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -216,12 +220,10 @@ def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tupl
     return []
 
 
-def prepare_case(case_dir: Path, scenario: Scenario) -> None:
+def _create_world(case_dir: Path, scenario: Scenario) -> None:
     from mock_tools.faults import FaultSpec
     from mock_tools.world import World
 
-    if case_dir.exists():
-        shutil.rmtree(case_dir)
     case_dir.mkdir(parents=True)
     World.create(
         case_dir / "world",
@@ -232,6 +234,39 @@ def prepare_case(case_dir: Path, scenario: Scenario) -> None:
             for f in scenario.faults
         ],
     )
+
+
+class _Templates:
+    """A fresh case directory per scenario, made once per process and copied for each case
+    (a copy is a third of the cost of creating the world's database again). A world depends
+    only on the scenario's files and faults, so they are the key."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # cases may run from several threads
+        self._root: Path | None = None
+        self._made: dict[str, Path] = {}
+        self._names = itertools.count()
+
+    def get(self, scenario: Scenario) -> Path:
+        key = json.dumps([dict(scenario.files), [dict(f) for f in scenario.faults]], sort_keys=True)
+        with self._lock:
+            template = self._made.get(key)
+            if template is None or not template.exists():
+                if self._root is None or not self._root.exists():
+                    self._root = Path(tempfile.mkdtemp(prefix="crashmatrix-templates-"))
+                    atexit.register(shutil.rmtree, self._root, True)
+                template = self._root / str(next(self._names))
+                _create_world(template, scenario)
+                self._made[key] = template
+            return template
+
+
+_TEMPLATES = _Templates()
+
+
+def prepare_case(case_dir: Path, scenario: Scenario) -> None:
+    """A fresh case directory: the scenario's world (seeded files, faults), no session yet."""
+    clone_case(_TEMPLATES.get(scenario), case_dir)
 
 
 def clone_case(source: Path, case_dir: Path) -> None:

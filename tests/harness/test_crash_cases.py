@@ -17,10 +17,20 @@ import pytest
 from harness.boundaries import CrashPoint
 from harness.cases import run_point
 from harness.errors import HarnessError
-from harness.injector import CaseRun, LifeLauncher, points_from_trace, read_trace, recovery_window, run_case
+from harness.injector import (
+    CaseRun,
+    LifeLauncher,
+    points_from_trace,
+    prepare_case,
+    read_trace,
+    recovery_window,
+    run_case,
+)
 from harness.judge import judge
 from harness.life import session_path_of
 from harness.scenario import Scenario, load_scenario
+from mock_tools.fileops import sha256_text
+from mock_tools.world import World
 
 pytestmark = pytest.mark.slow
 
@@ -345,3 +355,21 @@ def test_a_recovering_life_that_never_asks_the_model_is_all_window() -> None:
     assert [p.boundary for p in recovery_window(asked_first)] == ["after_approved", "after_running"]
     cut = [*trace[:2], {"life": 2, "event": "model_request"}, trace[2]]
     assert [p.boundary for p in recovery_window(cut)] == ["after_approved"]
+
+
+def test_prepared_cases_are_independent_copies_of_their_scenarios_world(
+    email_scenario: Scenario, tmp_path: Path
+) -> None:
+    seeded = load_scenario(ROOT / "scenarios" / "write_file" / "overwrite_existing.yaml")  # seeds a file
+    prepare_case(tmp_path / "a", seeded)
+    prepare_case(tmp_path / "b", seeded)
+    prepare_case(tmp_path / "c", email_scenario)
+    a, b, c = (World(tmp_path / name / "world") for name in "abc")
+    assert a.snapshot().files == b.snapshot().files != c.snapshot().files
+    assert a.snapshot().files == {k: sha256_text(v) for k, v in seeded.files.items()}
+    with a.transaction() as conn:
+        conn.execute("DELETE FROM events")
+    (a.workspace / "only_in_a.txt").write_text("a")
+    assert not (b.workspace / "only_in_a.txt").exists()
+    assert a.session_path == session_path_of(tmp_path / "a")  # each guards its own session
+    assert b.session_path == session_path_of(tmp_path / "b")
