@@ -146,7 +146,9 @@ def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is
         "scenarios", "-p", "no:cacheprovider", "--keep-cases", "cases", "-k", "clean"
     )
     result.assert_outcomes(failed=1, deselected=1)
-    result.stdout.fnmatch_lines(["*email.yaml::clean FAILED*", "*MISMATCH world.emails: expected 2, observed 1"])
+    result.stdout.fnmatch_lines(
+        ["*email.yaml::clean FAILED*", "*MISMATCH world.emails: expected 2, observed 1"]
+    )
     (clean,) = load_results(pytester.path / "reports" / "latest" / "matrix.json").cases
     assert Path(clean.case_dir).name == "enumerate" and clean.lives == 1
     assert sorted(p.name for p in (pytester.path / "cases").glob("*/*/*")) == ["enumerate"]
