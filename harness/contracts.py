@@ -12,6 +12,8 @@ because assuming the worst is the only safe guess.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,6 +180,18 @@ def _check_consistency(doc: Located, contract: ToolContract) -> None:
 
 
 def load_contract(path: Path | str) -> ToolContract:
+    # Every scenario loads the whole catalogue: each file is parsed once per process
+    # (ToolContract is frozen), again only if its bytes changed. A file that fails is not
+    # cached, so it fails again with its message.
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        digest = ""  # load_yaml reports it, naming the file
+    return _load_contract(str(path), digest)
+
+
+@functools.lru_cache(maxsize=1024)
+def _load_contract(path: str, digest: str) -> ToolContract:
     doc = load_yaml(path)
     validate(doc, "contract.schema.json")
     contract = contract_from_mapping(doc.data, source=str(doc.path))

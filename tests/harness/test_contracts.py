@@ -85,6 +85,19 @@ def test_the_source_is_the_file_path(tmp_path: Path) -> None:
     assert load_contract(path).source == str(path)
 
 
+def test_a_contract_file_is_parsed_once_until_its_bytes_change(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: t\nidempotency: idempotent\n")
+    first = load_contract(path)
+    assert load_contract(path) is first  # every scenario loads the catalogue: parsed once
+    write(tmp_path, "name: t\nidempotency: non_idempotent\n")  # changed on disk
+    assert load_contract(path).idempotency == "non_idempotent"
+    write(tmp_path, "name: t\nidempotency: sometimes\n")
+    with pytest.raises(YamlError, match="sometimes"):
+        load_contract(path)
+    with pytest.raises(YamlError, match="sometimes"):  # a failure is not cached as a success
+        load_contract(path)
+
+
 def test_contract_from_mapping_fills_the_same_defaults() -> None:
     contract = contract_from_mapping({"name": "t", "idempotency": "conditional"}, source="here")
     assert (contract.replay_policy, contract.recovery, contract.source) == ("ask", "precondition", "here")
