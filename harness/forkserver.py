@@ -219,9 +219,9 @@ class ForkServer:
                 cls._shared[key] = cls(key)
             return cls._shared[key]
 
-    def _ensure_running(self) -> str:
+    def _ensure_running(self, *, restart: bool = False) -> str:
         with self._lock:
-            if self._process is not None and self._process.poll() is None:
+            if not restart and self._process is not None and self._process.poll() is None:
                 return self._address
             self._stop_locked()
             self._dir = tempfile.mkdtemp(prefix="crashmatrix-forkserver-")
@@ -254,7 +254,11 @@ class ForkServer:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with conn:
             # The server may still be importing its preloads: the pid comes once it is warm.
-            conn.connect(address)
+            try:
+                conn.connect(address)
+            except ConnectionRefusedError:
+                # It died (its socket is gone) but is not reaped yet, so poll() missed it.
+                conn.connect(self._ensure_running(restart=True))
             _send(conn, request)
             try:
                 (pid,) = _PID.unpack(_recv_exact(conn, _PID.size))
