@@ -21,6 +21,7 @@ from typing import Any
 
 from .adapter import AgentAdapter, load_adapter
 from .boundaries import CrashPoint
+from .first_crash import FirstCrashes, first_crash
 from .injector import CaseRun, LifeLauncher, points_from_trace, recovery_window, run_case
 from .judge import Verdict, judge
 from .scenario import Scenario
@@ -131,21 +132,29 @@ def run_point(
     deadline: float = 30.0,
     power_loss: bool = False,
     second: CrashPoint | None = None,
+    shared: FirstCrashes | None = None,
 ) -> CaseResult:
     """One case. With ``power_loss`` the crash also drops unsynced session bytes; it is
     judged against the same expectations as the plain crash at that point (an agent that
-    fsyncs before each step cannot tell the two apart), and named ``power@<point>``."""
+    fsyncs before each step cannot tell the two apart), and named ``power@<point>``.
+
+    With ``shared``, the lives are those ``recovery@point`` also starts with, run once for
+    both (``harness/first_crash.py``); the case directory is then the shared one."""
     started = time.monotonic()
-    run = run_case(
-        case_dir,
-        scenario,
-        launcher,
-        agent=agent,
-        point=point,
-        second=second,
-        deadline=deadline,
-        power_loss=power_loss,
-    )
+    if shared is not None and point is not None and second is None and not power_loss:
+        run = shared.get(scenario, point, launcher, agent=agent, deadline=deadline).run
+        case_dir = run.case_dir
+    else:
+        run = run_case(
+            case_dir,
+            scenario,
+            launcher,
+            agent=agent,
+            point=point,
+            second=second,
+            deadline=deadline,
+            power_loss=power_loss,
+        )
     # With a second crash (while recovering) the ledger holds extra attempts: judged as a
     # depth-2 case (``recovery`` expectations, no ledger sequence), like run_recovery does.
     verdict = judge(
@@ -179,25 +188,22 @@ def run_recovery(
     agent: str = "reference",
     keeps_ledger: bool = True,
     deadline: float = 30.0,
+    shared: FirstCrashes | None = None,
 ) -> CaseResult:
     """Crash at ``point``; then for every boundary the restarted life passes while it
     recovers (``recovery_window``: before it asks the model again), a case that also
     crashes there. All must end correctly.
 
     The first life runs once: every case starts from a copy of the directory it left
-    (``run_case(resume=...)``), so a depth-2 case costs the two lives after the crash."""
+    (``run_case(resume=...)``), so a depth-2 case costs the two lives after the crash.
+    With ``shared``, that first crash is also the depth-1 item's (``first_crash.py``)."""
     started = time.monotonic()
-    crashed = run_case(
-        case_dir / "crashed", scenario, launcher, agent=agent, point=point, deadline=deadline, max_lives=1
-    )
-    lives = len(crashed.lives)
-    resume = crashed if crashed.lives[-1].status == "crashed" else None
-    first = crashed
-    if resume is not None:
-        first = run_case(
-            case_dir / "first", scenario, launcher, agent=agent, point=point, deadline=deadline, resume=resume
-        )
-        lives += len(first.lives) - 1
+    if shared is not None:
+        found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
+    else:
+        found = first_crash(scenario, point, launcher, case_dir, agent=agent, deadline=deadline)
+    resume, first = found.crashed, found.run
+    lives = len(first.lives)
     subs: list[tuple[str, Verdict]] = []
     seconds_points = recovery_window(first.trace)
     for index, second in enumerate(seconds_points):

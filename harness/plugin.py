@@ -15,6 +15,7 @@ printed at the end of the terminal summary: each case's record rides on its test
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import tempfile
@@ -37,6 +38,7 @@ from .cases import (
     selected,
 )
 from .errors import CrashmatrixError, YamlError
+from .first_crash import FirstCrashes
 from .injector import LifeLauncher
 from .judge import Verdict
 from .scenario import Scenario, load_scenario
@@ -44,6 +46,7 @@ from .scenario import Scenario, load_scenario
 __all__ = ["CrashCase", "ScenarioFile"]
 
 _LAUNCHER_KEY = pytest.StashKey[LifeLauncher]()
+_FIRST_CRASHES_KEY = pytest.StashKey[FirstCrashes]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -128,6 +131,15 @@ def _is_scenario(file_path: Path) -> bool:
     return "scenarios" in parts and "contracts" not in parts[parts.index("scenarios") :]
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # What exists after collection (pytest, openai, the items) lives until the session ends,
+    # yet every full collection walked all of it again: ~12% of a worker's CPU in a matrix
+    # run (perf). Frozen, it is left out of collections; cases still collect their garbage.
+    if any(isinstance(item, CrashCase) for item in session.items):
+        gc.collect()
+        gc.freeze()
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if _is_scenario(file_path):
         return ScenarioFile.from_parent(parent, path=file_path)
@@ -142,6 +154,22 @@ def launcher_for(config: pytest.Config) -> LifeLauncher:
             config.getoption("isolation"), preload=[module, "mock_tools.toolbox"]
         )
     return config.stash[_LAUNCHER_KEY]
+
+
+def first_crashes(config: pytest.Config) -> FirstCrashes | None:
+    """Where the items of this session share first crashes: a directory every xdist worker
+    sees (the controller's basetemp). Not with --keep-cases: each kept case is whole."""
+    if config.getoption("keep_cases"):
+        return None
+    if _FIRST_CRASHES_KEY not in config.stash:
+        factory = getattr(config, "_tmp_path_factory", None)
+        if factory is None:
+            return None
+        base = factory.getbasetemp()
+        if hasattr(config, "workerinput"):  # an xdist worker's basetemp is <session's>/popen-gwN
+            base = base.parent
+        config.stash[_FIRST_CRASHES_KEY] = FirstCrashes(base / "crashmatrix-first-crashes")
+    return config.stash[_FIRST_CRASHES_KEY]
 
 
 def work_dir(config: pytest.Config, *parts: str) -> Path:
@@ -215,6 +243,11 @@ class ScenarioFile(pytest.File):
         yield CrashCase.from_parent(
             self, name="clean", scenario=scenario, point=None, kind="clean", enumeration=enum
         )
+        depth_two = scenario.recovery_crashes and not config.getoption("no_recovery_crashes")
+
+        def has_recovery_item(point: CrashPoint) -> bool:
+            return depth_two and point.boundary in RECOVERY_FIRST and point.occurrence == 1
+
         # Every recorded point is an item, reachable or not: a point this agent cannot be
         # killed at is reported "not reachable", never quietly left out or counted as passed.
         for point in points:
@@ -225,10 +258,11 @@ class ScenarioFile(pytest.File):
                 point=point,
                 kind=point.boundary,
                 reachable=reachable(adapter, point),
+                shares_first_crash=has_recovery_item(point),
             )
-        if scenario.recovery_crashes and not config.getoption("no_recovery_crashes"):
+        if depth_two:
             for point in points:
-                if point.boundary in RECOVERY_FIRST and point.occurrence == 1:
+                if has_recovery_item(point):
                     yield CrashCase.from_parent(
                         self,
                         name=f"recovery@{point.id}",
@@ -236,6 +270,7 @@ class ScenarioFile(pytest.File):
                         point=point,
                         kind="recovery",
                         reachable=reachable(adapter, point),
+                        shares_first_crash=True,
                     )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -259,6 +294,7 @@ class CrashCase(pytest.Item):
         kind: str,
         reachable: bool = True,
         enumeration: Enumeration | None = None,
+        shares_first_crash: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -266,6 +302,8 @@ class CrashCase(pytest.Item):
         # The clean item's result: collection already ran and judged the clean case (to
         # enumerate the points), in this process; running it again would only cost a life.
         self.enumeration = enumeration
+        # ``P`` and ``recovery@P`` run their common first crash once (harness/first_crash.py).
+        self.shares_first_crash = shares_first_crash
         self.point = point
         self.kind = kind
         self.reachable = reachable
@@ -300,6 +338,7 @@ class CrashCase(pytest.Item):
                 agent=agent,
                 keeps_ledger=adapter.keeps_ledger,
                 deadline=deadline,
+                shared=first_crashes(config) if self.shares_first_crash else None,
             )
         self.result = result
         if not config.getoption("no_report"):

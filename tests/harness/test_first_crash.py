@@ -1,0 +1,91 @@
+"""``P`` and ``recovery@P`` share their first crash: run once, same verdicts in either order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.boundaries import CrashPoint
+from harness.cases import CaseResult, run_point, run_recovery
+from harness.first_crash import FirstCrashes
+from harness.injector import LifeLauncher
+from harness.scenario import Scenario, load_scenario
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2] / "scenarios"
+POINT = CrashPoint("after_approved", "call_order")
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[LifeLauncher]:
+    yield LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+
+
+@pytest.fixture(scope="module")
+def scenario() -> Scenario:
+    return load_scenario(ROOT / "create_order" / "keyed_once.yaml")
+
+
+def _seen(result: CaseResult) -> tuple[Any, ...]:
+    observed = result.verdict.observed
+    assert observed is not None
+    counts = {k: v for k, v in observed.world.items() if k != "files"}
+    # Execution ids are random, so session hashes (in world files) differ between runs.
+    subs = [(sid, v.status, v.observed.outcome if v.observed else None) for sid, v in result.sub_results]
+    return (result.verdict.status, observed.ledger, observed.outcome, counts, result.lives, subs)
+
+
+def _starts(case_dir: Path) -> int:
+    return (case_dir / "trace.jsonl").read_text().count('"event": "start"')
+
+
+def test_the_two_items_get_the_same_verdicts_shared_or_not_in_either_order(
+    launcher: LifeLauncher, scenario: Scenario, tmp_path: Path
+) -> None:
+    alone = [
+        run_point(scenario, POINT, launcher, tmp_path / "alone-point"),
+        run_recovery(scenario, POINT, launcher, tmp_path / "alone-recovery"),
+    ]
+    point_first = FirstCrashes(tmp_path / "shared-a")
+    recovery_first = FirstCrashes(tmp_path / "shared-b")
+    a = [
+        run_point(scenario, POINT, launcher, tmp_path / "a-point", shared=point_first),
+        run_recovery(scenario, POINT, launcher, tmp_path / "a-recovery", shared=point_first),
+    ]
+    b_recovery = run_recovery(scenario, POINT, launcher, tmp_path / "b-recovery", shared=recovery_first)
+    b = [run_point(scenario, POINT, launcher, tmp_path / "b-point", shared=recovery_first), b_recovery]
+    assert all(r.passed for r in alone) and alone[1].lives > 2
+    assert [_seen(r) for r in a] == [_seen(r) for r in b] == [_seen(r) for r in alone]
+    # The depth-1 item's directory is the shared one, where its two lives ran once.
+    assert a[0].case_dir == tmp_path / "shared-a" / a[0].case_dir.relative_to(tmp_path / "shared-a")
+    assert _starts(a[0].case_dir) == 2 and not (tmp_path / "a-point").exists()
+
+
+def test_concurrent_items_wait_for_one_run_of_the_lives(
+    launcher: LifeLauncher, scenario: Scenario, tmp_path: Path
+) -> None:
+    shared = FirstCrashes(tmp_path / "shared")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = list(pool.map(lambda _: shared.get(scenario, POINT, launcher), range(4)))
+    assert len({f.run.case_dir for f in found}) == 1
+    assert {tuple(f.run.lives) for f in found} == {found[0].run.lives}
+    assert _starts(found[0].run.case_dir) == 2  # life 1 (copied from crashed/) and life 2, once
+    assert found[0].crashed is not None and _starts(found[0].crashed.case_dir) == 1
+
+
+def test_a_first_crash_left_unfinished_by_a_dead_worker_is_run_again(
+    launcher: LifeLauncher, scenario: Scenario, tmp_path: Path
+) -> None:
+    shared = FirstCrashes(tmp_path / "shared")
+    done = shared.get(scenario, POINT, launcher)
+    where = done.run.case_dir.parent
+    (where / "runs.json").unlink()  # as if the worker died before recording the runs
+    (where / "first" / "trace.jsonl").write_text("")
+    again = shared.get(scenario, POINT, launcher)
+    assert [life.status for life in again.run.lives] == ["crashed", "exited"]
+    assert _starts(again.run.case_dir) == 2 and (where / "runs.json").exists()
