@@ -9,7 +9,7 @@ Figures:
   second, per-case median and p95, peak memory, and this process's RSS growth over the run;
 * the same sample of cases with forked lives and with a fresh interpreter per life
   (``--isolation=spawn``), and the ratio between them, from this one run;
-* the floor on this machine: a forkserver round trip with the agent's modules imported,
+* the floor on this machine: a fork server round trip with the agent's modules imported,
   plus the fsyncs one case needs (counted, then timed), and how far the per-case median is
   from it;
 * optionally (``--pytest``) the wall time of ``pytest scenarios/ -n 2`` as CI runs it.
@@ -87,19 +87,15 @@ def _fsyncs_per_case(scenario: Scenario, point: CrashPoint | None, launcher: Lif
 
 
 def _floor(launcher: LifeLauncher, fsyncs: int, lives: float, work: Path) -> tuple[float, float, float]:
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("forkserver")
-    probe = ctx.Process(target=os.getpid)
-    probe.start()
-    probe.join()
+    """A round trip through the same warm fork server the lives use (a child that does
+    nothing), and one fsync of a session-sized line."""
+    server = launcher.server
+    assert server is not None
+    server.run(os.getpid, (), deadline=30)
     rounds = 30
     started = time.perf_counter()
     for _ in range(rounds):
-        process = ctx.Process(target=os.getpid)
-        process.start()
-        process.join()
-        process.close()
+        server.run(os.getpid, (), deadline=30)
     fork = (time.perf_counter() - started) / rounds
     path = work / "fsync-probe"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
@@ -163,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fsyncs = _fsyncs_per_case(scenario, point, fork, work / "fsyncs")
     lives_per_case = lives / len(cases)
     fork_rt, fsync_s, floor = _floor(fork, fsyncs, lives_per_case, work)
-    print(f"floor: forkserver round trip {fork_rt * 1000:.1f} ms, fsync {fsync_s * 1000:.2f} ms")
+    print(f"floor: fork server round trip {fork_rt * 1000:.1f} ms, fsync {fsync_s * 1000:.2f} ms")
     print(
         f"  a case needs {lives_per_case:.2f} lives and ~{fsyncs} session fsyncs ({scenario.path.name}::{point.id})"
     )
@@ -194,6 +190,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-200:]
         print(f"pytest scenarios/ -n 2: {time.perf_counter() - started:.0f} s wall ({last})")
+        # Without a bytecode cache every process compiles the project from source (and
+        # pytest rewrites it): the first run on a fresh clone, or PYTHONDONTWRITEBYTECODE=1.
+        cached = any((ROOT / "harness" / "__pycache__").glob("*.pyc"))
+        no_write = os.environ.get("PYTHONDONTWRITEBYTECODE")
+        print(
+            f"  bytecode cache: {'present' if cached else 'absent'}"
+            + (", PYTHONDONTWRITEBYTECODE is set" if no_write else "")
+        )
     return 0
 
 

@@ -98,6 +98,11 @@ class LifeLauncher:
             ForkServer.shared([*PRELOAD[:-1], *preload, PRELOAD[-1]]) if isolation == "fork" else None
         )
 
+    @property
+    def server(self) -> ForkServer | None:
+        """The warm server lives fork from (None with spawn isolation)."""
+        return self._server
+
     def run(self, spec: LifeSpec, *, deadline: float) -> LifeRecord:
         started = time.monotonic()
         if self._server is not None:
