@@ -2,8 +2,8 @@
 
 Lives are forked from a warm process (``harness.forkserver``: the agent's modules imported,
 one throwaway life run), so a life costs a fork instead of an interpreter start plus an
-openai import. ``isolation="spawn"`` starts a fresh interpreter per life, for agents that cannot be
-forked. Either way the agent runs in its own process and a crash is a real SIGKILL.
+openai import. ``isolation="spawn"`` starts a fresh interpreter per life, for agents that
+cannot be forked. Either way the agent runs in its own process and a crash is a real SIGKILL.
 
 Every life has a deadline. A life still running at its deadline is killed and the case
 ends as ``hung``; no child process outlives its case.
@@ -243,8 +243,8 @@ def _create_world(case_dir: Path, scenario: Scenario) -> None:
 
 class _Templates:
     """A fresh case directory per scenario, made once per process and copied for each case
-    (a copy is a third of the cost of creating the world's database again). A world depends
-    only on the scenario's files and faults, so they are the key."""
+    (a copy costs about a quarter of creating the world again: ~0.8 ms against ~3 ms). A
+    world depends only on the scenario's files and faults, so they are the key."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()  # cases may run from several threads
