@@ -1,4 +1,4 @@
-"""Imported by the forkserver (its preload list): run one throwaway life in-process so that
+"""Imported by the fork server (its preload list): run one throwaway life in-process so that
 every life forked from it starts warm.
 
 A forked life is always the first life of its process. Importing modules is not enough:
