@@ -206,7 +206,9 @@ class ForkServer:
 
     def __init__(self, preload: Sequence[str]) -> None:
         self.preload = tuple(preload)
-        self._lock = threading.Lock()
+        # Reentrant: an interrupt landing just after acquire() (before ``with`` can release
+        # it) must not deadlock the atexit stop in the same thread.
+        self._lock = threading.RLock()
         self._process: subprocess.Popen[bytes] | None = None
         self._dir: str | None = None
         self._address = ""

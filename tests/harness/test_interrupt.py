@@ -61,6 +61,20 @@ def _lives(marker: str) -> list[int]:
     ]
 
 
+def _describe(marker: str) -> list[str]:
+    """What each process left is doing (for a failure message): pid, state, kernel wait."""
+    out = []
+    for pid in _marked(marker):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+        except OSError:
+            continue
+        command = _cmdline(pid).replace(b"\0", b" ")[:80].decode(errors="replace")
+        out.append(f"{pid} {stat} {wchan} {command}")
+    return out
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -125,7 +139,10 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         else:
             # Ctrl-C in a terminal and a cancelled CI job signal the whole process group.
             os.killpg(run.pid, signum)
-        run.wait(timeout=60)
+        try:
+            run.wait(timeout=120)  # slow on a loaded machine (once 45 s); a deadlock never ends
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the interrupted run did not end within 120 s; still running: {_describe(marker)}")
     finally:
         if run.poll() is None:
             run.kill()
