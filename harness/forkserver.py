@@ -133,7 +133,12 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
 
     die_with_parent()
     # Ctrl-C reaches the whole process group: the harness handles it (and stops us); the
-    # lives get the default handler back.
+    # lives get the harness's own disposition back -- Python's handler, or "ignored" when
+    # the harness was started ignoring SIGINT (a background job of a script), so that a
+    # signal the harness ignores does not kill the lives under it.
+    inherited = signal.getsignal(signal.SIGINT)
+    if inherited is None:  # set outside Python: Python's own handler is the harness's default
+        inherited = signal.default_int_handler
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(fileno=int(os.environ.pop("CRASHMATRIX_FORKSERVER_FD")))
     init = pickle.load(sys.stdin.buffer)
@@ -166,7 +171,7 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
                 if pid == 0:
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                    signal.signal(signal.SIGINT, signal.default_int_handler)
+                    signal.signal(signal.SIGINT, inherited)
                     selector.close()
                     for fd in (wake_r, wake_w):
                         os.close(fd)

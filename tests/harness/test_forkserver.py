@@ -132,3 +132,33 @@ def test_lives_do_not_rerun_the_harness_main_script(tmp_path: Path) -> None:
     )
     assert done.stdout.strip() == "[0, 0, 0]", done.stderr
     assert marker.read_text() == "imported\n"
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["handled", "ignored"])
+def test_lives_keep_the_harness_sigint_disposition(tmp_path: Path, ignored: bool) -> None:
+    # A harness started ignoring SIGINT (a background job of a script) must not have its
+    # lives killed by a Ctrl-C it ignores itself; a harness that handles it stops its lives.
+    script = tmp_path / "run_a_life.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import shutil, signal
+            from harness.forkserver import ForkServer
+            if {ignored!r}:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            server = ForkServer(["harness.life"])
+            server.run(shutil.copyfile, ("/proc/self/status", {str(tmp_path / "status")!r}), deadline=30)
+            server.stop()
+            """
+        ),
+        encoding="utf-8",
+    )
+    subprocess.run([sys.executable, str(script)], cwd=ROOT, check=True, timeout=120)
+    masks = {
+        line.split(":")[0]: int(line.split()[1], 16)
+        for line in (tmp_path / "status").read_text().splitlines()
+        if line.startswith(("SigIgn", "SigCgt"))
+    }
+    bit = 1 << (signal.SIGINT - 1)
+    assert bool(masks["SigIgn"] & bit) is ignored
+    assert bool(masks["SigCgt"] & bit) is not ignored

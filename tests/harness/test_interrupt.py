@@ -62,16 +62,21 @@ def _lives(marker: str) -> list[int]:
 
 
 def _describe(marker: str) -> list[str]:
-    """What each process left is doing (for a failure message): pid, state, kernel wait."""
+    """What each process left is doing (for a failure message): pid, parent, process group,
+    state, kernel wait, blocked/ignored/caught signal masks, command."""
     out = []
     for pid in _marked(marker):
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             wchan = Path(f"/proc/{pid}/wchan").read_text()
+            status = Path(f"/proc/{pid}/status").read_text().splitlines()
         except OSError:
             continue
-        command = _cmdline(pid).replace(b"\0", b" ")[:80].decode(errors="replace")
-        out.append(f"{pid} {stat} {wchan} {command}")
+        masks = " ".join(
+            line.replace("\t", "") for line in status if line.startswith(("SigBlk", "SigIgn", "SigCgt"))
+        )
+        command = _cmdline(pid).replace(b"\0", b" ")[:60].decode(errors="replace")
+        out.append(f"{pid} ppid={fields[1]} pgid={fields[2]} {fields[0]} {wchan} {masks} {command}")
     return out
 
 
@@ -98,20 +103,28 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
     marker = f"CRASHMATRIX_INTERRUPT_TEST={uuid.uuid4().hex}"
     env = dict(os.environ, CRASHMATRIX_INTERRUPT_TEST=marker.split("=", 1)[1])
     # The hanging mutant blocks forever after a torn write: lives that only a deadline ends.
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "scenarios",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        "--agent=reference_agent.mutants:torn_tail_blocks_forever",
+        "--crash-boundary=torn_write",
+        "--case-deadline=120",
+    ]
+    # SIGINT at its default, as a terminal gives it, however this suite was started: a
+    # background job of a script inherits SIGINT ignored, and so would the run (and then a
+    # Ctrl-C to its group rightly does nothing).
+    reset = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
     run = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "scenarios",
-            "-n",
-            "2",
-            "-p",
-            "no:cacheprovider",
-            "--agent=reference_agent.mutants:torn_tail_blocks_forever",
-            "--crash-boundary=torn_write",
-            "--case-deadline=120",
-        ],
+        [sys.executable, "-c", reset, *command],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,
