@@ -144,8 +144,8 @@ def test_lives_keep_the_harness_sigint_disposition(tmp_path: Path, ignored: bool
             f"""
             import shutil, signal
             from harness.forkserver import ForkServer
-            if {ignored!r}:
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # Set either way: this suite itself may have been started ignoring SIGINT.
+            signal.signal(signal.SIGINT, signal.SIG_IGN if {ignored!r} else signal.default_int_handler)
             server = ForkServer(["harness.life"])
             server.run(shutil.copyfile, ("/proc/self/status", {str(tmp_path / "status")!r}), deadline=30)
             server.stop()
