@@ -9,6 +9,7 @@ Figures:
   second, per-case median and p95, peak memory, and this process's RSS growth over the run;
 * the same sample of cases with forked lives and with a fresh interpreter per life
   (``--isolation=spawn``), and the ratio between them, from this one run;
+* one clean life run in this process (no fork): the agent's own work per life;
 * the floor on this machine: a fork server round trip with the agent's modules imported,
   plus the fsyncs one case needs (counted, then timed), and how far the per-case median is
   from it;
@@ -108,6 +109,22 @@ def _floor(launcher: LifeLauncher, fsyncs: int, lives: float, work: Path) -> tup
     return fork, fsync, lives * fork + fsyncs * fsync
 
 
+def _warm_life(scenario: Scenario, work: Path, rounds: int = 30) -> float:
+    """Median of one clean life run in this process (no fork): the agent's own work, which
+    a forked life pays on top of the floor."""
+    from harness.injector import prepare_case
+    from harness.life import LifeSpec, Tracer, run_life
+
+    times: list[float] = []
+    for index in range(rounds + 3):  # the first few pay first-use costs
+        case = work / f"warm-{index}"
+        prepare_case(case, scenario)
+        started = time.perf_counter()
+        run_life(LifeSpec(str(case), scenario, "reference", 1), Tracer(case / "trace.jsonl", 1, None))
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[3:])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -164,6 +181,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  a case needs {lives_per_case:.2f} lives and ~{fsyncs} session fsyncs ({scenario.path.name}::{point.id})"
     )
     print(f"  floor per case {floor * 1000:.0f} ms; median case is {median / floor:.1f}x the floor")
+    warm = _warm_life(scenario, work / "warm")
+    print(
+        f"  one clean life in this process, no fork ({scenario.path.name}): median {warm * 1000:.0f} ms"
+        " -- the agent's own work on top of the floor"
+    )
 
     usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

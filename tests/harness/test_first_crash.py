@@ -62,7 +62,7 @@ def test_the_two_items_get_the_same_verdicts_shared_or_not_in_either_order(
     assert all(r.passed for r in alone) and alone[1].lives > 2
     assert [_seen(r) for r in a] == [_seen(r) for r in b] == [_seen(r) for r in alone]
     # The depth-1 item's directory is the shared one, where its two lives ran once.
-    assert a[0].case_dir == tmp_path / "shared-a" / a[0].case_dir.relative_to(tmp_path / "shared-a")
+    assert a[0].case_dir.is_relative_to(tmp_path / "shared-a")
     assert _starts(a[0].case_dir) == 2 and not (tmp_path / "a-point").exists()
 
 
