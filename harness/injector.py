@@ -184,19 +184,19 @@ def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
         return
     from mock_tools.world import World
 
-    world = World(case_dir / "world")
     requests = case_dir / "model_requests.jsonl"
-    mark: dict[str, Any] = {
-        "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
-        "events_before": max((event.seq for event in world.events()), default=0),
-        "shifts": [],
-    }
-    for step in scenario.between_lives:
-        if "external_write" in step:
-            world.external_write(step["external_write"]["path"], step["external_write"]["content"])
-        if "tamper_arguments" in step:
-            tamper = step["tamper_arguments"]
-            mark["shifts"] += _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
+    with World(case_dir / "world") as world:
+        mark: dict[str, Any] = {
+            "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
+            "events_before": max((event.seq for event in world.events()), default=0),
+            "shifts": [],
+        }
+        for step in scenario.between_lives:
+            if "external_write" in step:
+                world.external_write(step["external_write"]["path"], step["external_write"]["content"])
+            if "tamper_arguments" in step:
+                tamper = step["tamper_arguments"]
+                mark["shifts"] += _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
     (case_dir / "between_lives.json").write_text(json.dumps(mark))
 
 

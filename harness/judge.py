@@ -77,14 +77,15 @@ def matches(expected: Any, observed: Any) -> bool:
 def _world_view(case_dir: Path) -> tuple[dict[str, Any], list[Any]]:
     from mock_tools.world import World
 
-    world = World(case_dir / "world")
-    snapshot = world.snapshot()
+    with World(case_dir / "world") as world:
+        snapshot = world.snapshot()
+        events = world.events()
     view: dict[str, Any] = dict(snapshot.counts)
     files: dict[str, str | None] = {}
     for path in snapshot.files:
         files[path] = snapshot.file_text(path)
     view["files"] = files
-    return view, list(world.events())
+    return view, events
 
 
 def observe(log: SessionLog, world: Mapping[str, Any]) -> Observed:

@@ -14,9 +14,9 @@ Two halves, one on each side of the process boundary:
 * ``lose_unsynced`` (in the parent, after the life died) truncates the session file to the
   last recorded size and keeps the lost bytes next to the case for the failure report.
 
-The world (SQLite with ``synchronous=FULL``, files replaced atomically) is durable at every
-side effect, so only the session loses bytes: exactly the asymmetry that makes a lost
-``running`` line dangerous.
+The world (SQLite committed before a side effect returns, files replaced atomically and
+fsynced) outlives the agent's death at every side effect (``mock_tools/world.py``), so only
+the session loses bytes: exactly the asymmetry that makes a lost ``running`` line dangerous.
 
 Known limit: only syncs of the session file's own inode count. An agent that rewrites its
 session by ``write tmp; fsync tmp; rename`` syncs another inode and is treated as unsynced.

@@ -92,14 +92,14 @@ def _lookup(call: Call, spec: MockSpec) -> Observation:
     key = call.arguments.get("idempotency_key")
     if not isinstance(key, str) or not key:
         return invalid(f"{call.name}: argument 'idempotency_key' (a non-empty string) is required")
-    conn = call.world.connect()
-    try:
-        row = conn.execute(
+    row = (
+        call.world.read()
+        .execute(
             "SELECT * FROM rows WHERE table_name = ? AND idempotency_key = ? ORDER BY id LIMIT 1",
             (spec.table, key),
-        ).fetchone()
-    finally:
-        conn.close()
+        )
+        .fetchone()
+    )
     return Observation(
         ok=True,
         data={**_constants(spec), "found": row is not None, "row": _row(row) if row is not None else None},

@@ -157,13 +157,11 @@ class OrderAPI:
         key = request.url.params.get("idempotency_key")
         if not key:
             return _error(400, "missing_parameter", "query parameter idempotency_key is required")
-        conn = self.world.connect()
-        try:
-            row = conn.execute(
-                "SELECT * FROM orders WHERE idempotency_key = ? ORDER BY id LIMIT 1", (key,)
-            ).fetchone()
-        finally:
-            conn.close()
+        row = (
+            self.world.read()
+            .execute("SELECT * FROM orders WHERE idempotency_key = ? ORDER BY id LIMIT 1", (key,))
+            .fetchone()
+        )
         if row is None:
             return _error(404, "not_found", f"no order with idempotency key {key!r}")
         return _json_response(200, _order_body(row["id"], key, json.loads(row["payload"])))

@@ -28,11 +28,7 @@ def send_email(call: Call) -> Observation:
 
 
 def list_sent_emails(call: Call) -> Observation:
-    conn = call.world.connect()
-    try:
-        rows = conn.execute("SELECT id, to_addr, subject, body FROM outbox ORDER BY id").fetchall()
-    finally:
-        conn.close()
+    rows = call.world.read().execute("SELECT id, to_addr, subject, body FROM outbox ORDER BY id").fetchall()
     emails = [
         {"id": f"msg_{row['id']:06d}", "to": row["to_addr"], "subject": row["subject"], "body": row["body"]}
         for row in rows

@@ -23,8 +23,14 @@ is the services it called, which stay up). Only an OS crash could lose commits, 
 simulates one for the world: power-loss cases drop the AGENT's unsynced session bytes
 (``harness/power.py``), and the agent's own session is fsynced at every append.
 
-Connections are opened per operation: the order API is hit from many threads and forked
-processes at once, and a connection must never cross a fork.
+Each ``World`` keeps one connection per (process, thread), opened on first use: opening one
+costs more than the statement it runs (about a tenth of a life went to connect/close when
+every operation had its own). Threads never share one (the order API is hit from many
+threads at once), and a connection never crosses a fork: a forked child that uses a World
+its parent opened gets its own connection and leaves the inherited one alone, never even
+closing it -- a close runs SQLite's checkpoint on the parent's database (SQLite's "do not
+carry an open connection across fork()"). ``close()`` (or ``with World(...)``) closes this
+process's connections; a life does not bother, its process dies with them.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import json
 import os
 import sqlite3
 import stat
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +65,9 @@ AUDIT_LOG = "audit.log"
 EXTERNAL_TOOL = "(external)"
 _AGENT_STATE = ".agent_state"
 _NO_FILES: Mapping[str, str] = MappingProxyType({})
+# Connections a forked child inherited from its parent: kept referenced, so that they are
+# never closed (or garbage collected, which closes) in the child.
+_INHERITED: list[sqlite3.Connection] = []
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -191,6 +201,40 @@ class World:
         # Relative to the world when it lives inside it: a world (a case directory) can be
         # copied or moved and still guard its own session file.
         self.session_path: Path | None = self.root / session if session else None
+        self._pid = os.getpid()
+        self._connections: dict[int, sqlite3.Connection] = {}  # by thread ident
+        self._connections_lock = threading.Lock()
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections this process opened (never a parent's, see the module doc)."""
+        with self._connections_lock:
+            self._adopt()
+            connections, self._connections = self._connections, {}
+        for conn in connections.values():
+            conn.close()
+
+    def _adopt(self) -> None:
+        # Called with the lock held: in a forked child, set the parent's connections aside.
+        if self._pid != os.getpid():
+            _INHERITED.extend(self._connections.values())
+            self._connections = {}
+            self._pid = os.getpid()
+
+    def _connection(self) -> sqlite3.Connection:
+        """This process's and this thread's connection, opened on first use."""
+        ident = threading.get_ident()
+        with self._connections_lock:
+            self._adopt()
+            conn = self._connections.get(ident)
+            if conn is None:
+                conn = self._connections[ident] = self.connect()
+        return conn
 
     @classmethod
     def create(
@@ -226,6 +270,8 @@ class World:
             atomic_write(target, text.encode("utf-8"))
         for spec in faults:
             world.add_fault(spec)
+        # Closed, so the files on disk are the whole world (a template is copied as files).
+        world.close()
         return world
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -243,12 +289,12 @@ class World:
         return resolve_in_workspace(self.workspace, relative, forbidden=self.forbidden)
 
     def connect(self) -> sqlite3.Connection:
-        """A fresh autocommit connection; the caller closes it (or uses ``transaction``)."""
+        """A fresh autocommit connection that the caller closes. ``read`` and
+        ``transaction`` reuse this World's own connection instead."""
         conn = sqlite3.connect(self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False)
         conn.row_factory = sqlite3.Row
         # Per connection, not per file. OFF: no process death can lose a commit (see the
-        # module docstring). Each sync would only guard against an OS crash, and with one
-        # connection per operation SQLite checkpoints at every close: FULL cost ~25
+        # module docstring). Each sync would only guard against an OS crash: FULL cost ~25
         # fdatasyncs per case (strace).
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute("PRAGMA busy_timeout=60000")
@@ -258,17 +304,18 @@ class World:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """``BEGIN IMMEDIATE`` ... ``COMMIT``: take the write lock up front, so a
         read-check-write cannot interleave with another writer's."""
-        conn = self.connect()
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def read(self) -> sqlite3.Connection:
+        """The connection to run reads on (autocommit: each statement sees what is committed)."""
+        return self._connection()
 
     def session_bytes(self) -> int:
         """Size of the agent's session file now; -1 when not configured or missing."""
@@ -373,14 +420,11 @@ class World:
 
     def events(self, kind: str | None = None) -> list[WorldEvent]:
         """All events (or those of one kind) in ``seq`` order."""
-        conn = self.connect()
-        try:
-            if kind is None:
-                rows = conn.execute("SELECT * FROM events ORDER BY seq").fetchall()
-            else:
-                rows = conn.execute("SELECT * FROM events WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
-        finally:
-            conn.close()
+        conn = self.read()
+        if kind is None:
+            rows = conn.execute("SELECT * FROM events ORDER BY seq").fetchall()
+        else:
+            rows = conn.execute("SELECT * FROM events WHERE kind = ? ORDER BY seq", (kind,)).fetchall()
         return [
             WorldEvent(
                 seq=row["seq"],
@@ -414,18 +458,15 @@ class World:
                 else:
                     data = b"special:" + str(stat.S_IFMT(mode)).encode()
                 files[relative] = sha256_bytes(data)
-        conn = self.connect()
-        try:
-            counts = {
-                "orders": conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0],
-                "emails": conn.execute("SELECT COUNT(*) FROM outbox").fetchone()[0],
-                "releases": conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0],
-                "events": conn.execute("SELECT COUNT(*) FROM events").fetchone()[0],
-            }
-            for row in conn.execute("SELECT table_name, COUNT(*) AS n FROM rows GROUP BY table_name"):
-                counts[f"rows:{row['table_name']}"] = row["n"]
-        finally:
-            conn.close()
+        conn = self.read()
+        counts = {
+            "orders": conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0],
+            "emails": conn.execute("SELECT COUNT(*) FROM outbox").fetchone()[0],
+            "releases": conn.execute("SELECT COUNT(*) FROM releases").fetchone()[0],
+            "events": conn.execute("SELECT COUNT(*) FROM events").fetchone()[0],
+        }
+        for row in conn.execute("SELECT table_name, COUNT(*) AS n FROM rows GROUP BY table_name"):
+            counts[f"rows:{row['table_name']}"] = row["n"]
         audit = contents.get(AUDIT_LOG, b"")
         counts["audit_lines"] = len(audit.splitlines())
         return WorldSnapshot(files=files, counts=counts, contents=contents)

@@ -6,6 +6,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -154,3 +155,45 @@ def test_a_failed_transaction_leaves_neither_effect_nor_event(world: World) -> N
         world.record_event(conn, "email", "send_email")
         raise RuntimeError("die mid-transaction")
     assert world.events() == []
+
+
+def test_a_world_keeps_one_connection_per_thread_and_close_ends_them(world: World) -> None:
+    import threading
+
+    first = world.read()
+    with world.transaction() as conn:
+        assert conn is first  # reused, not reopened per operation
+    other: list[object] = []
+    thread = threading.Thread(target=lambda: other.append(world.read()))
+    thread.start()
+    thread.join()
+    assert other and other[0] is not first  # threads never share a connection
+    world.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")
+    assert world.read() is not first and world.snapshot().counts["emails"] == 0  # reopens on use
+
+
+def test_a_forked_child_never_uses_nor_closes_its_parents_connection(world: World) -> None:
+    parent_conn = world.read()
+    parent_conn.execute("BEGIN")  # the parent is mid-read when the child runs
+    parent_conn.execute("SELECT COUNT(*) FROM outbox").fetchone()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            assert world.read() is not parent_conn
+            with world.transaction() as conn:
+                assert conn is not parent_conn
+                conn.execute(
+                    "INSERT INTO outbox (to_addr, subject, body, seq) VALUES ('c@d.test', 's', 'b', 0)"
+                )
+            world.close()  # closes the child's own connection only
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    parent_conn.execute("COMMIT")
+    assert world.read() is parent_conn  # still open, still ours
+    assert world.snapshot().counts["emails"] == 1  # and it sees the child's commit
