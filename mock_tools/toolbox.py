@@ -13,6 +13,7 @@ because that is what the caller knows.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 from typing import Any
@@ -32,7 +33,7 @@ from .order_tools import create_order, create_order_unkeyed, get_order_by_idempo
 from .outbox import list_sent_emails, send_email
 from .world import World
 
-__all__ = ["BUILTIN_TOOLS", "MockToolbox"]
+__all__ = ["BUILTIN_TOOLS", "MockToolbox", "validator_for"]
 
 BUILTIN_TOOLS: Mapping[str, Handler] = {
     "read_file": read_file,
@@ -59,6 +60,22 @@ _REQUIRED_STRINGS: Mapping[str, tuple[str, ...]] = {
 }
 
 
+# Validators by schema (canonical JSON), shared by every toolbox in the process: building one
+# walks the schema and its metaschema, and the fork server builds the built-in contracts'
+# ones once (``harness.warmup``) instead of every life building them again. A validator
+# keeps no state between validations.
+_VALIDATORS: dict[str, jsonschema.protocols.Validator] = {}
+
+
+def validator_for(parameters: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    """The (cached) JSON Schema validator of a contract's ``parameters``."""
+    key = json.dumps(parameters, sort_keys=True, default=str)
+    validator = _VALIDATORS.get(key)
+    if validator is None:
+        validator = _VALIDATORS[key] = jsonschema.Draft202012Validator(dict(parameters))
+    return validator
+
+
 class MockToolbox:
     """The tools of ``contracts`` acting on ``world``; HTTP tools use ``http`` (respx-mocked)."""
 
@@ -66,7 +83,6 @@ class MockToolbox:
         self.world = world
         self.contracts = dict(contracts)
         self.http = http
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
 
     # -- Toolbox protocol -------------------------------------------------------------------
 
@@ -155,10 +171,7 @@ class MockToolbox:
         if not isinstance(arguments, Mapping):
             return f"arguments must be a JSON object, not {type(arguments).__name__}"
         if contract.parameters:
-            validator = self._validators.get(contract.name)
-            if validator is None:
-                validator = jsonschema.Draft202012Validator(dict(contract.parameters))
-                self._validators[contract.name] = validator
+            validator = validator_for(contract.parameters)
             error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
             if error is not None:
                 where = "/".join(str(p) for p in error.absolute_path) or "arguments"

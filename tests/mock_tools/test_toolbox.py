@@ -211,3 +211,14 @@ def test_write_file_response_lost_wrote_the_file_but_is_uncertain(
     observation = toolbox.execute("write_file", {"path": "README.md", "content": "new"}, make_ctx())
     assert observation.uncertain
     assert (world.workspace / "README.md").read_text() == "new"
+
+
+def test_argument_validators_are_shared_by_schema_content_not_by_tool_name() -> None:
+    from mock_tools.toolbox import validator_for
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    same = validator_for({"required": ["n"], "properties": {"n": {"type": "integer"}}, "type": "object"})
+    assert validator_for(schema) is same  # built once per process (the fork server warms them)
+    changed = validator_for({**schema, "properties": {"n": {"type": "string"}}})
+    assert changed is not same
+    assert same.is_valid({"n": 1}) and not changed.is_valid({"n": 1})
