@@ -46,13 +46,20 @@ from typing import Any, ClassVar
 
 from .errors import HarnessError
 
-__all__ = ["Exited", "ForkServer", "run_spawned", "serve"]
+__all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve"]
 
 _LEN = struct.Struct("!Q")
 _PID = struct.Struct("!q")
 _STATUS = struct.Struct("!i")
 # Exit code of a child whose target raised (multiprocessing's convention).
 EXIT_TARGET_RAISED = 1
+_serving = False
+
+
+def in_server() -> bool:
+    """True in a fork server process and in the children it forks (a preload may prepare
+    state that only makes sense there, e.g. ``harness.warmup``)."""
+    return _serving
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +138,8 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
     """The server's main loop (its own process; see the module docstring)."""
     from .parent_death import die_with_parent
 
+    global _serving
+    _serving = True
     die_with_parent()
     # Ctrl-C reaches the whole process group: the harness handles it (and stops us); the
     # lives get the harness's own disposition back -- Python's handler, or "ignored" when

@@ -11,12 +11,15 @@ reaches the file, then the process is killed before the rest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import ssl
+import threading
 import traceback
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -130,20 +133,76 @@ class Tracer:
             self._die(point)
 
 
-def _serve_mocks(router: respx.MockRouter, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> None:
-    model = ScriptedModel(
-        spec.scenario.rules, log_path=case_dir / "model_requests.jsonl", on_request=tracer.model_request
-    )
-    router.post(f"{MODEL_BASE_URL}/chat/completions").mock(side_effect=model.handle)
-    from mock_tools.order_api import install  # the world's HTTP services
+class _Mocks:
+    """The respx router every HTTP request of a life goes through: the scripted model and
+    the world's services, nothing else (``assert_all_mocked``: any other request is an
+    error, never a real network call).
 
-    install(router, _world(case_dir))
+    Built once per process, its routes calling the current life's model and services: a
+    router per life cost ~10% of a forked life (its routes, their call lists, and patching
+    httpx's transports). The fork server starts it once, before any fork (``keep_started``,
+    from ``harness.warmup``), so lives forked from it are intercepted from their first
+    instruction and never patch anything; anywhere else, each life starts and stops it.
+    Lives in one process take turns (the lock): the routes serve one life at a time.
+    """
+
+    def __init__(self) -> None:
+        from mock_tools.order_api import ORDERS_HOST
+
+        self.router = respx.MockRouter(assert_all_mocked=True, assert_all_called=False)
+        self.router.post(f"{MODEL_BASE_URL}/chat/completions").mock(side_effect=self._model)
+        self.router.route(host=ORDERS_HOST).mock(side_effect=self._orders)
+        self._lock = threading.Lock()
+        self._kept_started = False
+        self._serving: tuple[ScriptedModel, Any] | None = None
+
+    def _model(self, request: httpx.Request) -> httpx.Response:
+        assert self._serving is not None, "a model request outside a life"
+        return self._serving[0].handle(request)
+
+    def _orders(self, request: httpx.Request) -> httpx.Response:
+        assert self._serving is not None, "an order request outside a life"
+        response: httpx.Response = self._serving[1].handle(request)
+        return response
+
+    def keep_started(self) -> None:
+        with self._lock:
+            if not self._kept_started:
+                self.router.start()
+                self._kept_started = True
+
+    @contextlib.contextmanager
+    def serving(self, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> Iterator[None]:
+        from mock_tools.order_api import OrderAPI  # the world's HTTP services
+        from mock_tools.world import World
+
+        model = ScriptedModel(
+            spec.scenario.rules, log_path=case_dir / "model_requests.jsonl", on_request=tracer.model_request
+        )
+        with self._lock:
+            self._serving = (model, OrderAPI(World(case_dir / "world")))
+            started = not self._kept_started
+            if started:
+                self.router.start()
+            try:
+                yield
+            finally:
+                self._serving = None
+                if started:
+                    self.router.stop(quiet=True)
+                else:
+                    self.router.reset()  # the call log: the next life's, not this one's
 
 
-def _world(case_dir: Path) -> Any:
-    from mock_tools.world import World
+_MOCKS: _Mocks | None = None
 
-    return World(case_dir / "world")
+
+def mocks() -> _Mocks:
+    """This process's router (see ``_Mocks``)."""
+    global _MOCKS
+    if _MOCKS is None:
+        _MOCKS = _Mocks()
+    return _MOCKS
 
 
 def session_path_of(case_dir: Path) -> Path:
@@ -155,27 +214,23 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
     the agent raises (``life_main`` turns that into the life's verdict)."""
     case_dir = Path(spec.case_dir)
     adapter = load_adapter(spec.agent)
-    # assert_all_mocked: a request to anything but the scripted model and the mock
-    # services is an error, never a real network call.
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router:
-        _serve_mocks(router, spec, case_dir, tracer)
-        with httpx.Client(timeout=30.0, verify=_TLS) as http:
-            ctx = LifeContext(
-                case_dir=case_dir,
-                session_path=session_path_of(case_dir),
-                session_id="case",
-                world_dir=case_dir / "world",
-                scenario=spec.scenario,
-                http=http,
-                model_base_url=MODEL_BASE_URL,
-                hook=tracer.boundary,
-                before_append=tracer.before_append,
-                approvals=spec.scenario.approvals,
-                approvals_again=spec.scenario.approvals_again,
-                life=spec.life,
-                model_request=tracer.model_request,
-            )
-            adapter.run_life(ctx)
+    with mocks().serving(spec, case_dir, tracer), httpx.Client(timeout=30.0, verify=_TLS) as http:
+        ctx = LifeContext(
+            case_dir=case_dir,
+            session_path=session_path_of(case_dir),
+            session_id="case",
+            world_dir=case_dir / "world",
+            scenario=spec.scenario,
+            http=http,
+            model_base_url=MODEL_BASE_URL,
+            hook=tracer.boundary,
+            before_append=tracer.before_append,
+            approvals=spec.scenario.approvals,
+            approvals_again=spec.scenario.approvals_again,
+            life=spec.life,
+            model_request=tracer.model_request,
+        )
+        adapter.run_life(ctx)
 
 
 def life_main(spec: LifeSpec) -> None:

@@ -8,14 +8,23 @@ here pays it once, before any fork; children inherit the warm caches copy-on-wri
 
 The throwaway life runs the reference agent on a two-call scenario in a temporary directory
 and leaves nothing behind (no thread, no open file, no process). If it fails, lives are only
-slower, never wrong, so the failure is swallowed.
+slower, never wrong, so the failure is swallowed. Then, still before any fork: the argument
+validators of every built-in tool are built (``mock_tools.toolbox.validator_for``), and the
+lives' respx router is started for good (``life.mocks().keep_started()``), so a forked life
+neither builds validators nor patches httpx.
+
+Every fork server imports this module; nothing else should (it would leave httpx patched).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import tempfile
 from pathlib import Path
+
+from .forkserver import in_server
+from .life import mocks
 
 __all__: list[str] = []
 
@@ -47,7 +56,22 @@ def _warm() -> None:
         prepare_case(case_dir, scenario)
         spec = LifeSpec(str(case_dir), scenario, "reference", 1)
         run_life(spec, Tracer(case_dir / "trace.jsonl", 1, None))
+    # Every built-in tool's argument validator, not only the two the throwaway life used.
+    from mock_tools.registry import CONTRACTS_DIR
+    from mock_tools.toolbox import validator_for
+
+    from .contracts import load_contracts
+
+    for contract in load_contracts(sorted(CONTRACTS_DIR.glob("*.yaml"))).values():
+        if contract.parameters:
+            validator_for(contract.parameters)
 
 
 with contextlib.suppress(Exception):  # a cold life is slower, not wrong
     _warm()
+# The throwaway life's objects (its worlds' open connections among them) go now, not in
+# some later collection in a life.
+gc.collect()
+if in_server():
+    # httpx is intercepted before any fork: lives never patch it themselves (life._Mocks).
+    mocks().keep_started()

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import respx
 
+from harness.adapter import LifeContext
 from harness.boundaries import CrashPoint
 from harness.cases import CaseResult, run_point
 from harness.injector import LifeLauncher, points_from_trace, run_case
 from harness.scenario import Scenario, load_scenario
+from reference_agent.adapter import ReferenceAdapter
 
 pytestmark = pytest.mark.slow
 
@@ -77,3 +82,66 @@ def test_an_api_key_in_the_environment_never_reaches_a_case_directory(
     assert result.passed and result.lives == 2  # it really crashed, recovered and was judged
     leaked = [p for p in result.case_dir.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert leaked == []
+
+
+class Escaping(ReferenceAdapter):
+    """Tries to reach a host that is not mocked, through the life's client and through one
+    it builds itself, and writes down what happened; then runs the reference agent."""
+
+    name = "escaping"
+
+    def run_life(self, ctx: LifeContext) -> None:
+        outcomes = []
+        for client in (ctx.http, httpx.Client(timeout=2.0)):
+            try:
+                client.get("http://elsewhere.crashmatrix.test/secret")
+                outcomes.append("escaped")
+            except respx.models.AllMockedAssertionError:
+                outcomes.append("stopped by respx")
+            except httpx.HTTPError as error:
+                outcomes.append(f"left the process: {type(error).__name__}")
+        with (ctx.case_dir / f"escape-{ctx.life}.json").open("w") as out:
+            json.dump(outcomes, out)
+        super().run_life(ctx)
+
+
+@pytest.mark.parametrize("isolation", ["fork", "spawn"])
+def test_no_request_of_a_life_escapes_the_mocks_however_it_was_started(
+    isolation: str, tmp_path: Path
+) -> None:
+    # Forked lives inherit the fork server's router, started once before any fork; spawned
+    # lives start their own. Either way a life's requests reach the mocks or fail, from the
+    # first life to the last.
+    scenario = load_scenario(ROOT / "create_order" / "keyed_once.yaml")
+    launcher = LifeLauncher(isolation, preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    run = run_case(
+        tmp_path / "case",
+        scenario,
+        launcher,
+        agent=f"{__name__}:Escaping",
+        point=CrashPoint("after_side_effect", "call_order"),
+    )
+    assert [life.status for life in run.lives] == ["crashed", "exited"]
+    for life in (1, 2):
+        outcomes = json.loads((run.case_dir / f"escape-{life}.json").read_text())
+        assert outcomes == ["stopped by respx", "stopped by respx"], life
+    assert (run.case_dir / "model_requests.jsonl").read_text().count("\n") >= 2  # the model was mocked
+
+
+def test_a_life_run_in_this_process_leaves_httpx_unpatched(tmp_path: Path) -> None:
+    # In-process lives (the benchmark, the fork server's warm-up) start and stop the router
+    # around each life: nothing outside a life is intercepted, and its call log is empty.
+    from harness.injector import prepare_case
+    from harness.life import LifeSpec, Tracer, mocks, run_life
+
+    scenario = load_scenario(ROOT / "create_order" / "keyed_once.yaml")
+    for index in range(2):
+        case = tmp_path / f"case{index}"
+        prepare_case(case, scenario)
+        run_life(LifeSpec(str(case), scenario, "reference", 1), Tracer(case / "trace.jsonl", 1, None))
+        assert (case / "model_requests.jsonl").read_text().count("\n") == 2
+    assert not mocks().router.calls
+    transport = httpx.MockTransport(lambda request: httpx.Response(204))
+    with httpx.Client(transport=transport) as client:  # would raise if respx still intercepted
+        assert client.get("http://model.crashmatrix.test/v1/models").status_code == 204
+    assert not mocks().router.calls
