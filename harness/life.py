@@ -144,6 +144,10 @@ class _Mocks:
     from ``harness.warmup``), so lives forked from it are intercepted from their first
     instruction and never patch anything; anywhere else, each life starts and stops it.
     Lives in one process take turns (the lock): the routes serve one life at a time.
+
+    ``serving`` also gives the life its HTTP client. A started-for-good router comes with
+    one client built before the fork too (a client is configuration: lives forked from the
+    server each get a pristine copy of it); elsewhere each life builds and closes its own.
     """
 
     def __init__(self) -> None:
@@ -154,6 +158,7 @@ class _Mocks:
         self.router.route(host=ORDERS_HOST).mock(side_effect=self._orders)
         self._lock = threading.Lock()
         self._kept_started = False
+        self._kept_http: httpx.Client | None = None
         self._serving: tuple[ScriptedModel, Any] | None = None
 
     def _model(self, request: httpx.Request) -> httpx.Response:
@@ -169,10 +174,11 @@ class _Mocks:
         with self._lock:
             if not self._kept_started:
                 self.router.start()
+                self._kept_http = _http_client()
                 self._kept_started = True
 
     @contextlib.contextmanager
-    def serving(self, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> Iterator[None]:
+    def serving(self, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> Iterator[httpx.Client]:
         from mock_tools.order_api import OrderAPI  # the world's HTTP services
         from mock_tools.world import World
 
@@ -181,17 +187,24 @@ class _Mocks:
         )
         with self._lock:
             self._serving = (model, OrderAPI(World(case_dir / "world")))
-            started = not self._kept_started
-            if started:
-                self.router.start()
+            if self._kept_http is not None:
+                try:
+                    yield self._kept_http
+                finally:
+                    self._serving = None
+                    self.router.reset()  # the call log: the next life's, not this one's
+                return
+            self.router.start()
             try:
-                yield
+                with _http_client() as http:
+                    yield http
             finally:
                 self._serving = None
-                if started:
-                    self.router.stop(quiet=True)
-                else:
-                    self.router.reset()  # the call log: the next life's, not this one's
+                self.router.stop(quiet=True)
+
+
+def _http_client() -> httpx.Client:
+    return httpx.Client(timeout=30.0, verify=_TLS)
 
 
 _MOCKS: _Mocks | None = None
@@ -214,7 +227,7 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
     the agent raises (``life_main`` turns that into the life's verdict)."""
     case_dir = Path(spec.case_dir)
     adapter = load_adapter(spec.agent)
-    with mocks().serving(spec, case_dir, tracer), httpx.Client(timeout=30.0, verify=_TLS) as http:
+    with mocks().serving(spec, case_dir, tracer) as http:
         ctx = LifeContext(
             case_dir=case_dir,
             session_path=session_path_of(case_dir),

@@ -9,9 +9,10 @@ here pays it once, before any fork; children inherit the warm caches copy-on-wri
 The throwaway life runs the reference agent on a two-call scenario in a temporary directory
 and leaves nothing behind (no thread, no open file, no process). If it fails, lives are only
 slower, never wrong, so the failure is swallowed. Then, still before any fork: the argument
-validators of every built-in tool are built (``mock_tools.toolbox.validator_for``), and the
-lives' respx router is started for good (``life.mocks().keep_started()``), so a forked life
-neither builds validators nor patches httpx.
+validators of every built-in tool are built (``mock_tools.toolbox.validator_for``). Before
+it, the lives' respx router is started for good, with the HTTP client lives get
+(``life.mocks().keep_started()``), so that a forked life neither builds validators, nor
+patches httpx, nor builds the HTTP client it is given.
 
 Every fork server imports this module; nothing else should (it would leave httpx patched).
 """
@@ -67,11 +68,12 @@ def _warm() -> None:
             validator_for(contract.parameters)
 
 
+if in_server():
+    # httpx is intercepted before any fork: lives never patch it themselves, nor build
+    # an HTTP client (life._Mocks).
+    mocks().keep_started()
 with contextlib.suppress(Exception):  # a cold life is slower, not wrong
     _warm()
 # The throwaway life's objects (its worlds' open connections among them) go now, not in
 # some later collection in a life.
 gc.collect()
-if in_server():
-    # httpx is intercepted before any fork: lives never patch it themselves (life._Mocks).
-    mocks().keep_started()

@@ -101,8 +101,11 @@ class Escaping(ReferenceAdapter):
             except httpx.HTTPError as error:
                 outcomes.append(f"left the process: {type(error).__name__}")
         with (ctx.case_dir / f"escape-{ctx.life}.json").open("w") as out:
-            json.dump(outcomes, out)
+            json.dump({"outcomes": outcomes, "http": id(ctx.http)}, out)
+        Escaping.clients.append(ctx.http)
         super().run_life(ctx)
+
+    clients: list[httpx.Client] = []
 
 
 @pytest.mark.parametrize("isolation", ["fork", "spawn"])
@@ -122,9 +125,11 @@ def test_no_request_of_a_life_escapes_the_mocks_however_it_was_started(
         point=CrashPoint("after_side_effect", "call_order"),
     )
     assert [life.status for life in run.lives] == ["crashed", "exited"]
-    for life in (1, 2):
-        outcomes = json.loads((run.case_dir / f"escape-{life}.json").read_text())
-        assert outcomes == ["stopped by respx", "stopped by respx"], life
+    seen = [json.loads((run.case_dir / f"escape-{life}.json").read_text()) for life in (1, 2)]
+    for life in seen:
+        assert life["outcomes"] == ["stopped by respx", "stopped by respx"]
+    if isolation == "fork":  # both lives got the server's pristine client, built before the fork
+        assert seen[0]["http"] == seen[1]["http"]
     assert (run.case_dir / "model_requests.jsonl").read_text().count("\n") >= 2  # the model was mocked
 
 
@@ -135,11 +140,16 @@ def test_a_life_run_in_this_process_leaves_httpx_unpatched(tmp_path: Path) -> No
     from harness.life import LifeSpec, Tracer, mocks, run_life
 
     scenario = load_scenario(ROOT / "create_order" / "keyed_once.yaml")
+    Escaping.clients.clear()
     for index in range(2):
         case = tmp_path / f"case{index}"
         prepare_case(case, scenario)
-        run_life(LifeSpec(str(case), scenario, "reference", 1), Tracer(case / "trace.jsonl", 1, None))
+        run_life(
+            LifeSpec(str(case), scenario, f"{__name__}:Escaping", 1), Tracer(case / "trace.jsonl", 1, None)
+        )
         assert (case / "model_requests.jsonl").read_text().count("\n") == 2
+    first, second = Escaping.clients
+    assert first is not second and first.is_closed and second.is_closed  # one per life, closed
     assert not mocks().router.calls
     transport = httpx.MockTransport(lambda request: httpx.Response(204))
     with httpx.Client(transport=transport) as client:  # would raise if respx still intercepted
