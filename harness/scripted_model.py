@@ -163,11 +163,16 @@ class ScriptedModel:
                 return rule.reply
         raise NoRuleMatched(messages[-1])
 
-    def _log(self, body: Mapping[str, Any]) -> None:
+    def _log(self, body: Mapping[str, Any], raw: bytes | None = None) -> None:
         self.requests.append(dict(body))
         if self.log_path is None:
             return
-        line = (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8")
+        # The bytes as they came when they fit on one line: re-encoding them cost as much
+        # as parsing them.
+        if raw is not None and b"\n" not in raw:
+            line = raw + b"\n"
+        else:
+            line = (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8")
         fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, line)
@@ -180,7 +185,7 @@ class ScriptedModel:
             body = json.loads(request.content or b"{}")
         except ValueError:
             return httpx.Response(400, json={"error": {"message": "request body is not JSON"}})
-        self._log(body)
+        self._log(body, request.content if isinstance(body, dict) else None)
         if self.on_request is not None:
             self.on_request()
         messages = body.get("messages") or []

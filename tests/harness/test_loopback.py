@@ -241,3 +241,22 @@ def test_wrapped_function_fires_its_boundary_only_when_the_condition_holds() -> 
     module.append_entry("s", record={"status": "running", "tool_call_id": "c1"})
     assert module.side_effect() == "done"
     assert fired == [("after_running", "c1", 2), ("after_side_effect", "c1", 2)]
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_the_model_logs_each_request_as_one_json_line_whatever_its_layout(
+    tmp_path: Path, indent: int | None
+) -> None:
+    # Compact bodies are logged as received; a body with line breaks is re-encoded, since
+    # the log is one request per line.
+    import httpx
+
+    model = ScriptedModel([Rule(When(role="user"), Reply(content="ok"))], log_path=tmp_path / "log.jsonl")
+    body = {"messages": [{"role": "user", "content": "line one\nline two"}], "model": "m"}
+    raw = json.dumps(body, indent=indent).encode()
+    for _ in range(2):
+        response = model.handle(httpx.Request("POST", "http://model.test/v1/chat/completions", content=raw))
+        assert response.status_code == 200
+    lines = (tmp_path / "log.jsonl").read_bytes().splitlines()
+    assert [json.loads(line) for line in lines] == [body, body]
+    assert (lines[0] == raw) is (indent is None)
