@@ -11,8 +11,9 @@ Figures:
   (``--isolation=spawn``), and the ratio between them, from this one run;
 * one clean life run in this process (no fork): the agent's own work per life;
 * the floor on this machine: a fork server round trip with the agent's modules imported,
-  plus the fsyncs one case needs (counted, then timed), and how far the per-case median is
-  from it;
+  per life, plus the fsyncs a case makes (every one, in its lives and in the harness,
+  counted and timed where it happens, on the sampled cases), and how far the per-case
+  median is from it;
 * optionally (``--pytest``) the wall time of ``pytest scenarios/ -n 2`` as CI runs it.
 """
 
@@ -78,18 +79,36 @@ def _run(
     return seconds, lives, failed
 
 
-def _fsyncs_per_case(scenario: Scenario, point: CrashPoint | None, launcher: LifeLauncher, work: Path) -> int:
-    """Count the fsyncs a case makes, in the lives and in the harness (os.fsync wrapped)."""
-    from harness.power import SYNC_LOG
+def _fsyncs_per_case(
+    sample: Sequence[tuple[Scenario, CrashPoint | None]], work: Path
+) -> tuple[float, float]:
+    """Every fsync the sample's cases make -- in their lives and in this process -- counted
+    and timed where it happens (``fsync_probe``): (fsyncs per case, seconds per case)."""
+    from benchmarks import fsync_probe
 
-    result = run_point(scenario, point, launcher, work / "count", power_loss=True)
-    log = result.case_dir / SYNC_LOG
-    return len(log.read_text().splitlines()) if log.exists() else 0
+    log = work / "fsyncs.log"
+    os.environ["CRASHMATRIX_FSYNC_LOG"] = str(log)
+    try:
+        counting = LifeLauncher("fork", preload=[*PRELOAD, "benchmarks.fsync_probe"])
+        assert counting.server is not None
+        counting.server.run(os.getpid, (), deadline=30)  # warm: its own warm-up syncs are not a case's
+        log.unlink(missing_ok=True)
+        fsync_probe.install(str(log))
+        try:
+            for index, (scenario, point) in enumerate(sample):
+                run_point(scenario, point, counting, work / f"c{index}")
+        finally:
+            fsync_probe.uninstall()
+        counting.server.stop()
+    finally:
+        del os.environ["CRASHMATRIX_FSYNC_LOG"]
+    took = [float(line) for line in log.read_text().split()] if log.exists() else []
+    return len(took) / len(sample), sum(took) / len(sample)
 
 
-def _floor(launcher: LifeLauncher, fsyncs: int, lives: float, work: Path) -> tuple[float, float, float]:
+def _floor(launcher: LifeLauncher, lives: float, fsync_seconds: float) -> tuple[float, float]:
     """A round trip through the same warm fork server the lives use (a child that does
-    nothing), and one fsync of a session-sized line."""
+    nothing) per life, plus the case's fsyncs as they took."""
     server = launcher.server
     assert server is not None
     server.run(os.getpid, (), deadline=30)
@@ -98,15 +117,7 @@ def _floor(launcher: LifeLauncher, fsyncs: int, lives: float, work: Path) -> tup
     for _ in range(rounds):
         server.run(os.getpid, (), deadline=30)
     fork = (time.perf_counter() - started) / rounds
-    path = work / "fsync-probe"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    started = time.perf_counter()
-    for _ in range(200):
-        os.write(fd, b'{"type":"tool_execution","status":"running"}\n')
-        os.fsync(fd)
-    fsync = (time.perf_counter() - started) / 200
-    os.close(fd)
-    return fork, fsync, lives * fork + fsyncs * fsync
+    return fork, lives * fork + fsync_seconds
 
 
 def _warm_life(scenario: Scenario, work: Path, rounds: int = 30) -> float:
@@ -172,15 +183,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"  spawn / fork = {sum(spawn_s) / sum(fork_s):.1f}x")
 
-    scenario, point = next((s, p) for s, p in cases if p is not None and p.boundary == "after_running")
-    fsyncs = _fsyncs_per_case(scenario, point, fork, work / "fsyncs")
     lives_per_case = lives / len(cases)
-    fork_rt, fsync_s, floor = _floor(fork, fsyncs, lives_per_case, work)
-    print(f"floor: fork server round trip {fork_rt * 1000:.1f} ms, fsync {fsync_s * 1000:.2f} ms")
+    fsyncs, fsync_s = _fsyncs_per_case(sample, work / "fsyncs")
+    fork_rt, floor = _floor(fork, lives_per_case, fsync_s)
+    print(f"floor: fork server round trip {fork_rt * 1000:.1f} ms")
     print(
-        f"  a case needs {lives_per_case:.2f} lives and ~{fsyncs} session fsyncs ({scenario.path.name}::{point.id})"
+        f"  a case needs {lives_per_case:.2f} lives and makes {fsyncs:.1f} fsyncs taking {fsync_s * 1000:.1f} ms"
+        f" (session, directories, the tools' files; measured on the {len(sample)} sampled cases)"
     )
     print(f"  floor per case {floor * 1000:.0f} ms; median case is {median / floor:.1f}x the floor")
+    scenario = next(s for s, p in cases if p is not None and p.boundary == "after_running")
     warm = _warm_life(scenario, work / "warm")
     print(
         f"  one clean life in this process, no fork ({scenario.path.name}): median {warm * 1000:.0f} ms"
