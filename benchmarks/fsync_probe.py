@@ -1,7 +1,6 @@
 """Times every fsync a case makes, for the floor in ``benchmarks/matrix.py``.
 
-Preloaded by the benchmark's counting fork server (and installed in the benchmark's own
-process while it counts): ``os.fsync`` and ``os.fdatasync`` are wrapped, in the server and
+Preloaded by the benchmark's fork server (and installed in the benchmark's own process): ``os.fsync`` and ``os.fdatasync`` are wrapped, in the server and
 so in every life forked from it, and each call appends its duration in seconds to the file
 named by ``$CRASHMATRIX_FSYNC_LOG`` (one ``write()`` per line, so a line survives the
 SIGKILL that may follow). Session appends, directory syncs and the tools' atomic file
@@ -14,7 +13,9 @@ import os
 import time
 from collections.abc import Callable
 
-__all__ = ["install", "uninstall"]
+__all__ = ["LOG_VARIABLE", "install", "uninstall"]
+
+LOG_VARIABLE = "CRASHMATRIX_FSYNC_LOG"
 
 _ORIGINAL = {"fsync": os.fsync, "fdatasync": os.fdatasync}
 
@@ -43,5 +44,5 @@ def uninstall() -> None:
     os.fdatasync = _ORIGINAL["fdatasync"]  # type: ignore[assignment]
 
 
-if os.environ.get("CRASHMATRIX_FSYNC_LOG"):
-    install(os.environ["CRASHMATRIX_FSYNC_LOG"])
+if os.environ.get(LOG_VARIABLE):
+    install(os.environ[LOG_VARIABLE])
