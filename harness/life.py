@@ -55,14 +55,6 @@ class LifeSpec:
     power_loss: bool = False
 
 
-def _write_line(path: Path, record: dict[str, Any]) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
-
-
 def append_label(line: bytes) -> tuple[str, str] | None:
     """(tool_call_id, label) for a session line that belongs to a tool call, else None.
 
@@ -87,23 +79,37 @@ class Tracer:
         self.life = life
         self.crash = crash
         self.seen: Counter[tuple[str, str, str]] = Counter()
+        self._fd = -1  # opened on the first line, kept for the life (~17 lines a life)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """One trace line, in one ``write()``: it survives a SIGKILL that follows."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self._fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:  # a tracer of a life run in-process (the warm-up, tests)
+        self.close()
 
     def _die(self, point: CrashPoint) -> None:
-        _write_line(self.path, {"life": self.life, "event": "crash", "point": point.id})
+        self.write({"life": self.life, "event": "crash", "point": point.id})
         os.kill(os.getpid(), signal.SIGKILL)
 
     def boundary(self, boundary: str, tool_call_id: str) -> None:
         self.seen[(boundary, tool_call_id, "")] += 1
         occurrence = self.seen[(boundary, tool_call_id, "")]
-        _write_line(
-            self.path,
+        self.write(
             {
                 "life": self.life,
                 "event": "boundary",
                 "boundary": boundary,
                 "call": tool_call_id,
                 "occurrence": occurrence,
-            },
+            }
         )
         point = CrashPoint(boundary, tool_call_id, occurrence)
         if self.crash == point:
@@ -112,7 +118,7 @@ class Tracer:
     def model_request(self) -> None:
         """The agent asked the model (not a crash point: where recovery ends, see
         ``injector.recovery_window``)."""
-        _write_line(self.path, {"life": self.life, "event": "model_request"})
+        self.write({"life": self.life, "event": "model_request"})
 
     def before_append(self, path: Path, line: bytes) -> None:
         labelled = append_label(line)
@@ -121,9 +127,8 @@ class Tracer:
         call, label = labelled
         self.seen[(TORN_WRITE, call, label)] += 1
         occurrence = self.seen[(TORN_WRITE, call, label)]
-        _write_line(
-            self.path,
-            {"life": self.life, "event": "append", "call": call, "label": label, "occurrence": occurrence},
+        self.write(
+            {"life": self.life, "event": "append", "call": call, "label": label, "occurrence": occurrence}
         )
         point = CrashPoint(TORN_WRITE, call, occurrence, label)
         if self.crash == point:
@@ -159,7 +164,8 @@ class _Mocks:
         self._lock = threading.Lock()
         self._kept_started = False
         self._kept_http: httpx.Client | None = None
-        self._serving: tuple[ScriptedModel, Any] | None = None
+        self._serving: tuple[ScriptedModel, Any] | None = None  # the model, the order API
+        self._world_dir = Path()
 
     def _model(self, request: httpx.Request) -> httpx.Response:
         assert self._serving is not None, "a model request outside a life"
@@ -167,7 +173,14 @@ class _Mocks:
 
     def _orders(self, request: httpx.Request) -> httpx.Response:
         assert self._serving is not None, "an order request outside a life"
-        response: httpx.Response = self._serving[1].handle(request)
+        model, orders = self._serving
+        if orders is None:  # most lives never call the order API: no world opened for it
+            from mock_tools.order_api import OrderAPI
+            from mock_tools.world import World
+
+            orders = OrderAPI(World(self._world_dir))
+            self._serving = (model, orders)
+        response: httpx.Response = orders.handle(request)
         return response
 
     def keep_started(self) -> None:
@@ -179,14 +192,12 @@ class _Mocks:
 
     @contextlib.contextmanager
     def serving(self, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> Iterator[httpx.Client]:
-        from mock_tools.order_api import OrderAPI  # the world's HTTP services
-        from mock_tools.world import World
-
         model = ScriptedModel(
             spec.scenario.rules, log_path=case_dir / "model_requests.jsonl", on_request=tracer.model_request
         )
         with self._lock:
-            self._serving = (model, OrderAPI(World(case_dir / "world")))
+            self._serving = (model, None)
+            self._world_dir = case_dir / "world"
             if self._kept_http is not None:
                 try:
                     yield self._kept_http
@@ -255,14 +266,13 @@ def life_main(spec: LifeSpec) -> None:
 
         record_fsyncs(session_path_of(case_dir), case_dir / SYNC_LOG)
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
-    _write_line(tracer.path, {"life": spec.life, "event": "start", "pid": os.getpid()})
+    tracer.write({"life": spec.life, "event": "start", "pid": os.getpid()})
     try:
         run_life(spec, tracer)
     except BaseException as error:  # the life's verdict goes to a file the parent reads
         text = "".join(traceback.format_exception_only(type(error), error)).strip()
-        _write_line(
-            tracer.path,
-            {"life": spec.life, "event": "error", "error": text, "traceback": traceback.format_exc()},
+        tracer.write(
+            {"life": spec.life, "event": "error", "error": text, "traceback": traceback.format_exc()}
         )
         os._exit(EXIT_AGENT_ERROR)
-    _write_line(tracer.path, {"life": spec.life, "event": "exit"})
+    tracer.write({"life": spec.life, "event": "exit"})
