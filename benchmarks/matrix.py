@@ -15,6 +15,8 @@ Figures:
   server round trip with the agent's modules imported (one after each case; the median)
   per life, plus the fsyncs a case makes (every one, in its lives and in the harness,
   timed where it happens; the median case's), and how far the per-case median is from it;
+* optionally (``--memory``) the matrix again under tracemalloc: how much the Python heap
+  grew over each half;
 * optionally (``--pytest``) the wall time of ``pytest scenarios/ -n 2`` as CI runs it.
 """
 
@@ -109,6 +111,29 @@ def _run(
     return seconds, lives, failed
 
 
+def _python_heap(
+    cases: Sequence[tuple[Scenario, CrashPoint | None]], launcher: LifeLauncher, work: Path
+) -> tuple[int, int]:
+    """The same halves again under ``tracemalloc``: bytes the Python heap grew by in each
+    (RSS also moves with the allocator's fragmentation and SQLite's own memory)."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        _run(cases[::2], launcher, work / "heap-1")
+        gc.collect()
+        half = tracemalloc.get_traced_memory()[0]
+        _run(cases[1::2], launcher, work / "heap-2")
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    return half - before, after - half
+
+
 def _warm_life(scenario: Scenario, work: Path, rounds: int = 30) -> float:
     """Median of one clean life run in this process (no fork): the agent's own work, which
     a forked life pays on top of the floor."""
@@ -132,6 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="three scenarios only")
     parser.add_argument("--spawn-sample", type=int, default=12, help="cases run both forked and spawned")
     parser.add_argument("--pytest", action="store_true", help="also time `pytest scenarios/ -n 2`")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="also run the matrix again under tracemalloc (Python heap growth)",
+    )
     args = parser.parse_args(argv)
 
     paths = sorted(
@@ -216,6 +246,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     print(f"peak memory: this process {usage / 1024:.0f} MiB, largest child {children / 1024:.0f} MiB")
+
+    if args.memory:
+        first, second = _python_heap(cases, fork, work / "heap")
+        print(
+            f"Python heap (tracemalloc, the matrix again): +{first / 1024:.0f} KiB over the first half,"
+            f" +{second / 1024:.0f} KiB over the second ({len(cases[1::2])} cases)"
+        )
 
     if args.pytest:
         started = time.perf_counter()
