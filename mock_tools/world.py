@@ -28,8 +28,8 @@ costs more than the statement it runs (about a tenth of a life went to connect/c
 every operation had its own). Threads never share one (the order API is hit from many
 threads at once), and a connection never crosses a fork: a forked child that uses a World
 its parent opened gets its own connection and leaves the inherited one alone, never even
-closing it -- a close runs SQLite's checkpoint on the parent's database (SQLite's "do not
-carry an open connection across fork()"). ``close()`` (or ``with World(...)``) closes this
+closing it: closing may checkpoint and clean up the parent's WAL (SQLite's rule: do not
+carry an open connection across fork()). ``close()`` (or ``with World(...)``) closes this
 process's connections; a life does not bother, its process dies with them.
 """
 
