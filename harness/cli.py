@@ -80,6 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     from .adapter import load_adapter
     from .cases import RECOVERY_FIRST, enumerate_points, run_point, run_recovery, selected
     from .explain import explain
+    from .first_crash import FirstCrashes
     from .injector import LifeLauncher
     from .scenario import load_scenario
 
@@ -96,6 +97,13 @@ def _run(args: argparse.Namespace) -> int:
         chosen: list[CrashPoint | None] = [_resolve_point(args.crash.removeprefix("power@"), enum.points)]
     else:
         chosen = [None, *selected(enum.points, scenario)]
+    depth_two = not args.crash and scenario.recovery_crashes and not args.no_recovery_crashes
+    recovery_points = (
+        [p for p in enum.points if p.boundary in RECOVERY_FIRST and p.occurrence == 1] if depth_two else []
+    )
+    # P and recovery@P start with the same first crash: run it once for both, as the pytest
+    # plugin does -- but not with --keep, where each kept case directory is whole.
+    shared = FirstCrashes(base / "first-crashes") if recovery_points and args.keep is None else None
     results = []
     for point in chosen:
         name = point.id if point else "clean"
@@ -111,18 +119,24 @@ def _run(args: argparse.Namespace) -> int:
             keeps_ledger=adapter.keeps_ledger,
             power_loss=power,
             second=second,
+            shared=shared if point in recovery_points else None,
         )
         print(result.verdict.status)
         results.append(result)
-    if not args.crash and scenario.recovery_crashes and not args.no_recovery_crashes:
-        for point in [p for p in enum.points if p.boundary in RECOVERY_FIRST and p.occurrence == 1]:
-            name = f"recovery@{point.id}"
-            print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
-            result = run_recovery(
-                scenario, point, launcher, base / name, agent=args.agent, keeps_ledger=adapter.keeps_ledger
-            )
-            print(result.verdict.status)
-            results.append(result)
+    for point in recovery_points:
+        name = f"recovery@{point.id}"
+        print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
+        result = run_recovery(
+            scenario,
+            point,
+            launcher,
+            base / name,
+            agent=args.agent,
+            keeps_ledger=adapter.keeps_ledger,
+            shared=shared,
+        )
+        print(result.verdict.status)
+        results.append(result)
     failed = [r for r in results if not r.passed]
     for result in failed:
         print()

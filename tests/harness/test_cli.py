@@ -133,3 +133,22 @@ def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     found = tmp_path / "found"
     assert not found.exists() or not list(found.glob("*.yaml"))  # nothing found, nothing written
+
+
+def test_run_shares_each_first_crash_between_a_point_and_its_recovery_item(
+    scenario: Path, tmp_path: Path
+) -> None:
+    scenario.write_text(SCENARIO.replace("recovery_crashes: false\n", ""), encoding="utf-8")
+    done = crashmatrix("run", str(scenario), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    recovery = [line for line in done.stdout.splitlines() if "::recovery@" in line]
+    assert recovery and all(line.endswith("passed") for line in recovery)
+    base = Path(done.stdout.strip().splitlines()[-1].rpartition("case directories under ")[2])
+    # One first crash per recovery point, run once for P and recovery@P; P has no own copy.
+    crashed = sorted(p.parent.name for p in base.glob("first-crashes/*/*/crashed"))
+    assert crashed == sorted(line.split("::recovery@")[1].split(" ")[0] for line in recovery)
+    assert not [name for name in crashed if (base / name).exists()]
+    kept = crashmatrix("run", str(scenario), "--keep", str(tmp_path / "kept"), cwd=tmp_path)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert not (tmp_path / "kept" / "first-crashes").exists()  # --keep: every case whole
+    assert all((tmp_path / "kept" / name).is_dir() for name in crashed)

@@ -7,7 +7,7 @@ import random
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -105,7 +105,7 @@ class Escaping(ReferenceAdapter):
         Escaping.clients.append(ctx.http)
         super().run_life(ctx)
 
-    clients: list[httpx.Client] = []
+    clients: ClassVar[list[httpx.Client]] = []
 
 
 @pytest.mark.parametrize("isolation", ["fork", "spawn"])
