@@ -144,6 +144,7 @@ def run_point(
     if shared is not None and point is not None and second is None and not power_loss:
         run = shared.get(scenario, point, launcher, agent=agent, deadline=deadline).run
         case_dir = run.case_dir
+        started = _charged(run)
     else:
         run = run_case(
             case_dir,
@@ -179,6 +180,12 @@ def run_point(
     )
 
 
+def _charged(shared_run: CaseRun) -> float:
+    """The start time that charges an item with a shared first crash at its lives' own
+    cost, whichever of its two items happened to run them (the other only reads them)."""
+    return time.monotonic() - sum(life.seconds for life in shared_run.lives)
+
+
 def run_recovery(
     scenario: Scenario,
     point: CrashPoint,
@@ -200,6 +207,7 @@ def run_recovery(
     started = time.monotonic()
     if shared is not None:
         found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
+        started = _charged(found.run)
     else:
         found = first_crash(scenario, point, launcher, case_dir, agent=agent, deadline=deadline)
     resume, first = found.crashed, found.run

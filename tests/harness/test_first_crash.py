@@ -89,3 +89,17 @@ def test_a_first_crash_left_unfinished_by_a_dead_worker_is_run_again(
     again = shared.get(scenario, POINT, launcher)
     assert [life.status for life in again.run.lives] == ["crashed", "exited"]
     assert _starts(again.run.case_dir) == 2 and (where / "runs.json").exists()
+
+
+def test_both_items_are_charged_the_shared_lives_whichever_ran_them(
+    launcher: LifeLauncher, scenario: Scenario, tmp_path: Path
+) -> None:
+    # The report's seconds per item must not depend on which item came first.
+    shared = FirstCrashes(tmp_path / "shared")
+    runner = run_point(scenario, POINT, launcher, tmp_path / "point", shared=shared)
+    reader = run_recovery(scenario, POINT, launcher, tmp_path / "recovery", shared=shared)
+    lives = sum(life.seconds for life in shared.get(scenario, POINT, launcher).run.lives)
+    assert lives > 0
+    assert runner.seconds >= lives and reader.seconds >= lives
+    again = run_point(scenario, POINT, launcher, tmp_path / "again", shared=shared)  # reads only
+    assert again.seconds >= lives
