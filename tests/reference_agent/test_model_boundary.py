@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
 import pytest
+import respx
 from respx.models import AllMockedAssertionError
 
-from harness.records import Message, MessageEntry
-from harness.scripted_model import Reply, Rule, ScriptedModel, When
+from harness.records import Message, MessageEntry, ToolCall
+from harness.scripted_model import Reply, Rule, ScriptedModel, When, chat_completion
 from harness.session import prompt_view, read_session
 from mock_tools import MockToolbox
 from mock_tools.order_api import ORDERS_HOST
@@ -101,3 +104,59 @@ def test_no_ledger_record_in_any_model_request(rig: Rig) -> None:
     assert model.requests[-1]["messages"] == prompt_view(entries)[:-1]
     assert model.requests[-1]["messages"] == prefixes[len(entries) - 1]
     assert rig.world.snapshot().counts["orders"] == 1
+
+
+# Headers that differ between any two requests of the same client (openai builds a fresh
+# idempotency key per POST) or that name the calling method.
+VOLATILE_HEADERS = {"idempotency-key", "x-stainless-retry-count", "x-stainless-read-timeout"}
+
+
+def _builtin_request_bodies(tmp_path: Path) -> list[dict[str, Any]]:
+    """Every model request the agent sends in the built-in scenarios' clean runs, and in a
+    crash-and-recover run of each (tool results carrying recovery outcomes)."""
+    from harness.injector import LifeLauncher, points_from_trace, run_case
+    from harness.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    launcher = LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    bodies: list[dict[str, Any]] = []
+    paths = sorted(p for p in root.rglob("*.yaml") if "contracts" not in p.relative_to(root).parts)
+    for index, path in enumerate(paths):
+        scenario = load_scenario(path)
+        runs = [run_case(tmp_path / f"{index}-clean", scenario, launcher)]
+        crash = next((p for p in points_from_trace(runs[0].trace) if p.boundary == "after_running"), None)
+        if crash is not None:
+            runs.append(run_case(tmp_path / f"{index}-crash", scenario, launcher, point=crash))
+        for run in runs:
+            log = run.case_dir / "model_requests.jsonl"
+            bodies += [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    return bodies
+
+
+@pytest.mark.slow
+def test_the_agent_sends_exactly_what_chat_completions_create_would(tmp_path: Path) -> None:
+    # OpenAIChatModel posts its body without create()'s request transform (model.py): for
+    # every request of the built-in scenarios, the same URL, JSON and headers come out.
+    bodies = _builtin_request_bodies(tmp_path)
+    assert len(bodies) > 100
+    assert any(m.get("role") == "tool" for body in bodies for m in body["messages"])
+    assert any(m.get("tool_calls") for body in bodies for m in body["messages"])
+    answer = chat_completion(Reply(tool_calls=(("call_x", "read_file", {"path": "a"}),)), model="m", serial=1)
+    with respx.mock(assert_all_mocked=True) as router, httpx.Client() as http:
+        route = router.post("http://model.test/v1/chat/completions").mock(
+            return_value=httpx.Response(200, json=answer)
+        )
+        settings = ModelSettings("http://model.test/v1", "sk-test", "m", max_retries=0)
+        client = make_openai_client(settings, http)
+        for body in bodies:
+            client.chat.completions.create(**body)
+            reply = OpenAIChatModel(client, body["model"]).complete(body["messages"], body.get("tools", []))
+            assert reply.tool_calls == (ToolCall("call_x", "read_file", '{"path": "a"}'),)
+    sent = [call.request for call in route.calls]
+    assert len(sent) == 2 * len(bodies)
+    for via_create, via_agent in zip(sent[::2], sent[1::2], strict=True):
+        assert via_agent.url == via_create.url
+        assert json.loads(via_agent.content) == json.loads(via_create.content)
+        stable = {k: v for k, v in via_create.headers.items() if k not in VOLATILE_HEADERS}
+        assert {k: v for k, v in via_agent.headers.items() if k not in VOLATILE_HEADERS} == stable
+    assert sent[1].headers["authorization"] == "Bearer sk-test"
