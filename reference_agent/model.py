@@ -4,6 +4,10 @@ openai 3.x sends through ``httpx2``, which respx 0.23 does not patch. We therefo
 hand the client an ``httpx.Client`` (``http_client=``): in tests that client's transport is
 what respx intercepts, and in production it is an ordinary pooled client. openai only uses
 the client's ``send``/``build_request`` surface, which both packages share.
+
+Requests go through ``client.post("/chat/completions", cast_to=ChatCompletion)`` rather
+than ``chat.completions.create``: the same request without create()'s transform pass (see
+``OpenAIChatModel.complete``; a test proves the two send the same thing).
 """
 
 from __future__ import annotations
