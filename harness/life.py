@@ -145,10 +145,11 @@ class _Mocks:
 
     Built once per process, its routes calling the current life's model and services: a
     router per life was ~9% of a life's time (py-spy: its routes, their mock call lists,
-    and patching httpx's transports). The fork server starts it once, before any fork (``keep_started``,
-    from ``harness.warmup``), so lives forked from it are intercepted from their first
-    instruction and never patch anything; anywhere else, each life starts and stops it.
-    Lives in one process take turns (the lock): the routes serve one life at a time.
+    and patching httpx's transports). The fork server starts it once, before any fork
+    (``keep_started``, from ``harness.warmup``), so lives forked from it are intercepted
+    from their first instruction and never patch anything; anywhere else, each life starts
+    and stops it. Lives in one process take turns (the lock): the routes serve one life at
+    a time.
 
     ``serving`` also gives the life its HTTP client. A started-for-good router comes with
     one client built before the fork too (a client is configuration: lives forked from the
