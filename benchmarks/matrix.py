@@ -33,6 +33,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -77,7 +78,9 @@ class Floor:
     round_trips: list[float] = field(default_factory=list)
     fsyncs: list[int] = field(default_factory=list)
     fsync_seconds: list[float] = field(default_factory=list)
-    logged: int = 0  # lines of the fsync log already counted
+    # The probe's log, read as it grows: each case's fsyncs are the lines added since the
+    # last read (every life has ended by then, so no line is half written).
+    log: TextIO | None = None
 
 
 def _run(
@@ -93,18 +96,16 @@ def _run(
     same cases and across the same minutes, whatever the machine's drift."""
     seconds: list[float] = []
     lives = failed = 0
-    log = Path(os.environ.get(fsync_probe.LOG_VARIABLE, os.devnull))
     for index, (scenario, point) in enumerate(cases):
         started = time.perf_counter()
         result = run_point(scenario, point, launcher, work / f"c{index}")
         seconds.append(time.perf_counter() - started)
         lives += result.lives
         failed += not result.passed
-        if floor is not None and launcher.server is not None:
-            took = [float(line) for line in log.read_text().split()][floor.logged :] if log.exists() else []
+        if floor is not None and floor.log is not None and launcher.server is not None:
+            took = [float(line) for line in floor.log.read().split()]
             floor.fsyncs.append(len(took))
             floor.fsync_seconds.append(sum(took))
-            floor.logged += len(took)
             started = time.perf_counter()
             launcher.server.run(os.getpid, (), deadline=30)
             floor.round_trips.append(time.perf_counter() - started)
@@ -174,21 +175,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="crashmatrix-bench-"))
     # Every fsync of the lives is timed (``fsync_probe``, preloaded by their fork server and
     # installed here): one small append per fsync, ~0.02 ms against a case's ~70 ms.
-    os.environ[fsync_probe.LOG_VARIABLE] = str(work / "fsyncs.log")
+    log_path = work / "fsyncs.log"
+    os.environ[fsync_probe.LOG_VARIABLE] = str(log_path)
     fork = LifeLauncher("fork", preload=[*PRELOAD, "benchmarks.fsync_probe"])
     assert fork.server is not None
     fork.server.run(os.getpid, (), deadline=30)  # started: its own warm-up's syncs are no case's
-    (work / "fsyncs.log").unlink(missing_ok=True)
-    fsync_probe.install(str(work / "fsyncs.log"))
+    log_path.write_bytes(b"")
+    fsync_probe.install(str(log_path))
+    log = log_path.open(encoding="utf-8")
 
     started = time.perf_counter()
     cases = _cases(paths, fork, work / "enumerate")
     enumerate_s = time.perf_counter() - started
     rss_before = _rss_kib()
     started = time.perf_counter()
-    log = work / "fsyncs.log"
-    # The enumeration's syncs are no case's.
-    measured = Floor(logged=len(log.read_text().split()) if log.exists() else 0)
+    log.read()  # the enumeration's syncs are no case's
+    measured = Floor(log=log)
     # In two halves, every other case each, so that both meet (nearly) every scenario: the
     # first pays the one-time costs (a template per scenario, first-use caches), and what
     # the second adds is what accumulates per case.
@@ -197,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     more = _run(cases[1::2], fork, work / "fork-2", measured)
     seconds, lives, failed = seconds + more[0], lives + more[1], failed + more[2]
     fsync_probe.uninstall()  # the lives' server keeps its probe; nothing else needs one
+    log.close()
     del os.environ[fsync_probe.LOG_VARIABLE]
     wall = time.perf_counter() - started
     rss_after = _rss_kib()
