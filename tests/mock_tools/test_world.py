@@ -189,6 +189,7 @@ def test_a_forked_child_never_uses_nor_closes_its_parents_connection(world: Worl
                     "INSERT INTO outbox (to_addr, subject, body, seq) VALUES ('c@d.test', 's', 'b', 0)"
                 )
             world.close()  # closes the child's own connection only
+            parent_conn.execute("SELECT 1")  # raises ProgrammingError had the child closed it
             code = 0
         finally:
             os._exit(code)
