@@ -174,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         paths = paths[:3]
     work = Path(tempfile.mkdtemp(prefix="crashmatrix-bench-"))
     # Every fsync of the lives is timed (``fsync_probe``, preloaded by their fork server and
-    # installed here): one small append per fsync, ~0.02 ms against a case's ~70 ms.
+    # installed here): one small append per fsync, ~0.005 ms against a case's ~70 ms.
     log_path = work / "fsyncs.log"
     os.environ[fsync_probe.LOG_VARIABLE] = str(log_path)
     fork = LifeLauncher("fork", preload=[*PRELOAD, "benchmarks.fsync_probe"])
