@@ -33,11 +33,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.injector import LifeLauncher, prepare_case  # noqa: E402
-from harness.life import LifeSpec, Tracer, life_main, run_life  # noqa: E402
-from harness.scenario import load_scenario  # noqa: E402
+from crashmatrix.harness.injector import LifeLauncher, prepare_case  # noqa: E402
+from crashmatrix.harness.life import LifeSpec, Tracer, life_main, run_life  # noqa: E402
+from crashmatrix.harness.scenario import load_scenario  # noqa: E402
 
-PRELOAD = ["reference_agent.adapter", "mock_tools.toolbox"]
+PRELOAD = ["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
 DEFAULT = ROOT / "scenarios" / "create_order" / "keyed_once.yaml"
 
 
@@ -56,10 +56,10 @@ def _dump(out: str, data: object) -> None:
 
 # ------------------------------------------------------------------ targets run in the child
 def _steps(spec: LifeSpec, out: str) -> None:
-    import harness.session
-    import mock_tools.toolbox
-    import reference_agent.adapter
-    import reference_agent.model
+    from crashmatrix import harness, mock_tools, reference_agent
+    from crashmatrix.harness import session  # noqa: F401  (the attribute chains below)
+    from crashmatrix.mock_tools import toolbox  # noqa: F401
+    from crashmatrix.reference_agent import adapter, model  # noqa: F401
 
     totals: dict[str, list[float]] = {}
 

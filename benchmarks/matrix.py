@@ -39,12 +39,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import fsync_probe  # noqa: E402
-from harness.boundaries import CrashPoint  # noqa: E402
-from harness.cases import enumerate_points, run_point  # noqa: E402
-from harness.injector import LifeLauncher  # noqa: E402
-from harness.scenario import Scenario, load_scenario  # noqa: E402
+from crashmatrix.harness.boundaries import CrashPoint  # noqa: E402
+from crashmatrix.harness.cases import enumerate_points, run_point  # noqa: E402
+from crashmatrix.harness.injector import LifeLauncher  # noqa: E402
+from crashmatrix.harness.scenario import Scenario, load_scenario  # noqa: E402
 
-PRELOAD = ["reference_agent.adapter", "mock_tools.toolbox"]
+PRELOAD = ["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
 
 
 def _rss_kib() -> int:
@@ -138,8 +138,8 @@ def _python_heap(
 def _warm_life(scenario: Scenario, work: Path, rounds: int = 30) -> float:
     """Median of one clean life run in this process (no fork): the agent's own work, which
     a forked life pays on top of the floor."""
-    from harness.injector import prepare_case
-    from harness.life import LifeSpec, Tracer, run_life
+    from crashmatrix.harness.injector import prepare_case
+    from crashmatrix.harness.life import LifeSpec, Tracer, run_life
 
     times: list[float] = []
     for index in range(rounds + 3):  # the first few pay first-use costs

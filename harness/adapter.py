@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 MODEL_BASE_URL = "http://model.crashmatrix.test/v1"
-BUILTIN = {"reference": "reference_agent.adapter:ReferenceAdapter"}
+BUILTIN = {"reference": "crashmatrix.reference_agent.adapter:ReferenceAdapter"}
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,9 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.file)
     adapter = load_adapter(args.agent)
     base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-"))
-    launcher = LifeLauncher(args.isolation, preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    launcher = LifeLauncher(
+        args.isolation, preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+    )
     enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
     power = bool(args.crash) and args.crash.startswith("power@")
     if args.second and not args.crash:
@@ -151,7 +153,9 @@ def _points(args: argparse.Namespace) -> int:
     from .scenario import load_scenario
 
     scenario = load_scenario(args.file)
-    launcher = LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    launcher = LifeLauncher(
+        "fork", preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+    )
     with tempfile.TemporaryDirectory(prefix="crashmatrix-") as tmp:
         enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)
     for point in enum.points:
@@ -196,9 +200,9 @@ def _import_mcp(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from reports.compare import compare, write_comparison
-    from reports.results import load_results
-    from reports.writer import write_report
+    from crashmatrix.reports.compare import compare, write_comparison
+    from crashmatrix.reports.results import load_results
+    from crashmatrix.reports.writer import write_report
 
     out: Path = args.out or Path("reports") / "latest"
     if args.compare:

@@ -71,7 +71,11 @@ __all__ = [
 ]
 
 FAILING = ("failed", "error", "hung")
-PRELOAD = ["reference_agent.adapter", "reference_agent.mutants", "mock_tools.toolbox"]
+PRELOAD = [
+    "crashmatrix.reference_agent.adapter",
+    "crashmatrix.reference_agent.mutants",
+    "crashmatrix.mock_tools.toolbox",
+]
 
 # The workspace every generated conversation starts from: an existing file to overwrite
 # (or rewrite unchanged), a package to publish and sources for ``npm test``. Fixed on
@@ -822,10 +826,10 @@ def _agent_spec(name: str) -> str:
     """``reference``, ``module:factory``, or a bare mutant name of ``reference_agent.mutants``."""
     if name == "reference" or ":" in name:
         return name
-    from reference_agent.mutants import MUTANTS
+    from crashmatrix.reference_agent.mutants import MUTANTS
 
     if name not in MUTANTS:
         raise InputError(
             f"--agent {name!r}: write reference, module:factory or a mutant ({', '.join(MUTANTS)})"
         )
-    return f"reference_agent.mutants:{name}"
+    return f"crashmatrix.reference_agent.mutants:{name}"

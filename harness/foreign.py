@@ -632,8 +632,8 @@ class ForeignAdapter:
         )
         tools = None
         if self.spec.tools == "harness":
-            from mock_tools.toolbox import MockToolbox
-            from mock_tools.world import World
+            from crashmatrix.mock_tools.toolbox import MockToolbox
+            from crashmatrix.mock_tools.world import World
 
             tools = MockToolbox(World(ctx.world_dir), ctx.scenario.contracts, ctx.http)
         holder: dict[str, int] = {}

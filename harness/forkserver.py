@@ -41,7 +41,6 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 from .errors import HarnessError
@@ -250,7 +249,7 @@ class ForkServer:
                 listener.listen(64)
                 env = _child_env(CRASHMATRIX_FORKSERVER_FD=str(listener.fileno()))
                 self._process = subprocess.Popen(
-                    [sys.executable, "-c", "from harness.forkserver import serve; serve()"],
+                    [sys.executable, "-c", f"from {__name__} import serve; serve()"],
                     stdin=subprocess.PIPE,
                     pass_fds=(listener.fileno(),),
                     env=env,
@@ -332,16 +331,17 @@ def run_once() -> None:  # pragma: no cover - runs in a spawned interpreter
 
 
 def _child_env(**extra: str) -> dict[str, str]:
-    # The child must import this package before it can read the parent's sys.path.
-    root = str(Path(__file__).resolve().parents[1])
-    python_path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    return dict(os.environ, PYTHONPATH=python_path, **extra)
+    # The child imports this module by its installed name before it reads the parent's
+    # sys.path (crashmatrix is an installed distribution, editable or not). Never the
+    # repository root on PYTHONPATH: that would make the bare folder names (``harness``)
+    # importable too, and a module imported under two names is two modules.
+    return dict(os.environ, **extra)
 
 
 def run_spawned(target: Callable[..., object], args: tuple[Any, ...], *, deadline: float) -> Exited:
     """Run ``target(*args)`` in a fresh interpreter (no warm state at all)."""
     process = subprocess.Popen(
-        [sys.executable, "-c", "from harness.forkserver import run_once; run_once()"],
+        [sys.executable, "-c", f"from {__name__} import run_once; run_once()"],
         stdin=subprocess.PIPE,
         env=_child_env(),
     )

@@ -47,15 +47,15 @@ __all__ = [
 # which would otherwise cost every life ~170 ms. The caller's modules (the adapter's) go
 # before the last entry.
 PRELOAD = [
-    "harness.life",
-    "harness.invariants",
+    "crashmatrix.harness.life",
+    "crashmatrix.harness.invariants",
     "openai",
     "openai.resources.chat",
     "openai.types.chat",
     "respx",
     "httpx",
     "sqlite3",
-    "harness.warmup",  # last: one throwaway life, so every fork starts warm (warmup.py)
+    "crashmatrix.harness.warmup",  # last: one throwaway life, so every fork starts warm (warmup.py)
 ]
 
 
@@ -182,7 +182,7 @@ def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
     the file's old coordinates)."""
     if not scenario.between_lives:
         return
-    from mock_tools.world import World
+    from crashmatrix.mock_tools.world import World
 
     requests = case_dir / "model_requests.jsonl"
     with World(case_dir / "world") as world:
@@ -226,8 +226,8 @@ def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tupl
 
 
 def _create_world(case_dir: Path, scenario: Scenario) -> None:
-    from mock_tools.faults import FaultSpec
-    from mock_tools.world import World
+    from crashmatrix.mock_tools.faults import FaultSpec
+    from crashmatrix.mock_tools.world import World
 
     case_dir.mkdir(parents=True)
     World.create(

@@ -75,7 +75,7 @@ def matches(expected: Any, observed: Any) -> bool:
 
 
 def _world_view(case_dir: Path) -> tuple[dict[str, Any], list[Any]]:
-    from mock_tools.world import World
+    from crashmatrix.mock_tools.world import World
 
     with World(case_dir / "world") as world:
         snapshot = world.snapshot()

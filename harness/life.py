@@ -157,7 +157,7 @@ class _Mocks:
     """
 
     def __init__(self) -> None:
-        from mock_tools.order_api import ORDERS_HOST
+        from crashmatrix.mock_tools.order_api import ORDERS_HOST
 
         self.router = respx.MockRouter(assert_all_mocked=True, assert_all_called=False)
         self.router.post(f"{MODEL_BASE_URL}/chat/completions").mock(side_effect=self._model)
@@ -176,8 +176,8 @@ class _Mocks:
         assert self._serving is not None, "an order request outside a life"
         model, orders = self._serving
         if orders is None:  # most lives never call the order API: no world opened for it
-            from mock_tools.order_api import OrderAPI
-            from mock_tools.world import World
+            from crashmatrix.mock_tools.order_api import OrderAPI
+            from crashmatrix.mock_tools.world import World
 
             orders = OrderAPI(World(self._world_dir))
             self._serving = (model, orders)

@@ -55,7 +55,7 @@ FAILING = ("failed", "error", "hung")
 POWER_BOUNDARIES = ("after_running", "after_side_effect", "after_tool_result")
 POWER = "power"
 KILLED, SURVIVED, NOT_RUN = "K", ".", "-"
-MUTANTS_MODULE = "reference_agent.mutants"
+MUTANTS_MODULE = "crashmatrix.reference_agent.mutants"
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,7 +374,7 @@ def scenario_files(root: Path) -> list[Path]:
 
 
 def mutant_spec(name: str) -> str:
-    """``blind_retry`` -> ``reference_agent.mutants:blind_retry``; a ``module:factory``
+    """``blind_retry`` -> ``crashmatrix.reference_agent.mutants:blind_retry``; a ``module:factory``
     spec is kept as it is."""
     return name if ":" in name else f"{MUTANTS_MODULE}:{name}"
 
@@ -407,7 +407,7 @@ def main_mutants(argv: Sequence[str]) -> int:
     2 on bad input."""
     args = _parser().parse_args(list(argv))
     try:
-        from reference_agent.mutants import MUTANTS
+        from crashmatrix.reference_agent.mutants import MUTANTS
 
         names = args.mutant or list(MUTANTS)
         specs = [mutant_spec(n) for n in names]
@@ -422,7 +422,7 @@ def main_mutants(argv: Sequence[str]) -> int:
             raise InputError(f"--scenarios {args.scenarios}: no scenario YAML files under it")
         for path in paths:
             load_scenario(path)  # every bad file is reported before anything runs
-        preload = ["reference_agent.adapter", MUTANTS_MODULE, "mock_tools.toolbox"]
+        preload = ["crashmatrix.reference_agent.adapter", MUTANTS_MODULE, "crashmatrix.mock_tools.toolbox"]
         launcher = LifeLauncher("fork", preload=preload)
         base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-mutants-"))
         print(f"{len(specs)} mutants x {len(paths)} scenarios; case directories under {base}", flush=True)

@@ -100,7 +100,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Only the controller (or a run without xdist) aggregates and writes: a worker sees only
     # its share of the cases. Workers still attach each record to its report.
     if not hasattr(config, "workerinput") and not config.getoption("no_report"):
-        from reports.collector import MatrixReporter
+        from crashmatrix.reports.collector import MatrixReporter
 
         out = config.getoption("report_dir")
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -118,7 +118,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     record = getattr(item, "report_record", None)
     if call.when == "call" and isinstance(item, CrashCase) and record is not None:
         # A plain attribute of a TestReport travels with it from an xdist worker.
-        from reports.collector import REPORT_ATTR
+        from crashmatrix.reports.collector import REPORT_ATTR
 
         setattr(report, REPORT_ATTR, record)
     return report
@@ -149,9 +149,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def launcher_for(config: pytest.Config) -> LifeLauncher:
     if _LAUNCHER_KEY not in config.stash:
         agent = config.getoption("agent")
-        module = agent.partition(":")[0] if ":" in agent else "reference_agent.adapter"
+        module = agent.partition(":")[0] if ":" in agent else "crashmatrix.reference_agent.adapter"
         config.stash[_LAUNCHER_KEY] = LifeLauncher(
-            config.getoption("isolation"), preload=[module, "mock_tools.toolbox"]
+            config.getoption("isolation"), preload=[module, "crashmatrix.mock_tools.toolbox"]
         )
     return config.stash[_LAUNCHER_KEY]
 
@@ -343,7 +343,7 @@ class CrashCase(pytest.Item):
         self.result = result
         if not config.getoption("no_report"):
             # Now, while the case directory still exists: the timeline is read from it.
-            from reports.collector import case_record
+            from crashmatrix.reports.collector import case_record
 
             try:
                 self.report_record = case_record(result, self.nodeid)
@@ -363,7 +363,7 @@ class CrashCase(pytest.Item):
         verdict = Verdict("not_reached", None, {}, problems=(why,))
         result = CaseResult(self.scenario, self.name, self.kind, verdict, 0.0, 0, case_dir, agent)
         if not self.config.getoption("no_report"):
-            from reports.collector import case_record
+            from crashmatrix.reports.collector import case_record
 
             self.report_record = case_record(result, self.nodeid)
         pytest.skip(why)

@@ -194,7 +194,7 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
     doc = load_yaml(path)
     validate(doc, "scenario.schema.json")
     data = doc.data
-    from mock_tools.registry import CONTRACTS_DIR  # the built-in tools' contracts
+    from crashmatrix.mock_tools.registry import CONTRACTS_DIR  # the built-in tools' contracts
 
     dirs = [CONTRACTS_DIR, *contracts_dirs]
     if data.get("contracts_dir"):

@@ -58,8 +58,8 @@ def _warm() -> None:
         spec = LifeSpec(str(case_dir), scenario, "reference", 1)
         run_life(spec, Tracer(case_dir / "trace.jsonl", 1, None))
     # Every built-in tool's argument validator, not only the two the throwaway life used.
-    from mock_tools.registry import CONTRACTS_DIR
-    from mock_tools.toolbox import validator_for
+    from crashmatrix.mock_tools.registry import CONTRACTS_DIR
+    from crashmatrix.mock_tools.toolbox import validator_for
 
     from .contracts import load_contracts
 

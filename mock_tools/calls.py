@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 
-from harness.contracts import ToolContract
-from harness.errors import SandboxViolation
-from harness.tooling import Observation, ToolContext
+from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.errors import SandboxViolation
+from crashmatrix.harness.tooling import Observation, ToolContext
 
 from .world import World
 

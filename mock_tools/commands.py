@@ -21,9 +21,9 @@ import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 
-from harness.errors import SandboxViolation
-from harness.session import fsync_directory
-from harness.tooling import Observation
+from crashmatrix.harness.errors import SandboxViolation
+from crashmatrix.harness.session import fsync_directory
+from crashmatrix.harness.tooling import Observation
 
 from .calls import Call, invalid, refused, tool_error
 from .fileops import append_durably, atomic_write, sha256_bytes

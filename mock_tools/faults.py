@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.contracts import ToolContract
-from harness.errors import InputError
-from harness.tooling import Observation
+from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.tooling import Observation
 
 __all__ = [
     "FAULT_KINDS",

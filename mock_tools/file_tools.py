@@ -11,8 +11,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from harness.errors import SandboxViolation
-from harness.tooling import Observation, PreconditionVerdict
+from crashmatrix.harness.errors import SandboxViolation
+from crashmatrix.harness.tooling import Observation, PreconditionVerdict
 
 from .calls import Call, refused, tool_error
 from .fileops import atomic_write, sha256_bytes, sha256_of_file, sha256_text

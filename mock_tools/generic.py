@@ -15,8 +15,8 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from harness.contracts import MockSpec
-from harness.tooling import Observation
+from crashmatrix.harness.contracts import MockSpec
+from crashmatrix.harness.tooling import Observation
 
 from .calls import Call, invalid
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from harness.tooling import Observation
+from crashmatrix.harness.tooling import Observation
 
 from .calls import Call, tool_error
 from .faults import lost_response_observation

@@ -6,7 +6,7 @@ email is visibly a second email. That is the point: nothing here can deduplicate
 
 from __future__ import annotations
 
-from harness.tooling import Observation
+from crashmatrix.harness.tooling import Observation
 
 from .calls import Call
 

@@ -6,11 +6,11 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
-from harness.contracts import ToolContract, load_contracts
+from crashmatrix.harness.contracts import ToolContract, load_contracts
 
 __all__ = ["CONTRACTS_DIR", "catalogue"]
 
-CONTRACTS_DIR = Path(str(resources.files("mock_tools").joinpath("contracts")))
+CONTRACTS_DIR = Path(str(resources.files("crashmatrix.mock_tools").joinpath("contracts")))
 
 
 def _yaml_files(directory: Path) -> list[Path]:

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
-from harness.errors import SandboxViolation
+from crashmatrix.harness.errors import SandboxViolation
 
 __all__ = ["MAX_COMPONENT_BYTES", "MAX_PATH_BYTES", "is_within", "resolve_in_workspace"]
 

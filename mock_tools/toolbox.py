@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import jsonschema
 
-from harness.contracts import ToolContract
-from harness.tooling import Observation, PreconditionVerdict, ToolContext
+from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.tooling import Observation, PreconditionVerdict, ToolContext
 
 from .calls import Call, Handler, invalid
 from .commands import READ_ONLY_KINDS, command_kind, run_command

@@ -47,7 +47,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from harness.errors import HarnessError
+from crashmatrix.harness.errors import HarnessError
 
 from .faults import FaultSpec
 from .fileops import append_durably, atomic_write, sha256_bytes, sha256_of_file

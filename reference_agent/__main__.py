@@ -1,4 +1,4 @@
-"""``python -m reference_agent``: the reference agent at a prompt, or its self-check.
+"""``python -m crashmatrix.reference_agent``: the reference agent at a prompt, or its self-check.
 
 Interactive use talks to any OpenAI-compatible endpoint (``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``, ``CRASHMATRIX_MODEL``) with the built-in mock tools acting on a mock world.
@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 import openai
 
-from harness.errors import HarnessError
-from mock_tools import MockToolbox, OrderAPI, World, catalogue
+from crashmatrix.harness.errors import HarnessError
+from crashmatrix.mock_tools import MockToolbox, OrderAPI, World, catalogue
 
 from .agent import Agent, AgentError
 from .approval import Approver, ScriptedApprover, StdinApprover
@@ -170,7 +170,7 @@ def _shape(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _check_clean_turn(root: Path, router: Any, http: httpx.Client) -> None:
-    from harness.scripted_model import Reply, Rule, ScriptedModel, When
+    from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
 
     args = {"path": "ledger-demo.txt", "content": "hello ledger"}
     model = ScriptedModel(
@@ -206,7 +206,7 @@ def _check_clean_turn(root: Path, router: Any, http: httpx.Client) -> None:
 
 
 def _check_crash_recovery(root: Path, router: Any, http: httpx.Client) -> None:
-    from harness.scripted_model import Reply, Rule, ScriptedModel, When
+    from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
 
     args = {"path": "recovery-demo.txt", "content": "recovered"}
     model = ScriptedModel(
@@ -285,7 +285,7 @@ _MODEL_BASE_URL = "http://model.self-check.test/v1"
 
 def _scripted_world(root: Path, name: str, router: Any) -> tuple[World, Path]:
     """A fresh world for one check, its order service routed through ``router``."""
-    from mock_tools import install
+    from crashmatrix.mock_tools import install
 
     workspace = root / name / WORLD_WORKSPACE
     path = session_file(workspace, name)
@@ -336,7 +336,7 @@ def self_check() -> str | None:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m reference_agent",
+        prog="python -m crashmatrix.reference_agent",
         description="The crashmatrix reference agent with the built-in mock tools.",
     )
     parser.add_argument(

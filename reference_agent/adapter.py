@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from harness.adapter import LifeContext
-from harness.boundaries import BOUNDARIES
-from mock_tools.toolbox import MockToolbox
-from mock_tools.world import World
+from crashmatrix.harness.adapter import LifeContext
+from crashmatrix.harness.boundaries import BOUNDARIES
+from crashmatrix.mock_tools.toolbox import MockToolbox
+from crashmatrix.mock_tools.world import World
 
 from .agent import Agent
 from .approval import ScriptedApprover

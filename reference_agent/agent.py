@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.boundaries import BoundaryHook, no_hook
-from harness.contracts import ToolContract, default_contract
-from harness.ledger import (
+from crashmatrix.harness.boundaries import BoundaryHook, no_hook
+from crashmatrix.harness.contracts import ToolContract, default_contract
+from crashmatrix.harness.ledger import (
     PendingCall,
     arguments_sha256,
     assert_transition,
@@ -38,9 +38,9 @@ from harness.ledger import (
     pending_tool_calls,
     tool_call_sites,
 )
-from harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
-from harness.session import AppendHook, SessionWriter, prompt_view, read_session
-from harness.tooling import Observation, Toolbox, ToolContext
+from crashmatrix.harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
+from crashmatrix.harness.session import AppendHook, SessionWriter, prompt_view, read_session
+from crashmatrix.harness.tooling import Observation, Toolbox, ToolContext
 
 from .approval import Approver
 from .model import ChatModel

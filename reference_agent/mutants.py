@@ -3,7 +3,7 @@
 A harness is worth what it catches. Each mutant overrides one step of ``Agent``; the suite
 must fail on every one of them (``crashmatrix mutants`` runs the kill matrix,
 ``tests/harness/test_mutation.py`` is its CI gate). Select one with
-``--agent=reference_agent.mutants:NAME``.
+``--agent=crashmatrix.reference_agent.mutants:NAME``.
 
 ``hints`` name scenario tags, tools, boundaries or ``power_loss``: where the bug is likely
 to show. ``harness.mutation`` runs those cases first; they never decide a verdict.
@@ -18,10 +18,10 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from harness.ledger import PendingCall
-from harness.records import ExecutionRecord, Message, MessageEntry, ToolCall
-from harness.session import SessionWriter, encode_line
-from harness.tooling import ToolContext
+from crashmatrix.harness.ledger import PendingCall
+from crashmatrix.harness.records import ExecutionRecord, Message, MessageEntry, ToolCall
+from crashmatrix.harness.session import SessionWriter, encode_line
+from crashmatrix.harness.tooling import ToolContext
 
 from .adapter import ReferenceAdapter
 from .agent import Agent, CallState
@@ -284,7 +284,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "reused_call_id_replays_old_turn": ReusedCallIdReplaysOldTurn,
 }
 
-# One adapter class per mutant, so ``--agent=reference_agent.mutants:NAME`` loads it.
+# One adapter class per mutant, so ``--agent=crashmatrix.reference_agent.mutants:NAME`` loads it.
 blind_retry = _adapter(BlindRetry, "blind_retry")
 running_after_side_effect = _adapter(RunningAfterSideEffect, "running_after_side_effect")
 ledger_in_prompt = _adapter(LedgerInPrompt, "ledger_in_prompt")

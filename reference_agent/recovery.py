@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.contracts import ToolContract
-from harness.ledger import PendingCall
+from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.ledger import PendingCall
 
 __all__ = ["OUTCOMES", "Action", "Decision", "decide"]
 

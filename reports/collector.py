@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import CaseResult
+from crashmatrix.harness.cases import CaseResult
 
 from .matrix import COLUMNS, Matrix
 from .results import CaseRecord, Results, record_from_result, with_world_diffs

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.errors import InputError
+from crashmatrix.harness.errors import InputError
 
 __all__ = ["ResultsFileError"]
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from harness.boundaries import BOUNDARIES, TORN_WRITE
+from crashmatrix.harness.boundaries import BOUNDARIES, TORN_WRITE
 
 from .results import CaseRecord, Results
 

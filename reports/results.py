@@ -22,8 +22,8 @@ from typing import Any
 
 import jsonschema
 
-from harness.cases import CaseResult, repro_command
-from harness.judge import Verdict
+from crashmatrix.harness.cases import CaseResult, repro_command
+from crashmatrix.harness.judge import Verdict
 
 from .errors import ResultsFileError
 

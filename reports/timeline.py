@@ -26,13 +26,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.cases import CaseResult
-from harness.errors import CrashmatrixError
-from harness.injector import read_trace
-from harness.invariants import WorldEventLike
-from harness.life import session_path_of
-from harness.records import Entry, ExecutionRecord, MessageEntry
-from harness.session import read_session
+from crashmatrix.harness.cases import CaseResult
+from crashmatrix.harness.errors import CrashmatrixError
+from crashmatrix.harness.injector import read_trace
+from crashmatrix.harness.invariants import WorldEventLike
+from crashmatrix.harness.life import session_path_of
+from crashmatrix.harness.records import Entry, ExecutionRecord, MessageEntry
+from crashmatrix.harness.session import read_session
 
 __all__ = ["MAX_MOMENTS", "build_timeline", "gather_timeline", "timeline_dir"]
 
@@ -65,7 +65,7 @@ def gather_timeline(case_dir: Path, *, limit: int = MAX_MOMENTS) -> tuple[Moment
         entries, offsets = (), ()
     events: list[WorldEventLike] = []
     if (case_dir / "world" / "world.json").exists():
-        from mock_tools.world import World
+        from crashmatrix.mock_tools.world import World
 
         events = list(World(case_dir / "world").events())
     shifted = _edited_offsets(case_dir, events)

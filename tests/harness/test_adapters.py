@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapter import load_adapter, read_agent_session
-from harness.boundaries import CrashPoint
-from harness.cases import CaseResult, run_point
-from harness.injector import LifeLauncher, read_trace
-from harness.records import ExecutionRecord
-from harness.scenario import load_scenario
+from crashmatrix.harness.adapter import load_adapter, read_agent_session
+from crashmatrix.harness.boundaries import CrashPoint
+from crashmatrix.harness.cases import CaseResult, run_point
+from crashmatrix.harness.injector import LifeLauncher, read_trace
+from crashmatrix.harness.records import ExecutionRecord
+from crashmatrix.harness.scenario import load_scenario
 
 pytestmark = pytest.mark.slow
 

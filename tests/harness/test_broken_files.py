@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.contracts import load_contract
-from harness.errors import YamlError
-from harness.scenario import load_scenario
+from crashmatrix.harness.contracts import load_contract
+from crashmatrix.harness.errors import YamlError
+from crashmatrix.harness.scenario import load_scenario
 
 BROKEN = Path(__file__).parent / "data" / "broken"
 FILES = sorted(BROKEN.glob("*.yaml"))

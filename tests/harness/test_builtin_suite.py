@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import enumerate_points
-from harness.injector import LifeLauncher
-from harness.invariants import NON_SIDE_EFFECT_KINDS
-from harness.ledger import tool_call_sites
-from harness.life import session_path_of
-from harness.scenario import load_scenario
-from harness.session import read_session
-from mock_tools.world import World
+from crashmatrix.harness.cases import enumerate_points
+from crashmatrix.harness.injector import LifeLauncher
+from crashmatrix.harness.invariants import NON_SIDE_EFFECT_KINDS
+from crashmatrix.harness.ledger import tool_call_sites
+from crashmatrix.harness.life import session_path_of
+from crashmatrix.harness.scenario import load_scenario
+from crashmatrix.harness.session import read_session
+from crashmatrix.mock_tools.world import World
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,9 @@ NAMED = ("after_tool_call_saved", "after_running", "after_side_effect", "before_
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    yield LifeLauncher(
+        "fork", preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+    )
 
 
 def test_the_suite_has_at_least_30_scenarios_and_every_one_loads() -> None:

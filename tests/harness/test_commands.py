@@ -1,4 +1,4 @@
-"""harness.commands: only plain, allowlisted reads are ever auto-replayed (seed 004)."""
+"""crashmatrix.harness.commands: only plain, allowlisted reads are ever auto-replayed (seed 004)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.commands import READ_ONLY_PROGRAMS, CommandVerdict, classify_command
+from crashmatrix.harness.commands import READ_ONLY_PROGRAMS, CommandVerdict, classify_command
 
 SEED_004 = [
     ("ls src", "idempotent", "auto", "read_only"),

@@ -1,4 +1,4 @@
-"""harness.contracts: seed 004's defaults, consistency rules, and per-call run_command classes."""
+"""crashmatrix.harness.contracts: seed 004's defaults, consistency rules, and per-call run_command classes."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.contracts import (
+from crashmatrix.harness.contracts import (
     ToolContract,
     contract_from_mapping,
     default_contract,
     load_contract,
     load_contracts,
 )
-from harness.errors import YamlError
+from crashmatrix.harness.errors import YamlError
 
 
 def write(tmp_path: Path, text: str, name: str = "c.yaml") -> Path:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.boundaries import CrashPoint
-from harness.cases import run_point
-from harness.errors import HarnessError
-from harness.injector import (
+from crashmatrix.harness.boundaries import CrashPoint
+from crashmatrix.harness.cases import run_point
+from crashmatrix.harness.errors import HarnessError
+from crashmatrix.harness.injector import (
     CaseRun,
     LifeLauncher,
     points_from_trace,
@@ -26,11 +26,11 @@ from harness.injector import (
     recovery_window,
     run_case,
 )
-from harness.judge import judge
-from harness.life import session_path_of
-from harness.scenario import Scenario, load_scenario
-from mock_tools.fileops import sha256_text
-from mock_tools.world import World
+from crashmatrix.harness.judge import judge
+from crashmatrix.harness.life import session_path_of
+from crashmatrix.harness.scenario import Scenario, load_scenario
+from crashmatrix.mock_tools.fileops import sha256_text
+from crashmatrix.mock_tools.world import World
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,12 @@ model:
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
     yield LifeLauncher(
-        "fork", preload=["reference_agent.adapter", "reference_agent.mutants", "mock_tools.toolbox"]
+        "fork",
+        preload=[
+            "crashmatrix.reference_agent.adapter",
+            "crashmatrix.reference_agent.mutants",
+            "crashmatrix.mock_tools.toolbox",
+        ],
     )
 
 
@@ -171,7 +176,11 @@ def test_blind_retry_of_a_sent_email_is_caught_as_a_double_side_effect(
     assert good.passed and good.verdict.observed is not None
     assert good.verdict.observed.world["emails"] == 1
     bad = run_point(
-        email_scenario, point, launcher, tmp_path / "bad", agent="reference_agent.mutants:blind_retry"
+        email_scenario,
+        point,
+        launcher,
+        tmp_path / "bad",
+        agent="crashmatrix.reference_agent.mutants:blind_retry",
     )
     assert not bad.passed
     assert bad.verdict.observed is not None and bad.verdict.observed.world["emails"] == 2
@@ -186,7 +195,7 @@ def test_running_written_after_the_side_effect_is_caught(
         None,
         launcher,
         tmp_path / "bad",
-        agent="reference_agent.mutants:running_after_side_effect",
+        agent="crashmatrix.reference_agent.mutants:running_after_side_effect",
     )
     assert "running_before_side_effect" in _violations(bad)
 
@@ -195,7 +204,11 @@ def test_ledger_records_in_the_prompt_are_caught(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
     bad = run_point(
-        email_scenario, None, launcher, tmp_path / "bad", agent="reference_agent.mutants:ledger_in_prompt"
+        email_scenario,
+        None,
+        launcher,
+        tmp_path / "bad",
+        agent="crashmatrix.reference_agent.mutants:ledger_in_prompt",
     )
     assert "no_ledger_in_prompt" in _violations(bad)
 
@@ -209,7 +222,7 @@ def test_recovery_that_appends_a_user_message_is_caught(
         point,
         launcher,
         tmp_path / "bad",
-        agent="reference_agent.mutants:recovery_appends_user",
+        agent="crashmatrix.reference_agent.mutants:recovery_appends_user",
     )
     assert "no_user_message_from_recovery" in _violations(bad)
 
@@ -223,7 +236,7 @@ def test_an_agent_that_hangs_is_killed_at_its_deadline_and_reported_hung(
         point,
         launcher,
         tmp_path / "bad",
-        agent="reference_agent.mutants:torn_tail_blocks_forever",
+        agent="crashmatrix.reference_agent.mutants:torn_tail_blocks_forever",
         deadline=3.0,
     )
     assert bad.verdict.status == "hung"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.explore import (
+from crashmatrix.harness.explore import (
     PRELOAD,
     Conversation,
     ExploreResult,
@@ -33,9 +33,9 @@ from harness.explore import (
     schedule_of,
     write_found,
 )
-from harness.injector import LifeLauncher
-from harness.scenario import load_scenario
-from reference_agent.mutants import MUTANTS
+from crashmatrix.harness.injector import LifeLauncher
+from crashmatrix.harness.scenario import load_scenario
+from crashmatrix.reference_agent.mutants import MUTANTS
 
 MUTANT_EXAMPLES = 12
 MUTANT_SEED = 0
@@ -52,7 +52,7 @@ def launcher() -> Iterator[LifeLauncher]:
 
 
 def test_a_generated_conversation_is_a_valid_scenario(tmp_path: Path) -> None:
-    from harness.explore import CallSpec
+    from crashmatrix.harness.explore import CallSpec
 
     conversation = Conversation(
         turns=(
@@ -99,7 +99,7 @@ def test_the_reference_agent_survives_exploration(launcher: LifeLauncher, tmp_pa
 
 def _explore_mutant(name: str, launcher: LifeLauncher, work_dir: Path) -> ExploreResult:
     return explore(
-        agent=f"reference_agent.mutants:{name}",
+        agent=f"crashmatrix.reference_agent.mutants:{name}",
         examples=MUTANT_EXAMPLES,
         seed=MUTANT_SEED,
         work_dir=work_dir / name,
@@ -133,7 +133,7 @@ def test_exploration_alone_kills_most_mutants(launcher: LifeLauncher, tmp_path: 
 
 @pytest.mark.slow
 def test_a_found_case_is_written_as_yaml_that_reproduces(launcher: LifeLauncher, tmp_path: Path) -> None:
-    mutant = "reference_agent.mutants:recovery_appends_user"
+    mutant = "crashmatrix.reference_agent.mutants:recovery_appends_user"
     result = explore(
         agent=mutant,
         examples=10,

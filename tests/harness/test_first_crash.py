@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from harness.boundaries import CrashPoint
-from harness.cases import CaseResult, run_point, run_recovery
-from harness.first_crash import FirstCrashes
-from harness.injector import LifeLauncher
-from harness.scenario import Scenario, load_scenario
+from crashmatrix.harness.boundaries import CrashPoint
+from crashmatrix.harness.cases import CaseResult, run_point, run_recovery
+from crashmatrix.harness.first_crash import FirstCrashes
+from crashmatrix.harness.injector import LifeLauncher
+from crashmatrix.harness.scenario import Scenario, load_scenario
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,9 @@ POINT = CrashPoint("after_approved", "call_order")
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    yield LifeLauncher(
+        "fork", preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+    )
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.forkserver import EXIT_TARGET_RAISED, ForkServer, run_spawned
+from crashmatrix.harness.errors import HarnessError
+from crashmatrix.harness.forkserver import EXIT_TARGET_RAISED, ForkServer, run_spawned
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def _stat(path: Path) -> tuple[int, int]:
 @pytest.fixture
 def server() -> Iterator[ForkServer]:
     # Its own server (not ForkServer.shared): these tests kill it.
-    own = ForkServer(["harness.life"])
+    own = ForkServer(["crashmatrix.harness.life"])
     yield own
     own.stop()
 
@@ -91,8 +91,11 @@ def test_a_server_that_dies_mid_life_is_an_error_and_the_next_run_starts_a_new_o
 
 
 def test_launchers_with_other_preload_lists_get_other_servers(tmp_path: Path) -> None:
-    a, b = ForkServer.shared(["harness.life"]), ForkServer.shared(["harness.life", "harness.judge"])
-    assert ForkServer.shared(["harness.life"]) is a and a is not b
+    a, b = (
+        ForkServer.shared(["crashmatrix.harness.life"]),
+        ForkServer.shared(["crashmatrix.harness.life", "crashmatrix.harness.judge"]),
+    )
+    assert ForkServer.shared(["crashmatrix.harness.life"]) is a and a is not b
     a.run(shutil.copyfile, ("/proc/self/stat", str(tmp_path / "a")), deadline=30)
     b.run(shutil.copyfile, ("/proc/self/stat", str(tmp_path / "b")), deadline=30)
     assert _stat(tmp_path / "a")[1] != _stat(tmp_path / "b")[1]
@@ -118,8 +121,8 @@ def test_lives_do_not_rerun_the_harness_main_script(tmp_path: Path) -> None:
                 out.write("imported\\n")
             if __name__ == "__main__":
                 import os
-                from harness.forkserver import ForkServer
-                server = ForkServer(["harness.life"])
+                from crashmatrix.harness.forkserver import ForkServer
+                server = ForkServer(["crashmatrix.harness.life"])
                 codes = [server.run(os._exit, (0,), deadline=30).code for _ in range(3)]
                 server.stop()
                 print(codes)
@@ -143,10 +146,10 @@ def test_lives_keep_the_harness_sigint_disposition(tmp_path: Path, ignored: bool
         textwrap.dedent(
             f"""
             import shutil, signal
-            from harness.forkserver import ForkServer
+            from crashmatrix.harness.forkserver import ForkServer
             # Set either way: this suite itself may have been started ignoring SIGINT.
             signal.signal(signal.SIGINT, signal.SIG_IGN if {ignored!r} else signal.default_int_handler)
-            server = ForkServer(["harness.life"])
+            server = ForkServer(["crashmatrix.harness.life"])
             server.run(shutil.copyfile, ("/proc/self/status", {str(tmp_path / "status")!r}), deadline=30)
             server.stop()
             """

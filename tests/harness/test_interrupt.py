@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.results import load_results
+from crashmatrix.reports.results import load_results
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +112,7 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         "2",
         "-p",
         "no:cacheprovider",
-        "--agent=reference_agent.mutants:torn_tail_blocks_forever",
+        "--agent=crashmatrix.reference_agent.mutants:torn_tail_blocks_forever",
         "--crash-boundary=torn_write",
         "--case-deadline=120",
     ]

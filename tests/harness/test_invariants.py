@@ -1,4 +1,4 @@
-"""harness.invariants: each invariant passes seed 000's real traces and fails exactly when
+"""crashmatrix.harness.invariants: each invariant passes seed 000's real traces and fails exactly when
 its own rule is broken, naming the id involved.
 
 Sessions are written here as lists of dicts in seed 000's JSONL shape; offsets come from
@@ -18,18 +18,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.contracts import ToolContract
-from harness.errors import InputError
-from harness.invariants import (
+from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.invariants import (
     INVARIANTS,
     LEDGER_INVARIANTS,
     Evidence,
     Violation,
     check_all,
 )
-from harness.ledger import arguments_sha256
-from harness.records import Entry, MessageEntry, entry_from_json
-from harness.session import encode_line, prompt_view
+from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.harness.records import Entry, MessageEntry, entry_from_json
+from crashmatrix.harness.session import encode_line, prompt_view
 
 DATA = Path(__file__).parent / "data" / "invariants"
 

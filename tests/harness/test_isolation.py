@@ -13,12 +13,12 @@ import httpx
 import pytest
 import respx
 
-from harness.adapter import LifeContext
-from harness.boundaries import CrashPoint
-from harness.cases import CaseResult, run_point
-from harness.injector import LifeLauncher, points_from_trace, run_case
-from harness.scenario import Scenario, load_scenario
-from reference_agent.adapter import ReferenceAdapter
+from crashmatrix.harness.adapter import LifeContext
+from crashmatrix.harness.boundaries import CrashPoint
+from crashmatrix.harness.cases import CaseResult, run_point
+from crashmatrix.harness.injector import LifeLauncher, points_from_trace, run_case
+from crashmatrix.harness.scenario import Scenario, load_scenario
+from crashmatrix.reference_agent.adapter import ReferenceAdapter
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,9 @@ SAMPLE = ["write_file/write_file_recovery.yaml", "create_order/keyed_once.yaml",
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    yield LifeLauncher(
+        "fork", preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+    )
 
 
 def _fingerprint(result: CaseResult) -> tuple[Any, ...]:
@@ -116,7 +118,9 @@ def test_no_request_of_a_life_escapes_the_mocks_however_it_was_started(
     # lives start their own. Either way a life's requests reach the mocks or fail, from the
     # first life to the last.
     scenario = load_scenario(ROOT / "create_order" / "keyed_once.yaml")
-    launcher = LifeLauncher(isolation, preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    launcher = LifeLauncher(
+        isolation, preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+    )
     run = run_case(
         tmp_path / "case",
         scenario,
@@ -136,8 +140,8 @@ def test_no_request_of_a_life_escapes_the_mocks_however_it_was_started(
 def test_a_life_run_in_this_process_leaves_httpx_unpatched(tmp_path: Path) -> None:
     # In-process lives (the benchmark, the fork server's warm-up) start and stop the router
     # around each life: nothing outside a life is intercepted, and its call log is empty.
-    from harness.injector import prepare_case
-    from harness.life import LifeSpec, Tracer, mocks, run_life
+    from crashmatrix.harness.injector import prepare_case
+    from crashmatrix.harness.life import LifeSpec, Tracer, mocks, run_life
 
     scenario = load_scenario(ROOT / "create_order" / "keyed_once.yaml")
     Escaping.clients.clear()

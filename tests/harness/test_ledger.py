@@ -1,4 +1,4 @@
-"""harness.ledger: the state machine, the identities, and finding calls left without a result."""
+"""crashmatrix.harness.ledger: the state machine, the identities, and finding calls left without a result."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.errors import LedgerError
-from harness.ledger import (
+from crashmatrix.harness.errors import LedgerError
+from crashmatrix.harness.ledger import (
     TERMINAL,
     arguments_sha256,
     assert_transition,
@@ -21,8 +21,8 @@ from harness.ledger import (
     normalise_status,
     pending_tool_calls,
 )
-from harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
-from harness.session import read_session
+from crashmatrix.harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
+from crashmatrix.harness.session import read_session
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from harness.errors import SessionCorruption, YamlError
-from harness.foreign import (
+from crashmatrix.harness.errors import SessionCorruption, YamlError
+from crashmatrix.harness.foreign import (
     BoundaryRule,
     LedgerMap,
     Where,
@@ -23,9 +23,9 @@ from harness.foreign import (
     load_foreign,
     read_foreign_session,
 )
-from harness.loopback import LoopbackServer
-from harness.scripted_model import Reply, Rule, ScriptedModel, When
-from harness.tooling import Observation, ToolContext
+from crashmatrix.harness.loopback import LoopbackServer
+from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
+from crashmatrix.harness.tooling import Observation, ToolContext
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""harness.mcp_import: MCP hints suggest, they do not decide (seed 004, 'MCP 工具也要重新分类')."""
+"""crashmatrix.harness.mcp_import: MCP hints suggest, they do not decide (seed 004, "MCP 工具也要重新分类")."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from harness.contracts import ToolContract, load_contract
-from harness.errors import InputError
-from harness.mcp_import import contract_to_yaml, contracts_from_mcp
+from crashmatrix.harness.contracts import ToolContract, load_contract
+from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.mcp_import import contract_to_yaml, contracts_from_mcp
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -162,7 +162,7 @@ def test_contracts_round_trip_through_yaml_and_load_contract(tmp_path: Path, tru
 
 
 def test_yaml_of_a_hand_written_contract_round_trips(tmp_path: Path) -> None:
-    from harness.contracts import MockSpec
+    from crashmatrix.harness.contracts import MockSpec
 
     contract = ToolContract(
         name="charge_customer",

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import enumerate_points, run_point
-from harness.injector import LifeLauncher
-from harness.mutation import (
+from crashmatrix.harness.cases import enumerate_points, run_point
+from crashmatrix.harness.injector import LifeLauncher
+from crashmatrix.harness.mutation import (
     Kill,
     KillMatrix,
     MutantRow,
@@ -20,12 +20,16 @@ from harness.mutation import (
     scenario_files,
     scenario_score,
 )
-from harness.scenario import load_scenario
-from reference_agent.mutants import MUTANTS
+from crashmatrix.harness.scenario import load_scenario
+from crashmatrix.reference_agent.mutants import MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
-PRELOAD = ["reference_agent.adapter", "reference_agent.mutants", "mock_tools.toolbox"]
+PRELOAD = [
+    "crashmatrix.reference_agent.adapter",
+    "crashmatrix.reference_agent.mutants",
+    "crashmatrix.mock_tools.toolbox",
+]
 
 
 def _matrix() -> KillMatrix:
@@ -83,7 +87,7 @@ def test_scenarios_whose_tags_or_tools_match_the_hints_score_higher() -> None:
 
 
 def test_a_bare_mutant_name_means_the_reference_agents_mutant() -> None:
-    assert mutant_spec("blind_retry") == "reference_agent.mutants:blind_retry"
+    assert mutant_spec("blind_retry") == "crashmatrix.reference_agent.mutants:blind_retry"
     assert mutant_spec("pkg.mod:factory") == "pkg.mod:factory"
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reports.matrix import build_matrix
-from reports.results import load_results
+from crashmatrix.reports.matrix import build_matrix
+from crashmatrix.reports.results import load_results
 
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytester"]
@@ -114,7 +114,7 @@ def test_a_recorded_point_outside_the_adapters_boundaries_is_skipped_as_not_reac
     pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "side_effect_uncertain"})
     pytester.makepyfile(
         limited_adapter="""
-from reference_agent.adapter import ReferenceAdapter
+from crashmatrix.reference_agent.adapter import ReferenceAdapter
 
 class Limited(ReferenceAdapter):
     name = "limited"

@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.boundaries import CrashPoint
-from harness.cases import run_point
-from harness.injector import LifeLauncher
-from harness.power import (
+from crashmatrix.harness.boundaries import CrashPoint
+from crashmatrix.harness.cases import run_point
+from crashmatrix.harness.injector import LifeLauncher
+from crashmatrix.harness.power import (
     durable_length,
     lose_unsynced,
     parse_sync_log,
     record_fsyncs,
 )
-from harness.scenario import load_scenario
+from crashmatrix.harness.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,12 @@ def test_power_loss_without_a_session_file_does_nothing(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def launcher() -> LifeLauncher:
     return LifeLauncher(
-        "fork", preload=["reference_agent.adapter", "reference_agent.mutants", "mock_tools.toolbox"]
+        "fork",
+        preload=[
+            "crashmatrix.reference_agent.adapter",
+            "crashmatrix.reference_agent.mutants",
+            "crashmatrix.mock_tools.toolbox",
+        ],
     )
 
 
@@ -139,7 +144,7 @@ def test_power_loss_makes_an_agent_that_never_fsyncs_send_the_email_twice(
         CrashPoint("after_side_effect", "call_mail"),
         launcher,
         tmp_path / "c",
-        agent="reference_agent.mutants:no_fsync",
+        agent="crashmatrix.reference_agent.mutants:no_fsync",
         power_loss=True,
     )
     assert not result.passed

@@ -1,4 +1,4 @@
-"""harness.session: durable appends, and a reader that tells a torn tail from corruption."""
+"""crashmatrix.harness.session: durable appends, and a reader that tells a torn tail from corruption."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from harness.errors import SessionCorruption
-from harness.records import CompactionEntry, ExecutionRecord, MessageEntry
-from harness.session import FORMAT_VERSION, SessionWriter, encode_line, prompt_view, read_session
+from crashmatrix.harness.errors import SessionCorruption
+from crashmatrix.harness.records import CompactionEntry, ExecutionRecord, MessageEntry
+from crashmatrix.harness.session import FORMAT_VERSION, SessionWriter, encode_line, prompt_view, read_session
 
 DATA = Path(__file__).parent / "data"
 NORMAL = DATA / "seed000_normal_write.jsonl"

@@ -28,14 +28,19 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from harness.boundaries import BOUNDARIES
-from harness.invariants import Evidence, check_all
-from harness.ledger import check_transitions, executions_by_call, pending_tool_calls, tool_call_sites
-from harness.records import ExecutionRecord, Message, ToolCall
-from harness.session import encode_line, read_session
-from mock_tools import MockToolbox, World, catalogue
-from reference_agent.agent import Agent
-from reference_agent.approval import ScriptedApprover
+from crashmatrix.harness.boundaries import BOUNDARIES
+from crashmatrix.harness.invariants import Evidence, check_all
+from crashmatrix.harness.ledger import (
+    check_transitions,
+    executions_by_call,
+    pending_tool_calls,
+    tool_call_sites,
+)
+from crashmatrix.harness.records import ExecutionRecord, Message, ToolCall
+from crashmatrix.harness.session import encode_line, read_session
+from crashmatrix.mock_tools import MockToolbox, World, catalogue
+from crashmatrix.reference_agent.agent import Agent
+from crashmatrix.reference_agent.approval import ScriptedApprover
 
 SESSION_ID = "sm"
 CONTRACTS = catalogue()

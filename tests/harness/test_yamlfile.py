@@ -1,4 +1,4 @@
-"""harness.yamlfile: every YAML problem is one line, ``path:line:col: key: problem``."""
+"""crashmatrix.harness.yamlfile: every YAML problem is one line, ``path:line:col: key: problem``."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.contracts import load_contract
-from harness.errors import InputError, YamlError
-from harness.yamlfile import load_yaml
+from crashmatrix.harness.contracts import load_contract
+from crashmatrix.harness.errors import InputError, YamlError
+from crashmatrix.harness.yamlfile import load_yaml
 
 
 def write(tmp_path: Path, text: str | bytes, name: str = "c.yaml") -> Path:

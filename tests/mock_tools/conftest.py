@@ -9,9 +9,9 @@ import httpx
 import pytest
 import respx
 
-from harness.tooling import ToolContext
-from mock_tools import MockToolbox, World, catalogue, install
-from mock_tools.order_api import ORDERS_HOST
+from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.mock_tools import MockToolbox, World, catalogue, install
+from crashmatrix.mock_tools.order_api import ORDERS_HOST
 
 SEED_FILES = {
     "README.md": "hello\n",

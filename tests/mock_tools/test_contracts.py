@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-import mock_tools
-from harness.contracts import load_contract
-from harness.errors import YamlError
-from mock_tools import CONTRACTS_DIR, catalogue
-from mock_tools.toolbox import BUILTIN_TOOLS
+from crashmatrix import mock_tools
+from crashmatrix.harness.contracts import load_contract
+from crashmatrix.harness.errors import YamlError
+from crashmatrix.mock_tools import CONTRACTS_DIR, catalogue
+from crashmatrix.mock_tools.toolbox import BUILTIN_TOOLS
 
 CONTRACT_FILES = sorted(CONTRACTS_DIR.glob("*.yaml"))
 

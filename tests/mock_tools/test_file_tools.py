@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.tooling import ToolContext
-from mock_tools import MockToolbox, World
-from mock_tools.fileops import sha256_text
+from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.mock_tools import MockToolbox, World
+from crashmatrix.mock_tools.fileops import sha256_text
 
 MakeCtx = Callable[..., ToolContext]  # the make_ctx fixture (conftest.py)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness.tooling import ToolContext
-from mock_tools import FaultSpec, MockToolbox, World, catalogue
+from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.mock_tools import FaultSpec, MockToolbox, World, catalogue
 
 MakeCtx = Callable[..., ToolContext]  # the make_ctx fixture (conftest.py)
 

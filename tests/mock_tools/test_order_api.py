@@ -15,7 +15,7 @@ import pytest
 import respx
 from respx.models import AllMockedAssertionError
 
-from mock_tools import BASE_URL, FaultSpec, OrderAPI, World
+from crashmatrix.mock_tools import BASE_URL, FaultSpec, OrderAPI, World
 
 FORK = multiprocessing.get_context("fork")
 ORDER = {"item": "pen", "quantity": 2}

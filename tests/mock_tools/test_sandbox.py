@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.errors import SandboxViolation
-from harness.tooling import ToolContext
-from mock_tools import MockToolbox, World, resolve_in_workspace
+from crashmatrix.harness.errors import SandboxViolation
+from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.mock_tools import MockToolbox, World, resolve_in_workspace
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.tooling import Toolbox, ToolContext
-from mock_tools import FaultSpec, MockToolbox, World
-from mock_tools.order_api import payload_sha256
+from crashmatrix.harness.tooling import Toolbox, ToolContext
+from crashmatrix.mock_tools import FaultSpec, MockToolbox, World
+from crashmatrix.mock_tools.order_api import payload_sha256
 
 MakeCtx = Callable[..., ToolContext]  # the make_ctx fixture (conftest.py)
 
@@ -214,7 +214,7 @@ def test_write_file_response_lost_wrote_the_file_but_is_uncertain(
 
 
 def test_argument_validators_are_shared_by_schema_content_not_by_tool_name() -> None:
-    from mock_tools.toolbox import validator_for
+    from crashmatrix.mock_tools.toolbox import validator_for
 
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     same = validator_for({"required": ["n"], "properties": {"n": {"type": "integer"}}, "type": "object"})

@@ -12,10 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness.errors import HarnessError, InputError
-from harness.tooling import ToolContext
-from mock_tools import FaultSpec, MockToolbox, World, catalogue
-from mock_tools.fileops import sha256_text
+from crashmatrix.harness.errors import HarnessError, InputError
+from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.mock_tools import FaultSpec, MockToolbox, World, catalogue
+from crashmatrix.mock_tools.fileops import sha256_text
 
 SESSION_LINE = b'{"type":"message"}\n'  # what the world fixture (conftest.py) writes
 

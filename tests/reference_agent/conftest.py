@@ -9,7 +9,7 @@ import httpx
 import pytest
 import respx
 
-from mock_tools import World, install
+from crashmatrix.mock_tools import World, install
 
 from .rig import MODEL_URL, SESSION_ID, Rig
 

@@ -21,14 +21,14 @@ from typing import Any
 import httpx
 import respx
 
-from harness.contracts import ToolContract
-from harness.ledger import arguments_sha256, idempotency_key
-from harness.records import ToolCall
-from harness.scripted_model import Reply, Rule, ScriptedModel, When
-from mock_tools import MockToolbox, World, catalogue
-from reference_agent.agent import Agent
-from reference_agent.approval import ScriptedApprover
-from reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
+from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.ledger import arguments_sha256, idempotency_key
+from crashmatrix.harness.records import ToolCall
+from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
+from crashmatrix.mock_tools import MockToolbox, World, catalogue
+from crashmatrix.reference_agent.agent import Agent
+from crashmatrix.reference_agent.approval import ScriptedApprover
+from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
 
 MODEL_BASE_URL = "http://model.test/v1"
 MODEL_URL = f"{MODEL_BASE_URL}/chat/completions"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from harness.ledger import arguments_sha256
-from reference_agent.approval import ScriptedApprover
+from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.reference_agent.approval import ScriptedApprover
 
 from .rig import Rig, ask_then_answer
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from harness.ledger import arguments_sha256
-from harness.scripted_model import Reply, Rule, When
-from reference_agent.approval import ScriptedApprover
+from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.harness.scripted_model import Reply, Rule, When
+from crashmatrix.reference_agent.approval import ScriptedApprover
 
 from .rig import (
     SEED_ARGUMENTS_JSON,

@@ -1,4 +1,4 @@
-"""``python -m reference_agent``, run as a user would: in a subprocess."""
+"""``python -m crashmatrix.reference_agent``, run as a user would: in a subprocess."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ OFFLINE = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "none",
 def run(*args: str, cwd: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "AGENT_SESSION_ID"} | OFFLINE
     return subprocess.run(
-        [sys.executable, "-m", "reference_agent", *args],
+        [sys.executable, "-m", "crashmatrix.reference_agent", *args],
         cwd=cwd,
         env=env,
         input=stdin,

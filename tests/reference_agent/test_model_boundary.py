@@ -12,12 +12,12 @@ import pytest
 import respx
 from respx.models import AllMockedAssertionError
 
-from harness.records import Message, MessageEntry, ToolCall
-from harness.scripted_model import Reply, Rule, ScriptedModel, When, chat_completion
-from harness.session import prompt_view, read_session
-from mock_tools import MockToolbox
-from mock_tools.order_api import ORDERS_HOST
-from reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
+from crashmatrix.harness.records import Message, MessageEntry, ToolCall
+from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When, chat_completion
+from crashmatrix.harness.session import prompt_view, read_session
+from crashmatrix.mock_tools import MockToolbox
+from crashmatrix.mock_tools.order_api import ORDERS_HOST
+from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
 
 from .rig import Rig, SimulatedCrash, crash_at
 
@@ -114,11 +114,13 @@ VOLATILE_HEADERS = {"idempotency-key", "x-stainless-retry-count", "x-stainless-r
 def _builtin_request_bodies(tmp_path: Path) -> list[dict[str, Any]]:
     """Every model request the agent sends in the built-in scenarios' clean runs, and in a
     crash-and-recover run of each (tool results carrying recovery outcomes)."""
-    from harness.injector import LifeLauncher, points_from_trace, run_case
-    from harness.scenario import load_scenario
+    from crashmatrix.harness.injector import LifeLauncher, points_from_trace, run_case
+    from crashmatrix.harness.scenario import load_scenario
 
     root = Path(__file__).resolve().parents[2] / "scenarios"
-    launcher = LifeLauncher("fork", preload=["reference_agent.adapter", "mock_tools.toolbox"])
+    launcher = LifeLauncher(
+        "fork", preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+    )
     bodies: list[dict[str, Any]] = []
     paths = sorted(p for p in root.rglob("*.yaml") if "contracts" not in p.relative_to(root).parts)
     for index, path in enumerate(paths):

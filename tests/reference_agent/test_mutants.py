@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.ledger import arguments_sha256
-from harness.records import Message, MessageEntry, ToolCall
-from harness.scripted_model import Reply, Rule, ScriptedModel, When
-from mock_tools import MockToolbox
-from reference_agent import mutants
-from reference_agent.adapter import ReferenceAdapter
-from reference_agent.agent import Agent
-from reference_agent.approval import ScriptedApprover
-from reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
-from reference_agent.mutants import MUTANTS, Mutant
+from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.harness.records import Message, MessageEntry, ToolCall
+from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
+from crashmatrix.mock_tools import MockToolbox
+from crashmatrix.reference_agent import mutants
+from crashmatrix.reference_agent.adapter import ReferenceAdapter
+from crashmatrix.reference_agent.agent import Agent
+from crashmatrix.reference_agent.approval import ScriptedApprover
+from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
+from crashmatrix.reference_agent.mutants import MUTANTS, Mutant
 
 from .rig import MODEL_BASE_URL, SESSION_ID, Rig, agent_key, assistant_call, ledger, tool_result, user
 

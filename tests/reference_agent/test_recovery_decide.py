@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from harness.contracts import ToolContract
-from harness.ledger import CallSite, PendingCall
-from harness.records import ExecutionRecord, ToolCall
-from reference_agent.recovery import Decision, decide
+from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.ledger import CallSite, PendingCall
+from crashmatrix.harness.records import ExecutionRecord, ToolCall
+from crashmatrix.reference_agent.recovery import Decision, decide
 
 SHA = "a" * 64
 CALL = ToolCall("call_1", "tool_x", "{}")

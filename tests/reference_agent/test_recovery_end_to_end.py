@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from harness.ledger import arguments_sha256
-from mock_tools import BASE_URL, FaultSpec
-from mock_tools.file_tools import plan_write
-from reference_agent.approval import ScriptedApprover
+from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.mock_tools import BASE_URL, FaultSpec
+from crashmatrix.mock_tools.file_tools import plan_write
+from crashmatrix.reference_agent.approval import ScriptedApprover
 
 from .rig import (
     JSON,

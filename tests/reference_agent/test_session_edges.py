@@ -7,11 +7,11 @@ import json
 import httpx
 import pytest
 
-from harness.ledger import arguments_sha256
-from harness.scripted_model import Reply, chat_completion
-from harness.session import read_session
-from mock_tools.file_tools import plan_write
-from reference_agent.agent import AgentError
+from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.harness.scripted_model import Reply, chat_completion
+from crashmatrix.harness.session import read_session
+from crashmatrix.mock_tools.file_tools import plan_write
+from crashmatrix.reference_agent.agent import AgentError
 
 from .rig import Rig, agent_key, answer_any_tool_result, assistant_call, ledger, tool_result, user
 

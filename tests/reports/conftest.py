@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reports.results import Results, load_results
+from crashmatrix.reports.results import Results, load_results
 
 DATA = Path(__file__).parent / "data"
 FIXTURE = DATA / "two_scenarios.json"

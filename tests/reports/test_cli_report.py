@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from reports.results import Results, load_results, write_results
+from crashmatrix.harness.cli import main
+from crashmatrix.reports.results import Results, load_results, write_results
 
 from .conftest import FIXTURE
 

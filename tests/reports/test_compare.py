@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from html.parser import HTMLParser
 
-from reports.compare import compare, render_compare_html, render_compare_markdown
-from reports.results import Results
+from crashmatrix.reports.compare import compare, render_compare_html, render_compare_markdown
+from crashmatrix.reports.results import Results
 
 
 def _fixed_and_shrunk(results: Results) -> Results:

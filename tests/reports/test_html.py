@@ -8,9 +8,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from reports.html import render_html
-from reports.matrix import build_matrix
-from reports.results import Results
+from crashmatrix.reports.html import render_html
+from crashmatrix.reports.matrix import build_matrix
+from crashmatrix.reports.results import Results
 
 
 class Page(HTMLParser):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from reports.markdown import render_markdown
-from reports.matrix import build_matrix
-from reports.results import Results
-from reports.terminal import render_terminal
-from reports.writer import STEP_SUMMARY_LIMIT, append_step_summary
+from crashmatrix.reports.markdown import render_markdown
+from crashmatrix.reports.matrix import build_matrix
+from crashmatrix.reports.results import Results
+from crashmatrix.reports.terminal import render_terminal
+from crashmatrix.reports.writer import STEP_SUMMARY_LIMIT, append_step_summary
 
 
 def _many_failures(results: Results, copies: int) -> Results:

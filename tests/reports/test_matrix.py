@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reports.matrix import COLUMNS, build_matrix
-from reports.results import Results
+from crashmatrix.reports.matrix import COLUMNS, build_matrix
+from crashmatrix.reports.results import Results
 
 
 def test_columns_are_clean_the_six_boundaries_torn_write_and_recovery() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from reports.results import SCHEMA_PATH, load_results
+from crashmatrix.reports.results import SCHEMA_PATH, load_results
 
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytester"]

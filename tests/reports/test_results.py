@@ -10,8 +10,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from reports.errors import ResultsFileError
-from reports.results import (
+from crashmatrix.reports.errors import ResultsFileError
+from crashmatrix.reports.results import (
     SCHEMA_PATH,
     CaseRecord,
     Results,
@@ -121,7 +121,7 @@ def test_a_world_diff_is_what_differs_from_the_clean_case_of_the_same_scenario()
 
 
 def test_the_package_exports_a_sorted_public_surface() -> None:
-    import reports
+    from crashmatrix import reports
 
     assert reports.__all__ == sorted(reports.__all__)
     assert all(hasattr(reports, name) for name in reports.__all__)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
-from mock_tools.world import WorldEvent
-from reports.timeline import build_timeline
+from crashmatrix.harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
+from crashmatrix.mock_tools.world import WorldEvent
+from crashmatrix.reports.timeline import build_timeline
 
 
 def _ledger(status: str, line: int, execution: str = "e1") -> ExecutionRecord:
