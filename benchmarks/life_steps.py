@@ -23,21 +23,20 @@ import json
 import os
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.casedir import prepare_case
+from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.lives.life import LifeSpec, life_main, run_life
+from crashmatrix.harness.lives.tracer import Tracer
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from crashmatrix.harness.injector import LifeLauncher, prepare_case  # noqa: E402
-from crashmatrix.harness.life import LifeSpec, Tracer, life_main, run_life  # noqa: E402
-from crashmatrix.harness.scenario import load_scenario  # noqa: E402
-
-PRELOAD = ["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+PRELOAD = ["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
 DEFAULT = ROOT / "scenarios" / "create_order" / "keyed_once.yaml"
 
 
@@ -56,10 +55,10 @@ def _dump(out: str, data: object) -> None:
 
 # ------------------------------------------------------------------ targets run in the child
 def _steps(spec: LifeSpec, out: str) -> None:
-    from crashmatrix import harness, mock_tools, reference_agent
-    from crashmatrix.harness import session  # noqa: F401  (the attribute chains below)
-    from crashmatrix.mock_tools import toolbox  # noqa: F401
-    from crashmatrix.reference_agent import adapter, model  # noqa: F401
+    from crashmatrix.harness.agents.reference import ReferenceAdapter
+    from crashmatrix.harness.session_file import SessionWriter
+    from crashmatrix.mock_tools.toolbox import MockToolbox
+    from crashmatrix.reference_agent.model import OpenAIChatModel
 
     totals: dict[str, list[float]] = {}
 
@@ -79,10 +78,10 @@ def _steps(spec: LifeSpec, out: str) -> None:
 
         setattr(owner, name, timed)
 
-    wrap(reference_agent.adapter.ReferenceAdapter, "build", "building the agent")
-    wrap(reference_agent.model.OpenAIChatModel, "complete", "model requests")
-    wrap(mock_tools.toolbox.MockToolbox, "execute", "tool calls")
-    wrap(harness.session.SessionWriter, "append", "session appends (fsynced)")
+    wrap(ReferenceAdapter, "build", "building the agent")
+    wrap(OpenAIChatModel, "complete", "model requests")
+    wrap(MockToolbox, "execute", "tool calls")
+    wrap(SessionWriter, "append", "session appends (fsynced)")
     started, faults = time.perf_counter(), _faults()
     run_life(spec, Tracer(Path(spec.case_dir) / "trace.jsonl", 1, None))
     totals["whole life (wrapped)"] = [time.perf_counter() - started, _faults() - faults, 1]

@@ -35,16 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.front.cases import enumerate_points, run_point
+from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.lives.injector import LifeLauncher
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
+sys.path.insert(0, str(ROOT))  # for the sibling script below, not for crashmatrix (installed)
 from benchmarks import fsync_probe  # noqa: E402
-from crashmatrix.harness.boundaries import CrashPoint  # noqa: E402
-from crashmatrix.harness.cases import enumerate_points, run_point  # noqa: E402
-from crashmatrix.harness.injector import LifeLauncher  # noqa: E402
-from crashmatrix.harness.scenario import Scenario, load_scenario  # noqa: E402
 
-PRELOAD = ["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+PRELOAD = ["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
 
 
 def _rss_kib() -> int:
@@ -138,8 +138,9 @@ def _python_heap(
 def _warm_life(scenario: Scenario, work: Path, rounds: int = 30) -> float:
     """Median of one clean life run in this process (no fork): the agent's own work, which
     a forked life pays on top of the floor."""
-    from crashmatrix.harness.injector import prepare_case
-    from crashmatrix.harness.life import LifeSpec, Tracer, run_life
+    from crashmatrix.harness.lives.casedir import prepare_case
+    from crashmatrix.harness.lives.life import LifeSpec, run_life
+    from crashmatrix.harness.lives.tracer import Tracer
 
     times: list[float] = []
     for index in range(rounds + 3):  # the first few pay first-use costs

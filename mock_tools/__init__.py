@@ -9,12 +9,12 @@
 
 from __future__ import annotations
 
-from .faults import FAULT_KINDS, FaultSpec
-from .order_api import BASE_URL, OrderAPI, install
-from .registry import CONTRACTS_DIR, catalogue
-from .sandbox import resolve_in_workspace
-from .toolbox import MockToolbox
-from .world import World, WorldEvent, WorldSnapshot
+from crashmatrix.mock_tools.faults import FAULT_KINDS, FaultSpec
+from crashmatrix.mock_tools.order_api import BASE_URL, OrderAPI, install
+from crashmatrix.mock_tools.registry import CONTRACTS_DIR, catalogue
+from crashmatrix.mock_tools.sandbox import resolve_in_workspace
+from crashmatrix.mock_tools.toolbox import MockToolbox
+from crashmatrix.mock_tools.world import World, WorldEvent, WorldSnapshot
 
 __all__ = [
     "BASE_URL",

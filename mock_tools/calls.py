@@ -8,11 +8,10 @@ from typing import Any
 
 import httpx
 
-from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.tools import Observation, ToolContext
 from crashmatrix.harness.errors import SandboxViolation
-from crashmatrix.harness.tooling import Observation, ToolContext
-
-from .world import World
+from crashmatrix.mock_tools.world import World
 
 __all__ = ["Call", "Handler", "invalid", "refused", "tool_error"]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crashmatrix.harness.contracts import ToolContract
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.tools import Observation
 from crashmatrix.harness.errors import InputError
-from crashmatrix.harness.tooling import Observation
 
 __all__ = [
     "FAULT_KINDS",

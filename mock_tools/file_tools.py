@@ -11,13 +11,12 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from crashmatrix.harness.core.tools import Observation, PreconditionVerdict
 from crashmatrix.harness.errors import SandboxViolation
-from crashmatrix.harness.tooling import Observation, PreconditionVerdict
-
-from .calls import Call, refused, tool_error
-from .fileops import atomic_write, sha256_bytes, sha256_of_file, sha256_text
-from .sandbox import is_within
-from .world import World
+from crashmatrix.mock_tools.calls import Call, refused, tool_error
+from crashmatrix.mock_tools.fileops import atomic_write, sha256_bytes, sha256_of_file, sha256_text
+from crashmatrix.mock_tools.sandbox import is_within
+from crashmatrix.mock_tools.world import World
 
 __all__ = ["check_write", "list_files", "plan_write", "read_file", "write_file"]
 

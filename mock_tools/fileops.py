@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from crashmatrix.harness.session import fsync_directory
+from crashmatrix.harness.session_file import fsync_directory
 
 __all__ = ["append_durably", "atomic_write", "sha256_bytes", "sha256_of_file", "sha256_text"]
 

@@ -15,10 +15,9 @@ import sqlite3
 from collections.abc import Mapping
 from typing import Any
 
-from crashmatrix.harness.contracts import MockSpec
-from crashmatrix.harness.tooling import Observation
-
-from .calls import Call, invalid
+from crashmatrix.harness.core.contracts import MockSpec
+from crashmatrix.harness.core.tools import Observation
+from crashmatrix.mock_tools.calls import Call, invalid
 
 __all__ = ["RESERVED_RESULT_KEYS", "run_generic"]
 

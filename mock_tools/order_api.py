@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 import respx
 
-from .world import World
+from crashmatrix.mock_tools.world import World
 
 __all__ = [
     "BASE_URL",

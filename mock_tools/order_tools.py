@@ -11,11 +11,10 @@ from typing import Any
 
 import httpx
 
-from crashmatrix.harness.tooling import Observation
-
-from .calls import Call, tool_error
-from .faults import lost_response_observation
-from .order_api import BASE_URL
+from crashmatrix.harness.core.tools import Observation
+from crashmatrix.mock_tools.calls import Call, tool_error
+from crashmatrix.mock_tools.faults import lost_response_observation
+from crashmatrix.mock_tools.order_api import BASE_URL
 
 __all__ = ["create_order", "create_order_unkeyed", "get_order_by_idempotency_key"]
 

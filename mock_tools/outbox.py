@@ -6,9 +6,8 @@ email is visibly a second email. That is the point: nothing here can deduplicate
 
 from __future__ import annotations
 
-from crashmatrix.harness.tooling import Observation
-
-from .calls import Call
+from crashmatrix.harness.core.tools import Observation
+from crashmatrix.mock_tools.calls import Call
 
 __all__ = ["list_sent_emails", "send_email"]
 

@@ -6,7 +6,8 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
-from crashmatrix.harness.contracts import ToolContract, load_contracts
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.input.contract_files import load_contracts
 
 __all__ = ["CONTRACTS_DIR", "catalogue"]
 

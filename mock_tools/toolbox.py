@@ -21,17 +21,20 @@ from typing import Any
 import httpx
 import jsonschema
 
-from crashmatrix.harness.contracts import ToolContract
-from crashmatrix.harness.tooling import Observation, PreconditionVerdict, ToolContext
-
-from .calls import Call, Handler, invalid
-from .commands import READ_ONLY_KINDS, command_kind, run_command
-from .faults import fault_observation, lost_response_observation
-from .file_tools import check_write, list_files, plan_write, read_file, write_file
-from .generic import run_generic
-from .order_tools import create_order, create_order_unkeyed, get_order_by_idempotency_key
-from .outbox import list_sent_emails, send_email
-from .world import World
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.tools import Observation, PreconditionVerdict, ToolContext
+from crashmatrix.mock_tools.calls import Call, Handler, invalid
+from crashmatrix.mock_tools.command_tools import READ_ONLY_KINDS, command_kind, run_command
+from crashmatrix.mock_tools.faults import fault_observation, lost_response_observation
+from crashmatrix.mock_tools.file_tools import check_write, list_files, plan_write, read_file, write_file
+from crashmatrix.mock_tools.generic import run_generic
+from crashmatrix.mock_tools.order_tools import (
+    create_order,
+    create_order_unkeyed,
+    get_order_by_idempotency_key,
+)
+from crashmatrix.mock_tools.outbox import list_sent_emails, send_email
+from crashmatrix.mock_tools.world import World
 
 __all__ = ["BUILTIN_TOOLS", "MockToolbox", "validator_for"]
 

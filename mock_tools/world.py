@@ -48,10 +48,9 @@ from types import MappingProxyType
 from typing import Any
 
 from crashmatrix.harness.errors import HarnessError
-
-from .faults import FaultSpec
-from .fileops import append_durably, atomic_write, sha256_bytes, sha256_of_file
-from .sandbox import resolve_in_workspace
+from crashmatrix.mock_tools.faults import FaultSpec
+from crashmatrix.mock_tools.fileops import append_durably, atomic_write, sha256_bytes, sha256_of_file
+from crashmatrix.mock_tools.sandbox import resolve_in_workspace
 
 __all__ = [
     "AUDIT_LOG",

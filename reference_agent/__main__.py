@@ -32,10 +32,9 @@ import openai
 
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.mock_tools import MockToolbox, OrderAPI, World, catalogue
-
-from .agent import Agent, AgentError
-from .approval import Approver, ScriptedApprover, StdinApprover
-from .model import ChatModel, ModelSettings, OpenAIChatModel, make_openai_client
+from crashmatrix.reference_agent.agent import Agent, AgentError
+from crashmatrix.reference_agent.approval import Approver, ScriptedApprover, StdinApprover
+from crashmatrix.reference_agent.model import ChatModel, ModelSettings, OpenAIChatModel, make_openai_client
 
 __all__ = ["main", "self_check"]
 
@@ -170,7 +169,8 @@ def _shape(records: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def _check_clean_turn(root: Path, router: Any, http: httpx.Client) -> None:
-    from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
+    from crashmatrix.harness.core.script import Reply, Rule, When
+    from crashmatrix.mock_tools.model import ScriptedModel
 
     args = {"path": "ledger-demo.txt", "content": "hello ledger"}
     model = ScriptedModel(
@@ -206,7 +206,8 @@ def _check_clean_turn(root: Path, router: Any, http: httpx.Client) -> None:
 
 
 def _check_crash_recovery(root: Path, router: Any, http: httpx.Client) -> None:
-    from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
+    from crashmatrix.harness.core.script import Reply, Rule, When
+    from crashmatrix.mock_tools.model import ScriptedModel
 
     args = {"path": "recovery-demo.txt", "content": "recovered"}
     model = ScriptedModel(

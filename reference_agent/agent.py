@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.boundaries import BoundaryHook, no_hook
-from crashmatrix.harness.contracts import ToolContract, default_contract
-from crashmatrix.harness.ledger import (
+from crashmatrix.harness.core.boundaries import BoundaryHook, no_hook
+from crashmatrix.harness.core.contracts import ToolContract, default_contract
+from crashmatrix.harness.core.ledger import (
     PendingCall,
     arguments_sha256,
     assert_transition,
@@ -38,13 +38,13 @@ from crashmatrix.harness.ledger import (
     pending_tool_calls,
     tool_call_sites,
 )
-from crashmatrix.harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
-from crashmatrix.harness.session import AppendHook, SessionWriter, prompt_view, read_session
-from crashmatrix.harness.tooling import Observation, Toolbox, ToolContext
-
-from .approval import Approver
-from .model import ChatModel
-from .recovery import Decision, decide
+from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
+from crashmatrix.harness.core.session_log import prompt_view
+from crashmatrix.harness.core.tools import Observation, Toolbox, ToolContext
+from crashmatrix.harness.session_file import AppendHook, SessionWriter, read_session
+from crashmatrix.reference_agent.approval import Approver
+from crashmatrix.reference_agent.model import ChatModel
+from crashmatrix.reference_agent.recovery import Decision, decide
 
 __all__ = ["Agent", "AgentError", "CallState"]
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from crashmatrix.harness.records import ToolCall
+from crashmatrix.harness.core.records import ToolCall
 
 __all__ = ["Approver", "ScriptedApprover", "StdinApprover"]
 

@@ -21,7 +21,7 @@ import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
-from crashmatrix.harness.records import Message, ToolCall
+from crashmatrix.harness.core.records import Message, ToolCall
 
 __all__ = ["ChatModel", "ModelSettings", "OpenAIChatModel", "make_openai_client"]
 

@@ -2,7 +2,7 @@
 
 A harness is worth what it catches. Each mutant overrides one step of ``Agent``; the suite
 must fail on every one of them (``crashmatrix mutants`` runs the kill matrix,
-``tests/harness/test_mutation.py`` is its CI gate). Select one with
+``tests/harness/front/test_mutation.py`` is its CI gate). Select one with
 ``--agent=crashmatrix.reference_agent.mutants:NAME``.
 
 ``hints`` name scenario tags, tools, boundaries or ``power_loss``: where the bug is likely
@@ -18,14 +18,14 @@ import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from crashmatrix.harness.ledger import PendingCall
-from crashmatrix.harness.records import ExecutionRecord, Message, MessageEntry, ToolCall
-from crashmatrix.harness.session import SessionWriter, encode_line
-from crashmatrix.harness.tooling import ToolContext
-
-from .adapter import ReferenceAdapter
-from .agent import Agent, CallState
-from .recovery import Decision, decide
+from crashmatrix.harness.agents.reference import ReferenceAdapter
+from crashmatrix.harness.core.ledger import PendingCall
+from crashmatrix.harness.core.records import ExecutionRecord, Message, MessageEntry, ToolCall
+from crashmatrix.harness.core.session_log import encode_line
+from crashmatrix.harness.core.tools import ToolContext
+from crashmatrix.harness.session_file import SessionWriter
+from crashmatrix.reference_agent.agent import Agent, CallState
+from crashmatrix.reference_agent.recovery import Decision, decide
 
 __all__ = ["MUTANTS", "Mutant"]
 

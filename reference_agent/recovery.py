@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from crashmatrix.harness.contracts import ToolContract
-from crashmatrix.harness.ledger import PendingCall
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.ledger import PendingCall
 
 __all__ = ["OUTCOMES", "Action", "Decision", "decide"]
 

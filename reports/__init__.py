@@ -7,11 +7,11 @@ writes a report directory; ``collector`` is the pytest side.
 
 from __future__ import annotations
 
-from .compare import Comparison, compare
-from .errors import ResultsFileError
-from .matrix import COLUMNS, Matrix, build_matrix
-from .results import CaseRecord, Results, load_results, write_results
-from .writer import write_report
+from crashmatrix.reports.compare import Comparison, compare
+from crashmatrix.reports.errors import ResultsFileError
+from crashmatrix.reports.matrix import COLUMNS, Matrix, build_matrix
+from crashmatrix.reports.results import CaseRecord, Results, load_results, write_results
+from crashmatrix.reports.writer import write_report
 
 __all__ = [
     "COLUMNS",

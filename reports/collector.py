@@ -23,13 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.cases import CaseResult
-
-from .matrix import COLUMNS, Matrix
-from .results import CaseRecord, Results, record_from_result, with_world_diffs
-from .terminal import render_terminal
-from .timeline import gather_timeline, timeline_dir
-from .writer import append_step_summary, write_report
+from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.reports.matrix import COLUMNS, Matrix
+from crashmatrix.reports.results import CaseRecord, Results, record_from_result, with_world_diffs
+from crashmatrix.reports.terminal import render_terminal
+from crashmatrix.reports.timeline import gather_timeline, timeline_dir
+from crashmatrix.reports.writer import append_step_summary, write_report
 
 __all__ = ["REPORT_ATTR", "MatrixReporter", "case_record"]
 

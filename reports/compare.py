@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .html import page, text
-from .markdown import MARKS
-from .matrix import COLUMNS, LABELS, Cell, Matrix, Tally, build_matrix, row_label
-from .results import Results
+from crashmatrix.reports.html import page, text
+from crashmatrix.reports.markdown import MARKS
+from crashmatrix.reports.matrix import COLUMNS, LABELS, Cell, Matrix, Tally, build_matrix, row_label
+from crashmatrix.reports.results import Results
 
 __all__ = [
     "CellPair",

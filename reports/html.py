@@ -18,8 +18,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .matrix import COLUMNS, LABELS, Matrix
-from .results import CaseRecord, Results
+from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix
+from crashmatrix.reports.results import CaseRecord, Results
 
 __all__ = ["CSS", "SCRIPT", "case_anchor", "matrix_table", "page", "render_html", "text"]
 

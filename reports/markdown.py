@@ -9,8 +9,8 @@ totals), then the failures' detail (kept as one line each), then failures themse
 
 from __future__ import annotations
 
-from .matrix import COLUMNS, LABELS, Matrix, Row
-from .results import CaseRecord
+from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix, Row
+from crashmatrix.reports.results import CaseRecord
 
 __all__ = ["MARKS", "render_markdown"]
 

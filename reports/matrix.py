@@ -21,9 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from crashmatrix.harness.boundaries import BOUNDARIES, TORN_WRITE
-
-from .results import CaseRecord, Results
+from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+from crashmatrix.reports.results import CaseRecord, Results
 
 __all__ = [
     "COLUMNS",

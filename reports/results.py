@@ -22,10 +22,10 @@ from typing import Any
 
 import jsonschema
 
-from crashmatrix.harness.cases import CaseResult, repro_command
-from crashmatrix.harness.judge import Verdict
-
-from .errors import ResultsFileError
+from crashmatrix.harness.plan.schedule import repro_command
+from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.harness.verdict.verdict import Verdict
+from crashmatrix.reports.errors import ResultsFileError
 
 __all__ = [
     "FAILING",

@@ -6,7 +6,7 @@ Fits 80 columns: one two-letter column per crash point, a legend line, failures 
 
 from __future__ import annotations
 
-from .matrix import COLUMNS, SHORT, Matrix
+from crashmatrix.reports.matrix import COLUMNS, SHORT, Matrix
 
 __all__ = ["render_terminal", "symbols"]
 

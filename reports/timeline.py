@@ -26,13 +26,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.cases import CaseResult
+from crashmatrix.harness.core.records import Entry, ExecutionRecord, MessageEntry
 from crashmatrix.harness.errors import CrashmatrixError
-from crashmatrix.harness.injector import read_trace
-from crashmatrix.harness.invariants import WorldEventLike
-from crashmatrix.harness.life import session_path_of
-from crashmatrix.harness.records import Entry, ExecutionRecord, MessageEntry
-from crashmatrix.harness.session import read_session
+from crashmatrix.harness.lives.casedir import session_path_of
+from crashmatrix.harness.lives.tracer import read_trace
+from crashmatrix.harness.session_file import read_session
+from crashmatrix.harness.verdict.invariants import WorldEventLike
+from crashmatrix.harness.verdict.result import CaseResult
 
 __all__ = ["MAX_MOMENTS", "build_timeline", "gather_timeline", "timeline_dir"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .html import render_html
-from .markdown import render_markdown
-from .matrix import Matrix, build_matrix
-from .results import Results, write_results
+from crashmatrix.reports.html import render_html
+from crashmatrix.reports.markdown import render_markdown
+from crashmatrix.reports.matrix import Matrix, build_matrix
+from crashmatrix.reports.results import Results, write_results
 
 __all__ = ["REPORT_FILES", "STEP_SUMMARY_LIMIT", "append_step_summary", "write_report"]
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 import respx
 
-from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.mock_tools import MockToolbox, World, catalogue, install
 from crashmatrix.mock_tools.order_api import ORDERS_HOST
 

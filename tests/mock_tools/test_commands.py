@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.mock_tools import FaultSpec, MockToolbox, World
-from crashmatrix.mock_tools.commands import command_kind
+from crashmatrix.mock_tools.command_tools import command_kind
 
 MakeCtx = Callable[..., ToolContext]  # the make_ctx fixture (conftest.py)
 

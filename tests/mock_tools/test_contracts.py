@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from crashmatrix import mock_tools
-from crashmatrix.harness.contracts import load_contract
 from crashmatrix.harness.errors import YamlError
+from crashmatrix.harness.input.contract_files import load_contract
 from crashmatrix.mock_tools import CONTRACTS_DIR, catalogue
 from crashmatrix.mock_tools.toolbox import BUILTIN_TOOLS
 

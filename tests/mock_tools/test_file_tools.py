@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.mock_tools import MockToolbox, World
 from crashmatrix.mock_tools.fileops import sha256_text
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from crashmatrix.harness.tooling import ToolContext
+from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.mock_tools import FaultSpec, MockToolbox, World, catalogue
 
 MakeCtx = Callable[..., ToolContext]  # the make_ctx fixture (conftest.py)

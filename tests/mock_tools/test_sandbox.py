@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.errors import SandboxViolation
-from crashmatrix.harness.tooling import ToolContext
 from crashmatrix.mock_tools import MockToolbox, World, resolve_in_workspace
 
 

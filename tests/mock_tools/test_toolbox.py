@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from crashmatrix.harness.tooling import Toolbox, ToolContext
+from crashmatrix.harness.core.tools import Toolbox, ToolContext
 from crashmatrix.mock_tools import FaultSpec, MockToolbox, World
 from crashmatrix.mock_tools.order_api import payload_sha256
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.errors import HarnessError, InputError
-from crashmatrix.harness.tooling import ToolContext
 from crashmatrix.mock_tools import FaultSpec, MockToolbox, World, catalogue
 from crashmatrix.mock_tools.fileops import sha256_text
 

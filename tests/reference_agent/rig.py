@@ -21,11 +21,12 @@ from typing import Any
 import httpx
 import respx
 
-from crashmatrix.harness.contracts import ToolContract
-from crashmatrix.harness.ledger import arguments_sha256, idempotency_key
-from crashmatrix.harness.records import ToolCall
-from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.ledger import arguments_sha256, idempotency_key
+from crashmatrix.harness.core.records import ToolCall
+from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.mock_tools import MockToolbox, World, catalogue
+from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.reference_agent.agent import Agent
 from crashmatrix.reference_agent.approval import ScriptedApprover
 from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client

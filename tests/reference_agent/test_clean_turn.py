@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.reference_agent.approval import ScriptedApprover
 
 from .rig import Rig, ask_then_answer

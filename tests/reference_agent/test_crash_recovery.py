@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from crashmatrix.harness.ledger import arguments_sha256
-from crashmatrix.harness.scripted_model import Reply, Rule, When
+from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.reference_agent.approval import ScriptedApprover
 
 from .rig import (

@@ -12,10 +12,12 @@ import pytest
 import respx
 from respx.models import AllMockedAssertionError
 
-from crashmatrix.harness.records import Message, MessageEntry, ToolCall
-from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When, chat_completion
-from crashmatrix.harness.session import prompt_view, read_session
+from crashmatrix.harness.core.records import Message, MessageEntry, ToolCall
+from crashmatrix.harness.core.script import Reply, Rule, When, chat_completion
+from crashmatrix.harness.core.session_log import prompt_view
+from crashmatrix.harness.session_file import read_session
 from crashmatrix.mock_tools import MockToolbox
+from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.mock_tools.order_api import ORDERS_HOST
 from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
 
@@ -114,12 +116,13 @@ VOLATILE_HEADERS = {"idempotency-key", "x-stainless-retry-count", "x-stainless-r
 def _builtin_request_bodies(tmp_path: Path) -> list[dict[str, Any]]:
     """Every model request the agent sends in the built-in scenarios' clean runs, and in a
     crash-and-recover run of each (tool results carrying recovery outcomes)."""
-    from crashmatrix.harness.injector import LifeLauncher, points_from_trace, run_case
-    from crashmatrix.harness.scenario import load_scenario
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.lives.injector import LifeLauncher, run_case
+    from crashmatrix.harness.plan.enumeration import points_from_trace
 
     root = Path(__file__).resolve().parents[2] / "scenarios"
     launcher = LifeLauncher(
-        "fork", preload=["crashmatrix.reference_agent.adapter", "crashmatrix.mock_tools.toolbox"]
+        "fork", preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
     )
     bodies: list[dict[str, Any]] = []
     paths = sorted(p for p in root.rglob("*.yaml") if "contracts" not in p.relative_to(root).parts)

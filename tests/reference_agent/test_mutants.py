@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.ledger import arguments_sha256
-from crashmatrix.harness.records import Message, MessageEntry, ToolCall
-from crashmatrix.harness.scripted_model import Reply, Rule, ScriptedModel, When
+from crashmatrix.harness.agents.reference import ReferenceAdapter
+from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.records import Message, MessageEntry, ToolCall
+from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.mock_tools import MockToolbox
+from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.reference_agent import mutants
-from crashmatrix.reference_agent.adapter import ReferenceAdapter
 from crashmatrix.reference_agent.agent import Agent
 from crashmatrix.reference_agent.approval import ScriptedApprover
 from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from crashmatrix.harness.contracts import ToolContract
-from crashmatrix.harness.ledger import CallSite, PendingCall
-from crashmatrix.harness.records import ExecutionRecord, ToolCall
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.ledger import CallSite, PendingCall
+from crashmatrix.harness.core.records import ExecutionRecord, ToolCall
 from crashmatrix.reference_agent.recovery import Decision, decide
 
 SHA = "a" * 64

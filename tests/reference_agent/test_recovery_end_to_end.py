@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from crashmatrix.harness.ledger import arguments_sha256
+from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.mock_tools import BASE_URL, FaultSpec
 from crashmatrix.mock_tools.file_tools import plan_write
 from crashmatrix.reference_agent.approval import ScriptedApprover

@@ -7,9 +7,9 @@ import json
 import httpx
 import pytest
 
-from crashmatrix.harness.ledger import arguments_sha256
-from crashmatrix.harness.scripted_model import Reply, chat_completion
-from crashmatrix.harness.session import read_session
+from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.script import Reply, chat_completion
+from crashmatrix.harness.session_file import read_session
 from crashmatrix.mock_tools.file_tools import plan_write
 from crashmatrix.reference_agent.agent import AgentError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.cli import main
+from crashmatrix.harness.front.cli import main
 from crashmatrix.reports.results import Results, load_results, write_results
 
 from .conftest import FIXTURE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from crashmatrix.harness.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
+from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
 from crashmatrix.mock_tools.world import WorldEvent
 from crashmatrix.reports.timeline import build_timeline
 

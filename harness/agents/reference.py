@@ -1,0 +1,45 @@
+"""The reference agent behind the harness's adapter interface (no special path for it)."""
+
+from __future__ import annotations
+
+from crashmatrix.harness.agents.protocol import LifeContext
+from crashmatrix.harness.core.boundaries import BOUNDARIES
+from crashmatrix.mock_tools.toolbox import MockToolbox
+from crashmatrix.mock_tools.world import World
+from crashmatrix.reference_agent.agent import Agent
+from crashmatrix.reference_agent.approval import ScriptedApprover
+from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
+
+__all__ = ["ReferenceAdapter"]
+
+
+class ReferenceAdapter:
+    name = "reference"
+    boundaries = BOUNDARIES
+    keeps_ledger = True
+    tears_writes = True  # appends through ctx.before_append: the injector can tear a line
+    agent_class: type[Agent] = Agent
+
+    def build(self, ctx: LifeContext) -> Agent:
+        settings = ModelSettings(ctx.model_base_url, "scripted", "crashmatrix-scripted", max_retries=0)
+        client = make_openai_client(settings, ctx.http)
+        world = World(ctx.world_dir)
+        return self.agent_class(
+            session_path=ctx.session_path,
+            session_id=ctx.session_id,
+            model=OpenAIChatModel(client, settings.model),
+            toolbox=MockToolbox(world, ctx.scenario.contracts, ctx.http),
+            contracts=ctx.scenario.contracts,
+            approver=ScriptedApprover(dict(ctx.approvals), dict(ctx.approvals_again)),
+            hook=ctx.hook,
+            before_append=ctx.before_append,
+        )
+
+    def run_life(self, ctx: LifeContext) -> None:
+        agent = self.build(ctx)
+        try:
+            agent.resume()
+            for text in ctx.scenario.turns[agent.turns_started() :]:
+                agent.run_turn(text)
+        finally:
+            agent.close()

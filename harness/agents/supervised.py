@@ -1,0 +1,63 @@
+"""Kind 3: the agent as a supervised process (stopped while a crash edge is decided, its output
+pumped to answer prompts)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, Conversation
+
+__all__ = []
+
+
+# -- kind 3: a supervised process ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _stopped(pid: int) -> Iterator[None]:
+    """The agent's process group is stopped inside the block (so it cannot act on a reply
+    the hook may be about to kill it after). A stopped process still dies of SIGKILL, and
+    the kernel SIGKILLs the agent when the life dies (PR_SET_PDEATHSIG)."""
+    try:
+        os.killpg(pid, signal.SIGSTOP)
+        # kill() only queues the signal; wait until the stop took effect (or it exited).
+        os.waitid(os.P_PID, pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+    except (ProcessLookupError, ChildProcessError):
+        pass
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGCONT)
+
+
+def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Path) -> None:
+    """Read the agent's stdout; answer prompts on its stdin. Runs until the agent's stdout closes."""
+    assert process.stdout is not None and process.stdin is not None
+    pending = ""
+    with open(log, "ab") as copy:
+        while True:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                return
+            copy.write(chunk)
+            copy.flush()
+            pending = (pending + chunk.decode("utf-8", "replace"))[-_PROMPT_WINDOW:]
+            line = conversation.answer(pending, waiting=False)
+            if line is None:
+                continue
+            pending = ""
+            copy.write(line.encode("utf-8"))
+            try:
+                if line:
+                    process.stdin.write(line.encode("utf-8"))
+                    process.stdin.flush()
+                else:
+                    process.stdin.close()  # no turns left: end of input, the agent exits
+            except (BrokenPipeError, ValueError):
+                return

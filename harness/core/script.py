@@ -1,0 +1,141 @@
+"""A rule-based model that answers OpenAI chat-completion requests.
+
+It is stateless on purpose: the reply depends only on the conversation in the request, so a
+restarted agent that asks again gets the same answer, whichever process asks. Rules are
+tried in order against the latest message; the first that matches replies. A rule whose
+tool calls are already in the current turn has fired before and is skipped, which is how a
+script says "once per turn" without keeping state.
+
+Every request body is appended to a log (one JSON line, written with a single ``write``
+so it survives the agent's SIGKILL), which is how the harness checks that requests hit the
+mock and that no ledger record ever reached the model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["NoRuleMatched", "Reply", "Rule", "When", "chat_completion"]
+
+
+@dataclass(frozen=True, slots=True)
+class When:
+    """Conditions on the latest message. Unset fields match anything.
+
+    ``role``: "user" or "tool". ``contains``: substring of its content. For tool results:
+    ``tool`` (the tool's name), ``call`` (tool_call_id), ``ok``, ``code``, ``status``,
+    ``recovery`` -- read from the JSON content.
+    """
+
+    role: str | None = None
+    contains: str | None = None
+    tool: str | None = None
+    call: str | None = None
+    ok: bool | None = None
+    code: str | None = None
+    status: str | None = None
+    recovery: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    content: str = ""
+    tool_calls: tuple[tuple[str, str, Mapping[str, Any]], ...] = ()  # (id, name, arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    when: When
+    reply: Reply
+    line: int = 0  # where the rule stands in its scenario file, for messages
+
+
+class NoRuleMatched(LookupError):
+    def __init__(self, latest: Mapping[str, Any]) -> None:
+        self.latest = dict(latest)
+        text = json.dumps(self.latest, ensure_ascii=False)[:300]
+        super().__init__(f"no scripted-model rule matches the latest message {text}; add a rule for it")
+
+
+def _tool_name_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> str | None:
+    for message in reversed(messages):
+        for call in message.get("tool_calls") or ():
+            if call.get("id") == call_id:
+                return str((call.get("function") or {}).get("name"))
+    return None
+
+
+def _matches(when: When, messages: Sequence[Mapping[str, Any]]) -> bool:
+    latest = messages[-1]
+    role = latest.get("role")
+    content = latest.get("content") or ""
+    if not isinstance(content, str):
+        content = json.dumps(content, ensure_ascii=False)
+    if when.role is not None and role != when.role:
+        return False
+    if when.contains is not None and when.contains not in content:
+        return False
+    tool_fields = (when.tool, when.call, when.ok, when.code, when.status, when.recovery)
+    if all(value is None for value in tool_fields):
+        return True
+    if role != "tool":
+        return False
+    call_id = str(latest.get("tool_call_id"))
+    if when.call is not None and call_id != when.call:
+        return False
+    if when.tool is not None and _tool_name_of(messages, call_id) != when.tool:
+        return False
+    try:
+        body = json.loads(content)
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    checks = (("ok", when.ok), ("code", when.code), ("status", when.status), ("recovery", when.recovery))
+    return all(expected is None or body.get(key) == expected for key, expected in checks)
+
+
+def _already_fired(reply: Reply, messages: Sequence[Mapping[str, Any]]) -> bool:
+    """A rule's tool calls are made once per TURN: a new user message is a new request, and
+    a model answering it may well reuse an id (providers do reuse ``call_0``)."""
+    if not reply.tool_calls:
+        return False
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    seen = {
+        call.get("id")
+        for message in messages[last_user + 1 :]
+        if message.get("role") == "assistant"
+        for call in message.get("tool_calls") or ()
+    }
+    return any(call_id in seen for call_id, _, _ in reply.tool_calls)
+
+
+def chat_completion(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
+    """An OpenAI chat.completion object for ``reply``."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(dict(args), ensure_ascii=False)},
+            }
+            for call_id, name, args in reply.tool_calls
+        ]
+    return {
+        "id": f"chatcmpl-crashmatrix-{serial}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                "message": message,
+            }
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }

@@ -1,0 +1,216 @@
+"""The crash matrix of one scenario, independent of pytest (the plugin and the CLI share it).
+
+1. ``enumerate_points``: a clean run records every boundary it passes; each recorded point
+   becomes one case (ALICE / CrashMonkey style), so nobody hand-lists crash points and a new
+   boundary in the agent is covered automatically.
+2. ``run_point``: one case, judged.
+3. ``run_recovery``: depth 2: crash at a point, then crash the restarted agent at each
+   boundary it passes while recovering (until it asks the model again), and require the
+   third start to end correctly.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.lives.first_crash import FirstCrashes, first_crash
+from crashmatrix.harness.lives.injector import CaseRun, LifeLauncher, run_case
+from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
+from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.harness.verdict.verdict import Verdict, judge
+
+__all__ = ["Enumeration", "enumerate_points", "run_point", "run_recovery"]
+
+
+@dataclass(frozen=True)
+class Enumeration:
+    points: tuple[CrashPoint, ...]
+    clean: CaseRun
+    clean_verdict: Verdict
+    scenario: Scenario
+    agent: str = "reference"
+    seconds: float = 0.0
+
+    def clean_case(self) -> CaseResult:
+        """The clean case of the matrix: the enumeration run is one, judged already."""
+        return CaseResult(
+            self.scenario,
+            "clean",
+            "clean",
+            self.clean_verdict,
+            self.seconds,
+            len(self.clean.lives),
+            self.clean.case_dir,
+            self.agent,
+        )
+
+
+@functools.cache
+def _adapter(agent: str) -> AgentAdapter:
+    """The adapter that reads a case back (a foreign agent's session is not in our format)."""
+    return load_adapter(agent)
+
+
+def enumerate_points(
+    scenario: Scenario,
+    launcher: LifeLauncher,
+    work_dir: Path,
+    *,
+    agent: str = "reference",
+    deadline: float = 30.0,
+) -> Enumeration:
+    started = time.monotonic()
+    run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
+    verdict = judge(run, scenario, None, keeps_ledger=_adapter(agent).keeps_ledger, adapter=_adapter(agent))
+    return Enumeration(
+        tuple(points_from_trace(run.trace, 1)), run, verdict, scenario, agent, time.monotonic() - started
+    )
+
+
+def run_point(
+    scenario: Scenario,
+    point: CrashPoint | None,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    keeps_ledger: bool = True,
+    deadline: float = 30.0,
+    power_loss: bool = False,
+    second: CrashPoint | None = None,
+    shared: FirstCrashes | None = None,
+) -> CaseResult:
+    """One case. With ``power_loss`` the crash also drops unsynced session bytes; it is
+    judged against the same expectations as the plain crash at that point (an agent that
+    fsyncs before each step cannot tell the two apart), and named ``power@<point>``.
+
+    With ``shared``, the lives are those ``recovery@point`` also starts with, run once for
+    both (``harness/first_crash.py``); the case directory is then the shared one."""
+    started = time.monotonic()
+    if shared is not None and point is not None and second is None and not power_loss:
+        run = shared.get(scenario, point, launcher, agent=agent, deadline=deadline).run
+        case_dir = run.case_dir
+        started = _charged(run)
+    else:
+        run = run_case(
+            case_dir,
+            scenario,
+            launcher,
+            agent=agent,
+            point=point,
+            second=second,
+            deadline=deadline,
+            power_loss=power_loss,
+        )
+    # With a second crash (while recovering) the ledger holds extra attempts: judged as a
+    # depth-2 case (``recovery`` expectations, no ledger sequence), like run_recovery does.
+    verdict = judge(
+        run,
+        scenario,
+        point,
+        recovery=second is not None,
+        keeps_ledger=keeps_ledger,
+        check_ledger=second is None,
+        adapter=_adapter(agent),
+    )
+    name = point.id if point else "clean"
+    return CaseResult(
+        scenario,
+        f"power@{name}" if power_loss and point else name,
+        "power_loss" if power_loss and point else (point.boundary if point else "clean"),
+        verdict,
+        time.monotonic() - started,
+        len(run.lives),
+        case_dir,
+        agent,
+    )
+
+
+def _charged(shared_run: CaseRun) -> float:
+    """The start time that charges an item with a shared first crash at its lives' own
+    cost, whichever of its two items happened to run them (the other only reads them)."""
+    return time.monotonic() - sum(life.seconds for life in shared_run.lives)
+
+
+def run_recovery(
+    scenario: Scenario,
+    point: CrashPoint,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    keeps_ledger: bool = True,
+    deadline: float = 30.0,
+    shared: FirstCrashes | None = None,
+) -> CaseResult:
+    """Crash at ``point``; then for every boundary the restarted life passes while it
+    recovers (``recovery_window``: before it asks the model again), a case that also
+    crashes there. All must end correctly.
+
+    The first life runs once: every case starts from a copy of the directory it left
+    (``run_case(resume=...)``), so a depth-2 case costs the two lives after the crash.
+    With ``shared``, that first crash is also the depth-1 item's (``first_crash.py``)."""
+    started = time.monotonic()
+    if shared is not None:
+        found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
+        started = _charged(found.run)
+    else:
+        found = first_crash(scenario, point, launcher, case_dir, agent=agent, deadline=deadline)
+    resume, first = found.crashed, found.run
+    lives = len(first.lives)
+    subs: list[tuple[str, Verdict]] = []
+    seconds_points = recovery_window(first.trace)
+    for index, second in enumerate(seconds_points):
+        run = run_case(
+            case_dir / f"second-{index}",
+            scenario,
+            launcher,
+            agent=agent,
+            point=point,
+            second=second,
+            deadline=deadline,
+            resume=resume,
+        )
+        lives += len(run.lives) - 1
+        verdict = judge(
+            run,
+            scenario,
+            point,
+            recovery=True,
+            keeps_ledger=keeps_ledger,
+            check_ledger=False,
+            adapter=_adapter(agent),
+        )
+        subs.append((second.id, verdict))
+    failed = [(sid, v) for sid, v in subs if not v.passed]
+    base = judge(first, scenario, point, keeps_ledger=keeps_ledger, adapter=_adapter(agent))
+    if not seconds_points and base.status == "not_reached":
+        verdict = base
+    elif failed:
+        verdict = failed[0][1]
+    else:
+        verdict = Verdict(
+            "passed",
+            base.observed,
+            base.expected,
+            notes=(f"{len(subs)} recovery crash points, all recovered",),
+        )
+    return CaseResult(
+        scenario,
+        f"recovery@{point.id}",
+        "recovery",
+        verdict,
+        time.monotonic() - started,
+        lives,
+        case_dir,
+        agent,
+        tuple(subs),
+        {"recovery_points": [sid for sid, _ in subs], "failed_points": [sid for sid, _ in failed]},
+    )

@@ -1,0 +1,273 @@
+"""``crashmatrix`` command line: the only module that prints; library errors become one line
+and exit status 2 here, never a traceback.
+
+    crashmatrix run FILE [--crash [power@]POINT [--second POINT]] [--keep DIR]   one case, or the whole matrix
+    crashmatrix points FILE                             the crash points a clean run records
+    crashmatrix validate FILE...                        check scenario / contract files
+    crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
+    crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
+    crashmatrix report --compare A.json B.json          two runs side by side, differences marked
+    crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
+    crashmatrix explore [--examples N] [--seed S] [--out DIR]   generated conversations and crashes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
+from crashmatrix.harness.errors import CrashmatrixError, InputError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crashmatrix", description="Crash-matrix evals for tool-running agents."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    # Commands with their own parsers (in their modules); listed here so --help shows them.
+    for name, text in DELEGATED_HELP.items():
+        delegated = sub.add_parser(name, help=text, add_help=False)
+        delegated.add_argument("rest", nargs=argparse.REMAINDER)
+    run = sub.add_parser("run", help="run one crash case, or a scenario's whole matrix")
+    run.add_argument("file", type=Path)
+    run.add_argument(
+        "--crash",
+        help="point id (after_running[call_1]), a boundary name (its first point), "
+        "or power@POINT for a power loss there",
+    )
+    run.add_argument("--second", help="also crash at this point id while the agent recovers (depth 2)")
+    run.add_argument("--keep", type=Path, help="keep case directories here (session JSONL, world, trace)")
+    run.add_argument("--agent", default="reference")
+    run.add_argument("--isolation", choices=("fork", "spawn"), default="fork")
+    run.add_argument("--no-recovery-crashes", action="store_true")
+    points = sub.add_parser("points", help="list the crash points a clean run records")
+    points.add_argument("file", type=Path)
+    points.add_argument("--agent", default="reference")
+    validate = sub.add_parser("validate", help="check scenario and contract files")
+    validate.add_argument("files", type=Path, nargs="+")
+    mcp = sub.add_parser("import-mcp", help="write contracts from an MCP tools/list JSON result")
+    mcp.add_argument("tools", type=Path)
+    mcp.add_argument("--out", type=Path, required=True)
+    mcp.add_argument("--trust-annotations", action="store_true")
+    report = sub.add_parser("report", help="render the pass matrix from a results file (matrix.json)")
+    report.add_argument("results", type=Path, nargs="?", help="a results file written by pytest scenarios/")
+    report.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"), help="two results files")
+    report.add_argument("--out", type=Path, default=None, help="output directory (default: reports/latest)")
+    return parser
+
+
+def _resolve_point(spec: str, points: Sequence[CrashPoint]) -> CrashPoint:
+    for point in points:
+        if point.id == spec:
+            return point
+    for point in points:
+        if point.boundary == spec:
+            return point
+    known = ", ".join(p.id for p in points) or "none"
+    raise InputError(f"--crash {spec!r}: the clean run never reaches it; points: {known}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from crashmatrix.harness.agents.loading import load_adapter
+    from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.lives.first_crash import FirstCrashes
+    from crashmatrix.harness.lives.injector import LifeLauncher
+    from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
+    from crashmatrix.harness.verdict.explain import explain
+
+    scenario = load_scenario(args.file)
+    adapter = load_adapter(args.agent)
+    base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-"))
+    launcher = LifeLauncher(
+        args.isolation, preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
+    )
+    enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
+    power = bool(args.crash) and args.crash.startswith("power@")
+    if args.second and not args.crash:
+        raise InputError("--second needs --crash: the second crash happens while recovering from the first")
+    second = parse_point(args.second) if args.second else None
+    if args.crash:
+        chosen: list[CrashPoint | None] = [_resolve_point(args.crash.removeprefix("power@"), enum.points)]
+    else:
+        chosen = [None, *selected(enum.points, scenario)]
+    depth_two = not args.crash and scenario.recovery_crashes and not args.no_recovery_crashes
+    recovery_points = (
+        [p for p in enum.points if p.boundary in RECOVERY_FIRST and p.occurrence == 1] if depth_two else []
+    )
+    # P and recovery@P start with the same first crash: run it once for both, as the pytest
+    # plugin does -- but not with --keep, where each kept case directory is whole.
+    shared = FirstCrashes(base / "first-crashes") if recovery_points and args.keep is None else None
+    results = []
+    for point in chosen:
+        name = point.id if point else "clean"
+        name = f"power@{name}" if power else name
+        name += f" then {second.id}" if second else ""
+        print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
+        result = run_point(
+            scenario,
+            point,
+            launcher,
+            base / name.replace(" ", "_"),
+            agent=args.agent,
+            keeps_ledger=adapter.keeps_ledger,
+            power_loss=power,
+            second=second,
+            shared=shared if point in recovery_points else None,
+        )
+        print(result.verdict.status)
+        results.append(result)
+    for point in recovery_points:
+        name = f"recovery@{point.id}"
+        print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
+        result = run_recovery(
+            scenario,
+            point,
+            launcher,
+            base / name,
+            agent=args.agent,
+            keeps_ledger=adapter.keeps_ledger,
+            shared=shared,
+        )
+        print(result.verdict.status)
+        results.append(result)
+    failed = [r for r in results if not r.passed]
+    for result in failed:
+        print()
+        print(explain(result, args.agent))
+    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed; case directories under {base}")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _points(args: argparse.Namespace) -> int:
+    from crashmatrix.harness.front.cases import enumerate_points
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    scenario = load_scenario(args.file)
+    launcher = LifeLauncher(
+        "fork", preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
+    )
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-") as tmp:
+        enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)
+    for point in enum.points:
+        print(point.id)
+    return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from crashmatrix.harness.input.contract_files import load_contract
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    bad = 0
+    for path in args.files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if "\nturns:" in f"\n{text}" or "\nmodel:" in f"\n{text}":
+                load_scenario(path)
+            else:
+                load_contract(path)
+            print(f"{path}: ok")
+        except CrashmatrixError as error:
+            print(error)
+            bad += 1
+    return EXIT_USAGE if bad else EXIT_OK
+
+
+def _import_mcp(args: argparse.Namespace) -> int:
+    from crashmatrix.harness.input.mcp_import import contract_to_yaml, contracts_from_mcp
+
+    try:
+        raw = json.loads(args.tools.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise InputError(f"{args.tools}: cannot read a JSON tools list ({error})") from error
+    tools = raw.get("tools", raw) if isinstance(raw, dict) else raw
+    contracts = contracts_from_mcp(tools, trust_annotations=args.trust_annotations, source=str(args.tools))
+    args.out.mkdir(parents=True, exist_ok=True)
+    for contract in contracts:
+        target = args.out / f"{contract.name}.yaml"
+        target.write_text(contract_to_yaml(contract), encoding="utf-8")
+        print(f"{target}: {contract.idempotency}/{contract.replay_policy} ({contract.reason})")
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from crashmatrix.reports.compare import compare, write_comparison
+    from crashmatrix.reports.results import load_results
+    from crashmatrix.reports.writer import write_report
+
+    out: Path = args.out or Path("reports") / "latest"
+    if args.compare:
+        if args.results:
+            raise InputError("report: give either RESULTS.json or --compare A.json B.json, not both")
+        first, second = args.compare
+        a, b = load_results(first), load_results(second)
+        comparison = compare(a, b, f"{first} (agent {a.agent})", f"{second} (agent {b.agent})")
+        md, html = write_comparison(comparison, out)
+        print(f"{len(comparison.differing)} cells differ")
+        for row, cell in comparison.differing:
+            print(f"  {row.label} {cell.column}: {cell.a_tally.state} -> {cell.b_tally.state}")
+        print(f"wrote {html} and {md}")
+        return EXIT_OK
+    if not args.results:
+        raise InputError("report: give a results file (RESULTS.json) or --compare A.json B.json")
+    results = load_results(args.results)
+    target = out / "matrix.json"
+    same = target.exists() and target.resolve() == args.results.resolve()
+    matrix = write_report(results, out, with_json=not same)
+    print(matrix.headline)
+    print(f"wrote {out / 'matrix.html'}, {out / 'matrix.md'}" + ("" if same else f", {target}"))
+    return EXIT_OK
+
+
+DELEGATED_HELP = {
+    "mutants": "run the suite against the deliberately broken agents; exit 1 if one survives",
+    "explore": "hypothesis generates conversations and crash schedules; writes found failures as YAML",
+}
+
+
+def _delegated(command: str, rest: Sequence[str]) -> int:
+    if command == "mutants":
+        from crashmatrix.harness.front.mutation import main_mutants
+
+        return main_mutants(rest)
+    if command == "explore":
+        from crashmatrix.harness.front.explore import main_explore
+
+        return main_explore(rest)
+    raise AssertionError(command)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] and words[0] in DELEGATED_HELP:
+        return _delegated(words[0], words[1:])
+    args = _parser().parse_args(words)
+    handlers = {
+        "run": _run,
+        "points": _points,
+        "validate": _validate,
+        "import-mcp": _import_mcp,
+        "report": _report,
+    }
+    try:
+        return handlers[args.command](args)
+    except CrashmatrixError as error:
+        print(f"crashmatrix: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("crashmatrix: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

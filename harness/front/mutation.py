@@ -1,0 +1,451 @@
+"""The kill matrix: does the scenario suite catch deliberately broken agents?
+
+A harness is worth what it catches. ``run_kill_matrix`` runs scenarios against each mutant
+(an agent with one known bug) through the same cases as the suite (``harness.cases``): the
+clean run, a SIGKILL at every recorded point, a power loss at the points where lost session
+lines let a side effect be redone, and with ``full`` the depth-2 recovery cases.
+
+A mutant is *killed* by a scenario when one of its cases fails (``failed``, ``error`` or
+``hung``) AND the reference agent passes that same case: a case the reference fails too is
+a broken scenario, not a caught bug. The reference runs only for the cases a mutant fails,
+so a default run costs about one case per mutant more than the mutant's own cases.
+
+Speed: by default each mutant stops at its first kill, and its scenarios and points are
+ordered by the mutant's ``hints`` (scenario tags, tool names, boundary names, ``power_loss``)
+so that the likely killer runs first. Hints only order; they never decide a verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.errors import CrashmatrixError, InputError
+from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
+from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.harness.verdict.verdict import Verdict
+
+__all__ = [
+    "FAILING",
+    "POWER_BOUNDARIES",
+    "Kill",
+    "KillMatrix",
+    "MutantRow",
+    "main_mutants",
+    "mutant_spec",
+    "run_kill_matrix",
+    "scenario_files",
+]
+
+FAILING = ("failed", "error", "hung")
+# Power loss differs from SIGKILL only where unsynced lines would let an action be redone:
+# its running line (after_running/after_side_effect) or its receipt (after_tool_result).
+POWER_BOUNDARIES = ("after_running", "after_side_effect", "after_tool_result")
+POWER = "power"
+KILLED, SURVIVED, NOT_RUN = "K", ".", "-"
+MUTANTS_MODULE = "crashmatrix.reference_agent.mutants"
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    """The case that killed a mutant: the mutant failed it, the reference passed it."""
+
+    scenario: str
+    case: str  # "clean", a point id, "power@<point id>" or "recovery@<point id>"
+    status: str  # the mutant's verdict status
+    reason: str  # the first broken invariant or mismatch
+
+    def describe(self) -> str:
+        return f"{self.scenario}::{self.case} ({self.status}: {self.reason})"
+
+
+@dataclass(frozen=True, slots=True)
+class MutantRow:
+    mutant: str
+    cells: Mapping[str, str]  # scenario -> K | . | -
+    first_kill: Kill | None
+    cases_run: int
+    seconds: float
+    # Cases the mutant failed that the reference failed too: the scenario is at fault.
+    unconfirmed: tuple[str, ...] = ()
+
+    @property
+    def killed(self) -> bool:
+        return self.first_kill is not None
+
+
+@dataclass(frozen=True, slots=True)
+class KillMatrix:
+    scenarios: tuple[str, ...]
+    rows: tuple[MutantRow, ...]
+    seconds: float = 0.0
+
+    @property
+    def survivors(self) -> tuple[str, ...]:
+        return tuple(row.mutant for row in self.rows if not row.killed)
+
+    def render(self) -> str:
+        """Mutant x scenario (K killed, . survived, - not run), then who killed each mutant.
+
+        Scenario columns are numbered (a legend follows) so the table stays narrow."""
+        width = max([len(r.mutant) for r in self.rows] + [6])
+        numbers = [str(i + 1) for i in range(len(self.scenarios))]
+        head = " ".join(n[-1] for n in numbers)
+        tens = " ".join(n[-2] if len(n) > 1 else " " for n in numbers)
+        lines = []
+        if len(numbers) > 9:
+            lines.append(f"{'':<{width}}  {tens}")
+        lines.append(f"{'mutant':<{width}}  {head}  killed by")
+        for row in self.rows:
+            cells = " ".join(row.cells.get(s, NOT_RUN) for s in self.scenarios)
+            by = row.first_kill.describe() if row.first_kill else "SURVIVED"
+            lines.append(f"{row.mutant:<{width}}  {cells}  {by}")
+        lines.append("")
+        lines += [f"{n:>3} {s}" for n, s in zip(numbers, self.scenarios, strict=True)]
+        killed = sum(1 for r in self.rows if r.killed)
+        lines.append("")
+        lines.append(
+            f"{killed}/{len(self.rows)} mutants killed"
+            + (f"; survivors: {', '.join(self.survivors)}" if self.survivors else "")
+            + f" ({sum(r.cases_run for r in self.rows)} cases, {self.seconds:.0f}s)"
+        )
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenarios": list(self.scenarios),
+            "seconds": round(self.seconds, 2),
+            "survivors": list(self.survivors),
+            "mutants": [
+                {
+                    "mutant": row.mutant,
+                    "killed": row.killed,
+                    "cells": dict(row.cells),
+                    "first_kill": None
+                    if row.first_kill is None
+                    else {
+                        "scenario": row.first_kill.scenario,
+                        "case": row.first_kill.case,
+                        "status": row.first_kill.status,
+                        "reason": row.first_kill.reason,
+                    },
+                    "cases_run": row.cases_run,
+                    "seconds": round(row.seconds, 2),
+                    "unconfirmed": list(row.unconfirmed),
+                }
+                for row in self.rows
+            ],
+        }
+
+
+# ---------------------------------------------------------------- ordering (pure)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.split(r"[^a-z0-9_]+", text.lower())) - {""}
+
+
+def scenario_score(scenario: Scenario, hints: Sequence[str]) -> int:
+    """How many hints a scenario matches by tag, tool or name: a cheap 'likely killer' guess."""
+    words = set(scenario.tags) | set(scenario.tools) | _words(scenario.name)
+    return sum(1 for hint in hints if hint in words)
+
+
+def case_score(case: _Case, hints: Sequence[str]) -> int:
+    score = 0
+    if case.kind == POWER and "power_loss" in hints:
+        score += 2
+    if case.point is not None and case.point.boundary in hints:
+        score += 1
+    return score
+
+
+@dataclass(frozen=True, slots=True)
+class _Case:
+    case_id: str
+    kind: str  # clean | crash | power | recovery
+    point: CrashPoint | None
+
+
+def _cases(points: Sequence[CrashPoint], scenario: Scenario, *, recovery: bool, power: bool) -> list[_Case]:
+    cases = [_Case(p.id, "crash", p) for p in points]
+    if power:
+        cases += [
+            _Case(f"{POWER}@{p.id}", POWER, p)
+            for p in points
+            if p.boundary in POWER_BOUNDARIES and p.occurrence == 1
+        ]
+    if recovery and scenario.recovery_crashes:
+        cases += [
+            _Case(f"recovery@{p.id}", "recovery", p)
+            for p in points
+            if p.boundary in RECOVERY_FIRST and p.occurrence == 1
+        ]
+    return cases
+
+
+def _reason(verdict: Verdict) -> str:
+    if verdict.violations:
+        return verdict.violations[0].invariant
+    if verdict.mismatches:
+        return verdict.mismatches[0].describe()
+    if verdict.problems:
+        return verdict.problems[0]
+    return verdict.status
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass
+class _Runner:
+    launcher: LifeLauncher
+    power: bool
+    work_dir: Path
+    deadline: float
+    reference: str
+    progress: Callable[[str], None]
+    _reference_results: dict[tuple[str, str], bool] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, scenario: Scenario, case: _Case, agent: str, case_dir: Path) -> CaseResult:
+        adapter = load_adapter(agent)
+        if case.kind == "recovery":
+            assert case.point is not None
+            return run_recovery(
+                scenario,
+                case.point,
+                self.launcher,
+                case_dir,
+                agent=agent,
+                keeps_ledger=adapter.keeps_ledger,
+                deadline=self.deadline,
+            )
+        result = run_point(
+            scenario,
+            case.point,
+            self.launcher,
+            case_dir,
+            agent=agent,
+            keeps_ledger=adapter.keeps_ledger,
+            deadline=self.deadline,
+            power_loss=case.kind == POWER,
+        )
+        return result
+
+    def reference_passes(self, scenario: Scenario, case: _Case) -> bool:
+        key = (str(scenario.path), case.case_id)
+        with self._lock:
+            if key in self._reference_results:
+                return self._reference_results[key]
+        case_dir = self.work_dir / "reference" / scenario.path.stem / _safe(case.case_id)
+        if case.kind == "clean":
+            passed = enumerate_points(
+                scenario, self.launcher, case_dir, agent=self.reference, deadline=self.deadline
+            ).clean_verdict.passed
+        else:
+            passed = self.run(scenario, case, self.reference, case_dir).passed
+        with self._lock:
+            self._reference_results[key] = passed
+        return passed
+
+    def mutant_row(
+        self,
+        mutant: str,
+        scenarios: Sequence[Scenario],
+        *,
+        stop_at_first_kill: bool,
+        recovery: bool,
+    ) -> MutantRow:
+        started = time.monotonic()
+        adapter = load_adapter(mutant)
+        hints = tuple(getattr(adapter, "hints", ()))
+        order = sorted(scenarios, key=lambda s: -scenario_score(s, hints))  # stable: path order
+        cells: dict[str, str] = {}
+        first: Kill | None = None
+        unconfirmed: list[str] = []
+        runs = 0
+        name = _short(mutant)
+        for scenario in order:
+            if first is not None and stop_at_first_kill:
+                break
+            label = _label(scenario)
+            base = self.work_dir / name / scenario.path.stem
+            enum = enumerate_points(
+                scenario, self.launcher, base / "clean", agent=mutant, deadline=self.deadline
+            )
+            runs += 1
+            points = [
+                p
+                for p in selected(enum.points, scenario)
+                if p.boundary in adapter.boundaries or p.boundary == TORN_WRITE
+            ]
+            cases = _cases(points, scenario, recovery=recovery, power=self.power)
+            cases.sort(key=lambda c: -case_score(c, hints))
+            cells[label] = SURVIVED
+            for case in [_Case("clean", "clean", None), *cases]:
+                if case.kind == "clean":
+                    verdict = enum.clean_verdict  # the enumeration run IS the clean case
+                else:
+                    verdict = self.run(scenario, case, mutant, base / _safe(case.case_id)).verdict
+                    runs += 1
+                if verdict.status not in FAILING:
+                    continue
+                if not self.reference_passes(scenario, case):
+                    unconfirmed.append(f"{label}::{case.case_id}")
+                    continue
+                # One kill decides the cell; without stop_at_first_kill the next scenario runs.
+                cells[label] = KILLED
+                if first is None:
+                    first = Kill(label, case.case_id, verdict.status, _reason(verdict))
+                    self.progress(f"{name}: killed by {first.describe()}")
+                break
+        if first is None:
+            self.progress(f"{name}: SURVIVED {runs} cases")
+        return MutantRow(name, cells, first, runs, time.monotonic() - started, tuple(unconfirmed))
+
+
+def _safe(case_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.@-]+", "_", case_id)
+
+
+def _short(mutant: str) -> str:
+    return mutant.rpartition(":")[2] or mutant
+
+
+def _label(scenario: Scenario) -> str:
+    """``group/file.yaml`` for built-in layouts, else the file name."""
+    return f"{scenario.path.parent.name}/{scenario.path.name}"
+
+
+def run_kill_matrix(
+    scenario_paths: Sequence[Path],
+    mutants: Sequence[str],
+    launcher: LifeLauncher,
+    work_dir: Path,
+    *,
+    stop_at_first_kill: bool = True,
+    recovery: bool = False,
+    power: bool = True,
+    deadline: float = 30.0,
+    reference: str = "reference",
+    workers: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> KillMatrix:
+    """Run the kill matrix. ``mutants`` are agent specs (``module:factory``); ``deadline``
+    is per life, as everywhere else. Mutants run ``workers`` at a time (each case is its
+    own processes, so threads only wait)."""
+    started = time.monotonic()
+    scenarios = [load_scenario(p) for p in scenario_paths]
+    runner = _Runner(launcher, power, work_dir, deadline, reference, progress or (lambda _: None))
+
+    def row(mutant: str) -> MutantRow:
+        return runner.mutant_row(mutant, scenarios, stop_at_first_kill=stop_at_first_kill, recovery=recovery)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        rows = tuple(pool.map(row, mutants))
+    return KillMatrix(tuple(_label(s) for s in scenarios), rows, time.monotonic() - started)
+
+
+# ---------------------------------------------------------------- command line
+
+
+def scenario_files(root: Path) -> list[Path]:
+    """Every scenario YAML under ``root`` (contract folders excluded), sorted."""
+    if root.is_file():
+        return [root]
+    return sorted(
+        p
+        for p in root.rglob("*.y*ml")
+        if p.suffix in (".yaml", ".yml") and "contracts" not in p.relative_to(root).parts
+    )
+
+
+def mutant_spec(name: str) -> str:
+    """``blind_retry`` -> ``crashmatrix.reference_agent.mutants:blind_retry``; a ``module:factory``
+    spec is kept as it is."""
+    return name if ":" in name else f"{MUTANTS_MODULE}:{name}"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crashmatrix mutants",
+        description="Run the scenarios against deliberately broken agents; every one must be killed.",
+    )
+    parser.add_argument("--scenarios", type=Path, default=Path("scenarios"), help="directory or file")
+    parser.add_argument(
+        "--mutant",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a mutant of reference_agent.mutants, or module:factory (repeatable; default all)",
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="run every case (recovery@ included), not just to the first kill"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="mutants run at a time (default 2)")
+    parser.add_argument("--keep", type=Path, help="keep case directories here")
+    parser.add_argument("--json", type=Path, help="also write the matrix as JSON here")
+    parser.add_argument("--case-deadline", type=float, default=30.0)
+    return parser
+
+
+def main_mutants(argv: Sequence[str]) -> int:
+    """``crashmatrix mutants``: exit 0 when every mutant is killed, 1 when one survives,
+    2 on bad input."""
+    args = _parser().parse_args(list(argv))
+    try:
+        from crashmatrix.reference_agent.mutants import MUTANTS
+
+        names = args.mutant or list(MUTANTS)
+        specs = [mutant_spec(n) for n in names]
+        for spec, name in zip(specs, names, strict=True):
+            if spec.startswith(f"{MUTANTS_MODULE}:") and _short(spec) not in MUTANTS:
+                raise InputError(f"--mutant {name!r}: no such mutant; known: {', '.join(MUTANTS)}")
+            load_adapter(spec)
+        if not args.scenarios.exists():
+            raise InputError(f"--scenarios {args.scenarios}: no such file or directory")
+        paths = scenario_files(args.scenarios)
+        if not paths:
+            raise InputError(f"--scenarios {args.scenarios}: no scenario YAML files under it")
+        for path in paths:
+            load_scenario(path)  # every bad file is reported before anything runs
+        preload = ["crashmatrix.harness.agents.reference", MUTANTS_MODULE, "crashmatrix.mock_tools.toolbox"]
+        launcher = LifeLauncher("fork", preload=preload)
+        base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-mutants-"))
+        print(f"{len(specs)} mutants x {len(paths)} scenarios; case directories under {base}", flush=True)
+        matrix = run_kill_matrix(
+            paths,
+            specs,
+            launcher,
+            base,
+            stop_at_first_kill=not args.full,
+            recovery=args.full,
+            deadline=args.case_deadline,
+            workers=args.workers,
+            progress=lambda line: print(line, flush=True),
+        )
+    except CrashmatrixError as error:
+        print(f"crashmatrix: {error}", file=sys.stderr)
+        return 2
+    print()
+    print(matrix.render())
+    if args.json:
+        import json
+
+        args.json.write_text(json.dumps(matrix.to_json(), indent=2), encoding="utf-8")
+    return 1 if matrix.survivors else 0

@@ -1,0 +1,279 @@
+"""Tool contracts from an MCP ``tools/list`` result, classified again by us.
+
+Seed 004 ("MCP 工具也要重新分类"): a server may describe a tool as safe, read-only or a
+search; the runtime must not simply believe it. MCP's annotations are *hints* (the MCP spec
+says so itself), and their defaults when absent are the worst case::
+
+    readOnlyHint false, destructiveHint true, idempotentHint false, openWorldHint true
+
+So the rules, from strongest to weakest:
+
+1. A write verb in the tool's NAME (create, send, charge, delete, publish, merge, write)
+   makes it ``non_idempotent`` whatever the hints say: ``create_issue`` with
+   ``readOnlyHint: true`` is a lying hint, and believing it would replay an issue creation.
+2. ``readOnlyHint: true`` makes it ``idempotent`` (auto replay, no ledger) only when the
+   name and description contain no write verb at all; with ``trust_annotations=True`` the
+   description is not second-guessed.
+3. ``idempotentHint: true`` on a tool that is not read-only is ``conditional`` / ``ask`` /
+   ``manual`` only when annotations are trusted; otherwise it stays ``non_idempotent``.
+4. Everything else, including a tool without annotations, is the worst case:
+   ``non_idempotent`` / ``never`` / ``surface_uncertain``.
+
+Each contract's ``reason`` says which hint or word decided. ``contract_to_yaml`` writes a
+contract file that ``load_contract`` reads back to the same contract, so an import can be
+reviewed and committed like any hand-written contract.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from crashmatrix.harness.core.contracts import Idempotency, Recovery, ReplayPolicy, ToolContract
+from crashmatrix.harness.errors import InputError
+
+__all__ = [
+    "MCP_HINT_DEFAULTS",
+    "NAME_VERBS",
+    "WRITE_VERBS",
+    "contract_to_yaml",
+    "contracts_from_mcp",
+]
+
+# The MCP specification's values for an absent hint: each one the pessimistic choice.
+MCP_HINT_DEFAULTS: Mapping[str, bool] = {
+    "readOnlyHint": False,
+    "destructiveHint": True,
+    "idempotentHint": False,
+    "openWorldHint": True,
+}
+# Seed 004's list: in a tool's name these always mean a side effect that must not repeat.
+NAME_VERBS = ("create", "send", "charge", "delete", "publish", "merge", "write")
+# Any of these in name or description stops an untrusted readOnlyHint from making a tool
+# auto-replayable. False positives ("posts" the noun) only cost a question to a person, but
+# words that are mostly nouns in tool names ("order" in get_order_status, seed 004's own
+# idempotent example; "message", "comment") are left out, or every lookup would ask.
+WRITE_VERBS = (
+    *NAME_VERBS,
+    "update", "pay", "refund", "post", "deploy", "remove", "insert", "upload", "execute", "run",
+    "cancel", "transfer", "submit", "put", "patch", "set", "modify", "edit", "add", "drop",
+    "destroy", "kill", "move", "rename", "reset", "approve", "invite", "archive", "assign",
+    "reply", "push", "commit", "apply", "revoke", "grant", "upsert", "replace", "erase", "purge",
+    "truncate", "migrate", "install", "uninstall", "restart", "trigger", "notify", "invoke",
+    "withdraw",
+)  # fmt: skip
+_IRREGULAR: Mapping[str, tuple[str, ...]] = {
+    "send": ("sent",),
+    "write": ("wrote", "written"),
+    "pay": ("paid",),
+    "run": ("ran",),
+    "put": (),
+    "set": (),
+}
+_NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]{0,63}")
+_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _inflections(verb: str) -> set[str]:
+    """The verb's common English forms, so 'creates', 'deleting', 'updated' all count."""
+    forms = {verb, verb + "s", verb + "es", verb + "ed", verb + "ing", verb + "d", verb + "er"}
+    if verb.endswith("e"):
+        forms |= {verb[:-1] + "ing", verb + "d"}
+    if verb.endswith("y"):
+        forms |= {verb[:-1] + "ies", verb[:-1] + "ied"}
+    if len(verb) <= 4 and verb[-1] not in "aeiouwy" and verb[-2] in "aeiou":  # run -> running
+        forms |= {verb + verb[-1] + "ing", verb + verb[-1] + "ed", verb + verb[-1] + "er"}
+    forms.update(_IRREGULAR.get(verb, ()))
+    return forms
+
+
+_FORMS: Mapping[str, str] = {form: verb for verb in WRITE_VERBS for form in _inflections(verb)}
+_NAME_FORMS: Mapping[str, str] = {form: verb for verb in NAME_VERBS for form in _inflections(verb)}
+
+
+def _words(text: str) -> list[str]:
+    """Lower-case words of a tool name or description: ``createIssue``, ``create_issue`` and
+    ``create-issue`` all give ``create``, ``issue``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    return [w for w in re.split(r"[^A-Za-z]+", spaced.lower()) if w]
+
+
+def _first_verb(text: str, forms: Mapping[str, str]) -> str | None:
+    for word in _words(text):
+        if word in forms:
+            return word
+    return None
+
+
+def _fail(index: int, field: str, problem: str) -> InputError:
+    return InputError(f"tools[{index}].{field}: {problem}")
+
+
+def _validate(tools: object) -> None:
+    # ``object``: the list comes from a server as parsed JSON, whatever its declared type.
+    if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
+        raise InputError(
+            f"an MCP tools/list result must be a list of tool objects, got {type(tools).__name__}"
+        )
+    seen: dict[str, int] = {}
+    for index, tool in enumerate(tools):
+        if not isinstance(tool, Mapping):
+            raise InputError(f"tools[{index}]: expected a tool object, got {type(tool).__name__}")
+        name = tool.get("name")
+        if not isinstance(name, str):
+            raise _fail(index, "name", "missing or not a string; every MCP tool needs a name")
+        if _NAME_PATTERN.fullmatch(name) is None:
+            raise _fail(
+                index,
+                "name",
+                f"{name!r} cannot be a contract name (letters, digits, '_' and '-', "
+                "at most 64, not starting with a digit or '-')",
+            )
+        if name in seen:
+            raise _fail(index, "name", f"{name!r} is already the name of tools[{seen[name]}]")
+        seen[name] = index
+        description = tool.get("description")
+        if description is not None and not isinstance(description, str):
+            raise _fail(index, "description", f"expected a string, got {type(description).__name__}")
+        schema = tool.get("inputSchema")
+        if not isinstance(schema, Mapping):
+            raise _fail(
+                index, "inputSchema", "missing or not an object; MCP requires a JSON Schema object here"
+            )
+        annotations = tool.get("annotations")
+        if annotations is None:
+            continue
+        if not isinstance(annotations, Mapping):
+            raise _fail(index, "annotations", f"expected an object, got {type(annotations).__name__}")
+        for hint in _HINTS:
+            value = annotations.get(hint)
+            if value is not None and not isinstance(value, bool):
+                raise _fail(index, f"annotations.{hint}", f"expected true or false, got {value!r}")
+
+
+def _classify(
+    tool: Mapping[str, Any], *, trust_annotations: bool
+) -> tuple[Idempotency, ReplayPolicy, Recovery, str]:
+    name: str = tool["name"]
+    description: str = tool.get("description") or ""
+    annotations: Mapping[str, Any] = tool.get("annotations") or {}
+    hints = {hint: annotations.get(hint, MCP_HINT_DEFAULTS[hint]) for hint in _HINTS}
+    given = ", ".join(f"{h}={str(annotations[h]).lower()}" for h in _HINTS if h in annotations)
+    stated = f"hints {given}" if given else "no annotations (MCP defaults: not read-only, destructive)"
+
+    name_verb = _first_verb(name, _NAME_FORMS)
+    if name_verb is not None:
+        return (
+            "non_idempotent", "never", "surface_uncertain",
+            f"the name contains the write verb {name_verb!r}, which overrides {stated}.",
+        )  # fmt: skip
+    if hints["readOnlyHint"]:
+        if trust_annotations:
+            return "idempotent", "auto", "replay", f"readOnlyHint=true is trusted ({stated})."
+        word = _first_verb(f"{name} {description}", _FORMS)
+        if word is None:
+            return (
+                "idempotent", "auto", "replay",
+                f"readOnlyHint=true and neither name nor description contains a write verb ({stated}).",
+            )  # fmt: skip
+        return (
+            "non_idempotent", "never", "surface_uncertain",
+            f"readOnlyHint=true is not trusted because the name or description says {word!r} ({stated}).",
+        )  # fmt: skip
+    if hints["idempotentHint"]:
+        if trust_annotations:
+            return (
+                "conditional", "ask", "manual",
+                f"idempotentHint=true is trusted for a tool that is not read-only ({stated}).",
+            )  # fmt: skip
+        return (
+            "non_idempotent", "never", "surface_uncertain",
+            f"idempotentHint=true is a hint and annotations are not trusted ({stated}).",
+        )  # fmt: skip
+    return (
+        "non_idempotent", "never", "surface_uncertain",
+        f"the tool may have side effects: {stated}; the worst case is assumed.",
+    )  # fmt: skip
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-only deep copy (dicts, lists, str, numbers, bools, None): what YAML can dump
+    safely and what ``load_contract`` gives back, so a round trip compares equal."""
+    return json.loads(json.dumps(value))
+
+
+def contracts_from_mcp(
+    tools: Sequence[Mapping[str, Any]],
+    *,
+    trust_annotations: bool = False,
+    source: str = "(mcp)",
+) -> list[ToolContract]:
+    """One contract per MCP tool, in the server's order.
+
+    Raises ``InputError`` naming ``tools[i].field`` for a malformed list, before any contract
+    is built: half an import is worse than none.
+    """
+    _validate(tools)
+    contracts: list[ToolContract] = []
+    for tool in tools:
+        idempotency, replay_policy, recovery, reason = _classify(tool, trust_annotations=trust_annotations)
+        contracts.append(
+            ToolContract(
+                name=tool["name"],
+                idempotency=idempotency,
+                replay_policy=replay_policy,
+                recovery=recovery,
+                approval="auto" if idempotency == "idempotent" else "required",
+                # Seed 000: a read-only tool writes no ledger lines (read_file has none).
+                ledger=idempotency != "idempotent",
+                description=tool.get("description") or "",
+                parameters=_plain(tool["inputSchema"]),
+                source=source,
+                reason=reason,
+            )
+        )
+    return contracts
+
+
+def contract_to_yaml(contract: ToolContract) -> str:
+    """A contract file for ``contract`` (every field written out, defaults included, so the
+    file says what it means without the reader knowing the defaults)."""
+    data: dict[str, Any] = {"name": contract.name}
+    if contract.description:
+        data["description"] = contract.description
+    data["idempotency"] = contract.idempotency
+    data["replay_policy"] = contract.replay_policy
+    data["recovery"] = contract.recovery
+    data["approval"] = contract.approval
+    data["ledger"] = contract.ledger
+    if contract.lookup_tool:
+        data["reconcile"] = {"lookup_tool": contract.lookup_tool}
+    if (contract.path_argument, contract.content_argument) != ("path", "content"):
+        data["precondition"] = {
+            "path_argument": contract.path_argument,
+            "content_argument": contract.content_argument,
+        }
+    if contract.side_effects:
+        data["side_effects"] = list(contract.side_effects)
+    if contract.classify:
+        data["classify"] = contract.classify
+    if contract.reason:
+        data["reason"] = contract.reason
+    if contract.parameters:
+        data["parameters"] = _plain(contract.parameters)
+    if contract.mock is not None:
+        mock: dict[str, Any] = {"kind": contract.mock.kind}
+        if contract.mock.table:
+            mock["table"] = contract.mock.table
+        if contract.mock.honours_idempotency_key:
+            mock["honours_idempotency_key"] = True
+        if contract.mock.result:
+            mock["result"] = _plain(contract.mock.result)
+        data["mock"] = mock
+    header = f"# Tool contract generated from {contract.source}; review before committing.\n"
+    body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
+    return header + body

@@ -1,0 +1,235 @@
+"""Scenario files: one conversation, its tools, a scripted model, and expectations per crash point.
+
+Loading is two steps: the shipped JSON Schema (``schemas/scenario.schema.json``) checks the
+shape, then ``_check_semantics`` checks what a schema cannot: that every tool has a contract,
+that rules name tools the scenario gives the agent, that every rule can fire, and that every
+``cover``/``expect`` key names a real boundary. Each problem is one ``path:line:col: key:``
+line saying what to write instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.script import Reply, Rule, When
+from crashmatrix.harness.input.contract_files import load_contracts
+from crashmatrix.harness.input.yamlfile import Key, Located, load_yaml, validate
+
+__all__ = ["Scenario", "load_scenario"]
+
+SPECIAL_KEYS = ("default", "clean", "recovery")
+_POINT_ID = re.compile(r"^(?P<boundary>[a-z_]+)\[(?P<inner>[^\]]+)\]$")
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    path: Path
+    name: str
+    tools: tuple[str, ...]
+    contracts: Mapping[str, ToolContract]
+    turns: tuple[str, ...]
+    rules: tuple[Rule, ...]
+    files: Mapping[str, str] = field(default_factory=dict)
+    approvals: Mapping[str, str] = field(default_factory=dict)
+    approvals_again: Mapping[str, str] = field(default_factory=dict)
+    faults: tuple[Mapping[str, Any], ...] = ()
+    between_lives: tuple[Mapping[str, Any], ...] = ()
+    cover: tuple[str, ...] = ()
+    recovery_crashes: bool = True
+    expect: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    positions: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
+
+    def where(self, key: Key) -> str:
+        """``path:line:col`` of a key, for messages about this scenario."""
+        probe = key
+        while probe and probe not in self.positions:
+            probe = probe[:-1]
+        line, col = self.positions.get(probe, (1, 1))
+        return f"{self.path}:{line}:{col}"
+
+    @property
+    def idempotency_classes(self) -> tuple[str, ...]:
+        return tuple(sorted({self.contracts[t].idempotency for t in self.tools}))
+
+    def covers(self, point: CrashPoint) -> bool:
+        if not self.cover:
+            return True
+        return point.boundary in self.cover or point.id in self.cover
+
+    @staticmethod
+    def _about(body: Mapping[str, Any], point: CrashPoint) -> bool:
+        """A bare boundary layer that names calls is about crashes on those calls only:
+        ``after_running: {outcome: {call_1: ...}}`` says nothing about a crash on call_2."""
+        named = _calls_named(body)
+        return not named or point.tool_call_id in named
+
+    def expectation(self, point: CrashPoint | None, *, recovery: bool = False) -> dict[str, Any]:
+        """Merge ``default`` <- ``clean`` | boundary name <- point id (most specific wins,
+        field by field and call by call). Depth-2 cases also merge ``recovery``."""
+        layers = ["default"]
+        if point is None:
+            layers.append("clean")
+        else:
+            layers += [point.boundary, point.id]
+            if recovery:
+                layers.append("recovery")
+        merged: dict[str, Any] = {}
+        for layer in layers:
+            body = self.expect.get(layer) or {}
+            if point is not None and layer in (point.boundary, "recovery") and not self._about(body, point):
+                continue
+            for name, value in body.items():
+                if isinstance(value, Mapping) and name != "world":
+                    merged.setdefault(name, {}).update(value)
+                elif name == "world":
+                    world = merged.setdefault("world", {})
+                    for key, item in value.items():
+                        if key in ("files", "rows"):
+                            world.setdefault(key, {}).update(item)
+                        else:
+                            world[key] = item
+                else:
+                    merged[name] = value
+        return merged
+
+
+def _calls_named(body: Mapping[str, Any]) -> set[str]:
+    return {call for name in ("outcome", "ledger", "code") for call in (body.get(name) or {})}
+
+
+def _rule(raw: Mapping[str, Any], line: int) -> Rule:
+    reply = raw["reply"]
+    calls = tuple((c["id"], c["name"], dict(c.get("arguments") or {})) for c in reply.get("tool_calls") or ())
+    return Rule(When(**raw["when"]), Reply(content=reply.get("content", ""), tool_calls=calls), line)
+
+
+def _known_key(key: str) -> bool:
+    if key in SPECIAL_KEYS or key in BOUNDARIES or key == TORN_WRITE:
+        return True
+    match = _POINT_ID.match(key)
+    if match is None:
+        return False
+    return match["boundary"] in BOUNDARIES or match["boundary"] == TORN_WRITE
+
+
+def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> None:
+    data = doc.data
+    tools = list(data["tools"])
+    for index, tool in enumerate(tools):
+        if tool not in contracts:
+            raise doc.error(
+                ("tools", index),
+                f"unknown tool {tool!r}: no contract file defines it; known tools: "
+                f"{', '.join(sorted(contracts))} (or add contracts_dir with a {tool}.yaml)",
+            )
+    called: set[str] = set()
+    call_ids: dict[str, int] = {}
+    for index, rule in enumerate(data["model"]):
+        reply = rule["reply"]
+        if not reply.get("tool_calls") and "content" not in reply:
+            raise doc.error(("model", index, "reply"), "reply needs 'content' or 'tool_calls'")
+        for j, call in enumerate(reply.get("tool_calls") or ()):
+            if call["name"] not in tools:
+                raise doc.error(
+                    ("model", index, "reply", "tool_calls", j, "name"),
+                    f"the model calls {call['name']!r}, which is not in this scenario's tools; "
+                    f"add it to tools: or call one of {', '.join(tools)}",
+                )
+            if call["id"] in call_ids:
+                raise doc.error(
+                    ("model", index, "reply", "tool_calls", j, "id"),
+                    f"tool call id {call['id']!r} is already used by rule {call_ids[call['id']] + 1}; "
+                    "give each tool call its own id",
+                )
+            call_ids[call["id"]] = index
+            called.add(call["name"])
+    for index, rule in enumerate(data["model"]):
+        when = rule["when"]
+        if "tool" in when and when["tool"] not in called:
+            raise doc.error(
+                ("model", index, "when", "tool"),
+                f"this rule can never fire: no rule calls {when['tool']!r}; "
+                "match a tool that some rule calls",
+            )
+        if "call" in when and when["call"] not in call_ids:
+            raise doc.error(
+                ("model", index, "when", "call"),
+                f"this rule can never fire: no rule makes tool call {when['call']!r}",
+            )
+    for index, fault in enumerate(data.get("faults") or ()):
+        if fault["tool"] not in tools:
+            raise doc.error(("faults", index, "tool"), f"fault on {fault['tool']!r}, which is not in tools")
+    for index, entry in enumerate(data.get("cover") or ()):
+        if not _known_key(entry) or entry in SPECIAL_KEYS:
+            raise doc.error(
+                ("cover", index),
+                f"unknown crash point {entry!r}; write a boundary ({', '.join((*BOUNDARIES, TORN_WRITE))}) "
+                "or a point id such as after_running[call_1]",
+            )
+    for key in data.get("expect") or {}:
+        if not _known_key(key):
+            raise doc.error(
+                ("expect", key),
+                f"unknown expectation key {key!r}; write default, clean, recovery, a boundary name "
+                "or a point id such as after_running[call_1]",
+            )
+        for name in ("outcome", "ledger", "code"):
+            for call_id in data["expect"][key].get(name) or {}:
+                if call_id not in call_ids:
+                    raise doc.error(
+                        ("expect", key, name, call_id),
+                        f"no rule makes tool call {call_id!r}; expectations are per tool_call_id "
+                        f"({', '.join(call_ids) or 'none defined'})",
+                    )
+
+
+def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> Scenario:
+    doc = load_yaml(path)
+    validate(doc, "scenario.schema.json")
+    data = doc.data
+    from crashmatrix.mock_tools.registry import CONTRACTS_DIR
+
+    dirs = [CONTRACTS_DIR, *contracts_dirs]
+    if data.get("contracts_dir"):
+        extra = (doc.path.parent / data["contracts_dir"]).resolve()
+        if not extra.is_dir():
+            raise doc.error(("contracts_dir",), f"{extra} is not a directory of contract YAML files")
+        dirs.append(extra)
+    contracts = load_contracts(p for d in dirs for p in sorted(d.glob("*.yaml")))
+    _check_semantics(doc, contracts)
+    rules = tuple(_rule(raw, doc.where(("model", i))[0]) for i, raw in enumerate(data["model"]))
+    tools = tuple(data["tools"])
+    # The agent is given the scenario's tools plus the lookups their contracts reconcile
+    # through: recovery must be able to call them even if the model never does.
+    given = list(tools)
+    for name in tools:
+        lookup = contracts[name].lookup_tool
+        if lookup and lookup not in given and lookup in contracts:
+            given.append(lookup)
+    return Scenario(
+        path=doc.path,
+        name=data["name"],
+        tools=tools,
+        contracts={name: contracts[name] for name in given},
+        turns=tuple(data["turns"]),
+        rules=rules,
+        files=dict(data.get("files") or {}),
+        approvals=dict(data.get("approvals") or {"*": "yes"}),
+        approvals_again=dict(data.get("approvals_again") or {}),
+        faults=tuple(data.get("faults") or ()),
+        between_lives=tuple(data.get("between_lives") or ()),
+        cover=tuple(data.get("cover") or ()),
+        recovery_crashes=bool(data.get("recovery_crashes", True)),
+        expect=dict(data.get("expect") or {}),
+        description=data.get("description", ""),
+        tags=tuple(data.get("tags") or ()),
+        positions=dict(doc.positions),
+    )

@@ -1,0 +1,69 @@
+"""Faults that are not crashes, applied after a crash and before the restart, with what the
+judge needs to read the edited evidence."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.core.session_log import split_lines
+from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.lives.casedir import (
+    session_path_of,
+)
+
+__all__ = ["apply_between_lives"]
+
+
+def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
+    """Faults that are not crashes, done after the crash and before the restart.
+
+    What the judge needs to read the edited evidence is kept in ``between_lives.json``:
+    how many model requests came before the edit (they cannot match the edited session)
+    and, for each rewritten session line, where it starts and how many bytes it grew by,
+    with the last world event seq before the edit (those events' ``session_bytes`` are in
+    the file's old coordinates)."""
+    if not scenario.between_lives:
+        return
+    from crashmatrix.mock_tools.world import World
+
+    requests = case_dir / "model_requests.jsonl"
+    with World(case_dir / "world") as world:
+        mark: dict[str, Any] = {
+            "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
+            "events_before": max((event.seq for event in world.events()), default=0),
+            "shifts": [],
+        }
+        for step in scenario.between_lives:
+            if "external_write" in step:
+                world.external_write(step["external_write"]["path"], step["external_write"]["content"])
+            if "tamper_arguments" in step:
+                tamper = step["tamper_arguments"]
+                mark["shifts"] += _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
+    (case_dir / "between_lives.json").write_text(json.dumps(mark))
+
+
+def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tuple[int, int]]:
+    """Someone edits the saved tool call's arguments (the harness, not the agent, does this).
+
+    Only the LATEST assistant message with that id is edited: providers reuse ids across
+    turns, and an earlier turn's call is finished history. Returns (offset where the edited
+    line ended before the edit, bytes added), for the judge's offset translation."""
+    data = session.read_bytes()
+    lines, _ = split_lines(session, data)
+    for line in reversed(lines):
+        try:
+            record = json.loads(line.data)
+        except ValueError:
+            continue
+        calls = (record.get("message") or {}).get("tool_calls") or () if isinstance(record, dict) else ()
+        matching = [call for call in calls if call.get("id") == call_id]
+        if not matching:
+            continue
+        for call in matching:
+            call["function"]["arguments"] = json.dumps(arguments, ensure_ascii=False)
+        edited = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+        session.write_bytes(data[: line.offset] + edited + data[line.end - 1 :])
+        return [(line.end, len(edited) - len(line.data))]
+    return []

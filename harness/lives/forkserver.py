@@ -1,0 +1,356 @@
+"""Start agent lives as processes: forked from a warm server, or as fresh interpreters.
+
+Why not ``multiprocessing``'s forkserver: before running its target, every child re-runs
+the harness's ``__main__`` (``multiprocessing.spawn.prepare``). Under the ``pytest`` and
+``crashmatrix`` console scripts that re-imports pytest in every life, which doubled the
+cost of a case; it also pickles the parent's whole preparation data per child, and keeps
+one server per interpreter whatever preload list later callers ask for.
+
+This module is a small fork server without those costs (the same design as CPython's):
+
+* The harness starts ``python -c 'from harness.forkserver import serve; serve()'`` with a
+  listening Unix socket it created, and sends it ``sys.path`` and the modules to preload.
+  The server ties its life to the harness (``parent_death``), imports the modules once
+  (``harness.warmup`` runs one throwaway life, so caches are warm), then waits.
+* Each life is one connection: the harness sends the pickled ``(target, args, cwd)``; the
+  server forks; the child runs ``target(*args)`` and leaves with ``os._exit`` (no
+  interpreter teardown); the server answers the child's pid, then its wait status when it
+  ends. Connections are independent, so several threads may run lives at once.
+* A deadline is the harness's: it SIGKILLs the pid and still reads the status.
+
+``spawn`` runs the same request in a fresh interpreter (``python -c ... run_once()``): the
+fallback for agents that cannot be forked, and the baseline the benchmark compares with.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import io
+import os
+import pickle
+import selectors
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from crashmatrix.harness.errors import HarnessError
+
+__all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve"]
+
+_LEN = struct.Struct("!Q")
+_PID = struct.Struct("!q")
+_STATUS = struct.Struct("!i")
+# Exit code of a child whose target raised (multiprocessing's convention).
+EXIT_TARGET_RAISED = 1
+_serving = False
+
+
+def in_server() -> bool:
+    """True in a fork server process and in the children it forks (a preload may prepare
+    state that only makes sense there, e.g. ``harness.warmup``)."""
+    return _serving
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    """How a child ended: ``code`` as ``Popen.returncode`` gives it (-N: killed by signal N)."""
+
+    pid: int
+    code: int
+    hung: bool = False
+
+
+# ---------------------------------------------------------------------------- wire format
+def _send(sock: socket.socket, payload: bytes) -> None:
+    sock.sendall(_LEN.pack(len(payload)) + payload)
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks: list[bytes] = []
+    while size:
+        chunk = sock.recv(size)
+        if not chunk:
+            raise EOFError("the fork server closed the connection")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _recv(sock: socket.socket) -> bytes:
+    (size,) = _LEN.unpack(_recv_exact(sock, _LEN.size))
+    return _recv_exact(sock, size)
+
+
+def _returncode(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+# ---------------------------------------------------------------------------- the child
+def _request(target: Callable[..., object], args: tuple[Any, ...]) -> bytes:
+    # sys.path first, on its own: the child needs it to unpickle the target (pytest adds
+    # test directories to sys.path while it collects, after the server started).
+    return pickle.dumps(list(sys.path)) + pickle.dumps((target, args, os.getcwd()))
+
+
+def _run_request(request: bytes) -> int:
+    """In the child: unpickle and run one request. Errors (an agent module that does not
+    import, a target that raises) are the child's, printed to its stderr, never the server's."""
+    try:
+        data = io.BytesIO(request)
+        sys.path[:] = pickle.load(data)
+        target, args, cwd = pickle.load(data)
+        os.chdir(cwd)
+        target(*args)
+        code = 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = EXIT_TARGET_RAISED
+    for stream in (sys.stdout, sys.stderr):  # os._exit follows: flush what the target printed
+        with contextlib.suppress(Exception):
+            stream.flush()
+    return code
+
+
+def _stdin_from_devnull() -> None:
+    # Like multiprocessing: a life never reads the harness's stdin (an agent that wants input
+    # gets it from its adapter).
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 lives as long as the process
+
+
+# ---------------------------------------------------------------------------- the server
+def serve() -> None:  # pragma: no cover - runs in the server process; tested through ForkServer
+    """The server's main loop (its own process; see the module docstring)."""
+    from crashmatrix.harness.lives.parent_death import die_with_parent
+
+    global _serving
+    _serving = True
+    die_with_parent()
+    # Ctrl-C reaches the whole process group: the harness handles it (and stops us); the
+    # lives get the harness's own disposition back -- Python's handler, or "ignored" when
+    # the harness was started ignoring SIGINT (a background job of a script), so that a
+    # signal the harness ignores does not kill the lives under it.
+    inherited = signal.getsignal(signal.SIGINT)
+    if inherited is None:  # set outside Python: Python's own handler is the harness's default
+        inherited = signal.default_int_handler
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    listener = socket.socket(fileno=int(os.environ.pop("CRASHMATRIX_FORKSERVER_FD")))
+    init = pickle.load(sys.stdin.buffer)
+    sys.path[:] = init["sys_path"]
+    _stdin_from_devnull()
+    for module in init["preload"]:
+        # A module that fails here fails again, with its real error, in the life that needs
+        # it; a preload is only ever a speed-up.
+        with contextlib.suppress(Exception):
+            __import__(module)
+
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    children: dict[int, socket.socket] = {}
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                try:
+                    request = _recv(conn)
+                except (EOFError, OSError):
+                    conn.close()  # the harness gave up on this request
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    signal.signal(signal.SIGINT, inherited)
+                    selector.close()
+                    for fd in (wake_r, wake_w):
+                        os.close(fd)
+                    listener.close()
+                    for other in children.values():
+                        other.close()
+                    conn.close()
+                    os._exit(_run_request(request))
+                try:
+                    conn.sendall(_PID.pack(pid))
+                    children[pid] = conn
+                except OSError:
+                    conn.close()
+            else:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+                while True:
+                    try:
+                        pid, status = os.waitpid(-1, os.WNOHANG)
+                    except ChildProcessError:
+                        break
+                    if pid == 0:
+                        break
+                    waiting = children.pop(pid, None)
+                    if waiting is not None:
+                        with waiting, contextlib.suppress(OSError):  # the harness may be gone
+                            waiting.sendall(_STATUS.pack(_returncode(status)))
+
+
+class ForkServer:
+    """A warm process that forks lives on request. Started lazily; one per preload list
+    (``shared``), stopped at exit. Dies with the harness even when the harness is
+    SIGKILLed, and its lives die with it (``harness.parent_death``)."""
+
+    _shared: ClassVar[dict[tuple[str, ...], ForkServer]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, preload: Sequence[str]) -> None:
+        self.preload = tuple(preload)
+        # Reentrant: an interrupt landing just after acquire() (before ``with`` can release
+        # it) must not deadlock the atexit stop in the same thread.
+        self._lock = threading.RLock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._dir: str | None = None
+        self._address = ""
+
+    @classmethod
+    def shared(cls, preload: Sequence[str]) -> ForkServer:
+        with cls._shared_lock:
+            key = tuple(preload)
+            if key not in cls._shared:
+                cls._shared[key] = cls(key)
+            return cls._shared[key]
+
+    def _ensure_running(self, *, restart: bool = False) -> str:
+        with self._lock:
+            if not restart and self._process is not None and self._process.poll() is None:
+                return self._address
+            self._stop_locked()
+            self._dir = tempfile.mkdtemp(prefix="crashmatrix-forkserver-")
+            self._address = os.path.join(self._dir, "socket")
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                listener.bind(self._address)
+                # Listening before the server starts: a life requested while the server is
+                # still importing waits in the backlog instead of being refused.
+                listener.listen(64)
+                env = _child_env(CRASHMATRIX_FORKSERVER_FD=str(listener.fileno()))
+                self._process = subprocess.Popen(
+                    [sys.executable, "-c", f"from {__name__} import serve; serve()"],
+                    stdin=subprocess.PIPE,
+                    pass_fds=(listener.fileno(),),
+                    env=env,
+                    cwd=os.getcwd(),
+                )
+            finally:
+                listener.close()
+            assert self._process.stdin is not None
+            self._process.stdin.write(pickle.dumps({"sys_path": list(sys.path), "preload": self.preload}))
+            self._process.stdin.close()
+            return self._address
+
+    def run(self, target: Callable[..., object], args: tuple[Any, ...], *, deadline: float) -> Exited:
+        """Fork a child that runs ``target(*args)``; wait for it, SIGKILL it at ``deadline``."""
+        address = self._ensure_running()
+        request = _request(target, args)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with conn:
+            # The server may still be importing its preloads: the pid comes once it is warm.
+            try:
+                conn.connect(address)
+            except ConnectionRefusedError:
+                # It died (its socket is gone) but is not reaped yet, so poll() missed it.
+                conn.connect(self._ensure_running(restart=True))
+            _send(conn, request)
+            try:
+                (pid,) = _PID.unpack(_recv_exact(conn, _PID.size))
+            except EOFError as error:
+                raise HarnessError(self._died_message()) from error
+            hung = False
+            conn.settimeout(deadline)
+            try:
+                raw = _recv_exact(conn, _STATUS.size)
+            except TimeoutError:
+                hung = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                conn.settimeout(10.0)
+                raw = _recv_exact(conn, _STATUS.size)
+            except EOFError as error:
+                raise HarnessError(self._died_message()) from error
+        (code,) = _STATUS.unpack(raw)
+        return Exited(pid, code, hung)
+
+    def _died_message(self) -> str:
+        code = self._process.poll() if self._process else None
+        return (
+            f"the fork server (preload {', '.join(self.preload)}) ended with exit code {code}; "
+            "run with --isolation=spawn to see the agent's import error"
+        )
+
+    def _stop_locked(self) -> None:
+        if self._process is not None:
+            if self._process.poll() is None:
+                self._process.kill()
+            self._process.wait()
+            self._process = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop_locked()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(ForkServer._shared.values()):
+        server.stop()
+
+
+# ---------------------------------------------------------------------------- spawn
+def run_once() -> None:  # pragma: no cover - runs in a spawned interpreter
+    """Entry point of a spawned life: read one request from stdin and run it."""
+    request = sys.stdin.buffer.read()
+    _stdin_from_devnull()
+    os._exit(_run_request(request))
+
+
+def _child_env(**extra: str) -> dict[str, str]:
+    # The child imports this module by its installed name before it reads the parent's
+    # sys.path (crashmatrix is an installed distribution, editable or not). Never the
+    # repository root on PYTHONPATH: that would make the bare folder names (``harness``)
+    # importable too, and a module imported under two names is two modules.
+    return dict(os.environ, **extra)
+
+
+def run_spawned(target: Callable[..., object], args: tuple[Any, ...], *, deadline: float) -> Exited:
+    """Run ``target(*args)`` in a fresh interpreter (no warm state at all)."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", f"from {__name__} import run_once; run_once()"],
+        stdin=subprocess.PIPE,
+        env=_child_env(),
+    )
+    assert process.stdin is not None
+    with contextlib.suppress(BrokenPipeError):
+        process.stdin.write(_request(target, args))
+        process.stdin.close()
+    try:
+        return Exited(process.pid, process.wait(timeout=deadline))
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return Exited(process.pid, process.wait(timeout=10.0), hung=True)

@@ -1,0 +1,192 @@
+"""One life of the agent, inside the agent's process: hooks, mocks, and the real death.
+
+``life_main`` is the child process's entry point. It records every boundary the agent
+passes to ``trace.jsonl`` (one ``write`` per line, so the record survives the SIGKILL that
+may follow) and, at the planned crash point, kills its own process with SIGKILL: no
+``finally`` block, no ``atexit`` handler and no buffered write runs after that.
+
+A torn write is produced the way a dying writer produces it: the first half of the line
+reaches the file, then the process is killed before the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import threading
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import respx
+
+from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
+from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.lives.casedir import session_path_of
+from crashmatrix.harness.lives.parent_death import die_with_parent
+from crashmatrix.harness.lives.tracer import Tracer
+from crashmatrix.mock_tools.model import ScriptedModel
+
+__all__ = ["LifeSpec", "life_main", "run_life"]
+
+EXIT_AGENT_ERROR = 3
+
+# Loading the CA bundle costs ~150 ms; done once here, in the warm process that lives are
+# forked from, instead of in every life. No request leaves the mocks, so it is never used
+# for a real handshake; httpx just needs one to build a client.
+_TLS = ssl.create_default_context()
+
+
+@dataclass(frozen=True, slots=True)
+class LifeSpec:
+    case_dir: str
+    scenario: Scenario
+    agent: str
+    life: int
+    crash: CrashPoint | None = None
+    # Record the session's size at every fsync, so that after the crash the injector can
+    # drop what was never synced (a power loss, not just a process death).
+    power_loss: bool = False
+
+
+class _Mocks:
+    """The respx router every HTTP request of a life goes through: the scripted model and
+    the world's services, nothing else (``assert_all_mocked``: any other request is an
+    error, never a real network call).
+
+    Built once per process, its routes calling the current life's model and services: a
+    router per life was ~9% of a life's time (py-spy: its routes, their mock call lists,
+    and patching httpx's transports). The fork server starts it once, before any fork
+    (``keep_started``, from ``harness.warmup``), so lives forked from it are intercepted
+    from their first instruction and never patch anything; anywhere else, each life starts
+    and stops it. Lives in one process take turns (the lock): the routes serve one life at
+    a time.
+
+    ``serving`` also gives the life its HTTP client. A started-for-good router comes with
+    one client built before the fork too (a client is configuration: lives forked from the
+    server each get a pristine copy of it); elsewhere each life builds and closes its own.
+    """
+
+    def __init__(self) -> None:
+        from crashmatrix.mock_tools.order_api import ORDERS_HOST
+
+        self.router = respx.MockRouter(assert_all_mocked=True, assert_all_called=False)
+        self.router.post(f"{MODEL_BASE_URL}/chat/completions").mock(side_effect=self._model)
+        self.router.route(host=ORDERS_HOST).mock(side_effect=self._orders)
+        self._lock = threading.Lock()
+        self._kept_started = False
+        self._kept_http: httpx.Client | None = None
+        self._serving: tuple[ScriptedModel, Any] | None = None  # the model, the order API
+        self._world_dir = Path()
+
+    def _model(self, request: httpx.Request) -> httpx.Response:
+        assert self._serving is not None, "a model request outside a life"
+        return self._serving[0].handle(request)
+
+    def _orders(self, request: httpx.Request) -> httpx.Response:
+        assert self._serving is not None, "an order request outside a life"
+        model, orders = self._serving
+        if orders is None:  # most lives never call the order API: no world opened for it
+            from crashmatrix.mock_tools.order_api import OrderAPI
+            from crashmatrix.mock_tools.world import World
+
+            orders = OrderAPI(World(self._world_dir))
+            self._serving = (model, orders)
+        response: httpx.Response = orders.handle(request)
+        return response
+
+    def keep_started(self) -> None:
+        with self._lock:
+            if not self._kept_started:
+                self.router.start()
+                self._kept_http = _http_client()
+                self._kept_started = True
+
+    @contextlib.contextmanager
+    def serving(self, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> Iterator[httpx.Client]:
+        model = ScriptedModel(
+            spec.scenario.rules, log_path=case_dir / "model_requests.jsonl", on_request=tracer.model_request
+        )
+        with self._lock:
+            self._serving = (model, None)
+            self._world_dir = case_dir / "world"
+            if self._kept_http is not None:
+                try:
+                    yield self._kept_http
+                finally:
+                    self._serving = None
+                    self.router.reset()  # the call log: the next life's, not this one's
+                return
+            self.router.start()
+            try:
+                with _http_client() as http:
+                    yield http
+            finally:
+                self._serving = None
+                self.router.stop(quiet=True)
+
+
+def _http_client() -> httpx.Client:
+    return httpx.Client(timeout=30.0, verify=_TLS)
+
+
+_MOCKS: _Mocks | None = None
+
+
+def mocks() -> _Mocks:
+    """This process's router (see ``_Mocks``)."""
+    global _MOCKS
+    if _MOCKS is None:
+        _MOCKS = _Mocks()
+    return _MOCKS
+
+
+def run_life(spec: LifeSpec, tracer: Tracer) -> None:
+    """The life itself, in this process: mocks up, the adapter runs the agent. Raises what
+    the agent raises (``life_main`` turns that into the life's verdict)."""
+    case_dir = Path(spec.case_dir)
+    adapter = load_adapter(spec.agent)
+    with mocks().serving(spec, case_dir, tracer) as http:
+        ctx = LifeContext(
+            case_dir=case_dir,
+            session_path=session_path_of(case_dir),
+            session_id="case",
+            world_dir=case_dir / "world",
+            scenario=spec.scenario,
+            http=http,
+            model_base_url=MODEL_BASE_URL,
+            hook=tracer.boundary,
+            before_append=tracer.before_append,
+            approvals=spec.scenario.approvals,
+            approvals_again=spec.scenario.approvals_again,
+            life=spec.life,
+            model_request=tracer.model_request,
+        )
+        adapter.run_life(ctx)
+
+
+def life_main(spec: LifeSpec) -> None:
+    """Entry point of the agent's process for one life."""
+    die_with_parent()
+    case_dir = Path(spec.case_dir)
+    if spec.power_loss:
+        from crashmatrix.harness.lives.power import SYNC_LOG, record_fsyncs
+
+        record_fsyncs(session_path_of(case_dir), case_dir / SYNC_LOG)
+    tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
+    tracer.write({"life": spec.life, "event": "start", "pid": os.getpid()})
+    try:
+        run_life(spec, tracer)
+    except BaseException as error:  # the life's verdict goes to a file the parent reads
+        text = "".join(traceback.format_exception_only(type(error), error)).strip()
+        tracer.write(
+            {"life": spec.life, "event": "error", "error": text, "traceback": traceback.format_exc()}
+        )
+        os._exit(EXIT_AGENT_ERROR)
+    tracer.write({"life": spec.life, "event": "exit"})

@@ -1,0 +1,111 @@
+"""The trace of a case's lives: boundaries, appends, model requests, crashes, one line each,
+written so each line survives the SIGKILL that may follow; and reading it back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+
+__all__ = ["Tracer", "append_label", "read_trace"]
+
+
+def append_label(line: bytes) -> tuple[str, str] | None:
+    """(tool_call_id, label) for a session line that belongs to a tool call, else None.
+
+    Labels: a ledger status (``approved``, ``running``, ...) or ``tool_result``."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if record.get("type") == "tool_execution":
+        return str(record.get("tool_call_id")), str(record.get("status"))
+    message = record.get("message") or {}
+    if record.get("type") == "message" and message.get("role") == "tool":
+        return str(message.get("tool_call_id")), "tool_result"
+    return None
+
+
+class Tracer:
+    """Counts boundaries per life and kills the process at the planned point."""
+
+    def __init__(self, trace_path: Path, life: int, crash: CrashPoint | None) -> None:
+        self.path = trace_path
+        self.life = life
+        self.crash = crash
+        self.seen: Counter[tuple[str, str, str]] = Counter()
+        self._fd = -1  # opened on the first line, kept for the life (~17 lines a life)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """One trace line, in one ``write()``: it survives a SIGKILL that follows."""
+        if self._fd < 0:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self._fd, (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:  # a tracer of a life run in-process (the warm-up, tests)
+        self.close()
+
+    def _die(self, point: CrashPoint) -> None:
+        self.write({"life": self.life, "event": "crash", "point": point.id})
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def boundary(self, boundary: str, tool_call_id: str) -> None:
+        self.seen[(boundary, tool_call_id, "")] += 1
+        occurrence = self.seen[(boundary, tool_call_id, "")]
+        self.write(
+            {
+                "life": self.life,
+                "event": "boundary",
+                "boundary": boundary,
+                "call": tool_call_id,
+                "occurrence": occurrence,
+            }
+        )
+        point = CrashPoint(boundary, tool_call_id, occurrence)
+        if self.crash == point:
+            self._die(point)
+
+    def model_request(self) -> None:
+        """The agent asked the model (not a crash point: where recovery ends, see
+        ``injector.recovery_window``)."""
+        self.write({"life": self.life, "event": "model_request"})
+
+    def before_append(self, path: Path, line: bytes) -> None:
+        labelled = append_label(line)
+        if labelled is None:
+            return
+        call, label = labelled
+        self.seen[(TORN_WRITE, call, label)] += 1
+        occurrence = self.seen[(TORN_WRITE, call, label)]
+        self.write(
+            {"life": self.life, "event": "append", "call": call, "label": label, "occurrence": occurrence}
+        )
+        point = CrashPoint(TORN_WRITE, call, occurrence, label)
+        if self.crash == point:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            os.write(fd, line[: max(1, len(line) // 2)])
+            os.fsync(fd)
+            self._die(point)
+
+
+def read_trace(case_dir: Path) -> list[dict[str, Any]]:
+    path = case_dir / "trace.jsonl"
+    if not path.exists():
+        return []
+    out: list[dict[str, Any]] = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue  # a line cut by the SIGKILL that followed it: the crash event says more
+    return out

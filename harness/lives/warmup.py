@@ -1,0 +1,79 @@
+"""Imported by the fork server (its preload list): run one throwaway life in-process so that
+every life forked from it starts warm.
+
+A forked life is always the first life of its process. Importing modules is not enough:
+openai builds its request transforms, pydantic its validators, typing its caches, respx its
+routes, lazily on first use -- about 100 ms that every life would pay again. One clean life
+here pays it once, before any fork; children inherit the warm caches copy-on-write.
+
+The throwaway life runs the reference agent on a two-call scenario in a temporary directory
+and leaves nothing behind (no thread, no open file, no process). If it fails, lives are only
+slower, never wrong, so the failure is swallowed. Then, still before any fork: the argument
+validators of every built-in tool are built (``mock_tools.toolbox.validator_for``). Before
+it, the lives' respx router is started for good, with the HTTP client lives get
+(``life.mocks().keep_started()``), so that a forked life neither builds validators, nor
+patches httpx, nor builds the HTTP client it is given.
+
+Every fork server imports this module; nothing else should (it would leave httpx patched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import tempfile
+from pathlib import Path
+
+from crashmatrix.harness.lives.forkserver import in_server
+from crashmatrix.harness.lives.life import mocks
+
+__all__: list[str] = []
+
+_SCENARIO = """\
+name: warmup
+tools: [write_file, send_email]
+turns: ["warm up"]
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - {id: call_w, name: write_file, arguments: {path: w.txt, content: w}}
+        - {id: call_e, name: send_email, arguments: {to: w@example.com, subject: w, body: w}}
+  - when: {role: tool}
+    reply: {content: "warm"}
+"""
+
+
+def _warm() -> None:
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.lives.casedir import prepare_case
+    from crashmatrix.harness.lives.life import LifeSpec, run_life
+    from crashmatrix.harness.lives.tracer import Tracer
+
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-warmup-") as tmp:
+        path = Path(tmp) / "warmup.yaml"
+        path.write_text(_SCENARIO, encoding="utf-8")
+        scenario = load_scenario(path)
+        case_dir = Path(tmp) / "case"
+        prepare_case(case_dir, scenario)
+        spec = LifeSpec(str(case_dir), scenario, "reference", 1)
+        run_life(spec, Tracer(case_dir / "trace.jsonl", 1, None))
+    # Every built-in tool's argument validator, not only the two the throwaway life used.
+    from crashmatrix.harness.input.contract_files import load_contracts
+    from crashmatrix.mock_tools.registry import CONTRACTS_DIR
+    from crashmatrix.mock_tools.toolbox import validator_for
+
+    for contract in load_contracts(sorted(CONTRACTS_DIR.glob("*.yaml"))).values():
+        if contract.parameters:
+            validator_for(contract.parameters)
+
+
+if in_server():
+    # httpx is intercepted before any fork: lives never patch it themselves, nor build
+    # an HTTP client (life._Mocks).
+    mocks().keep_started()
+with contextlib.suppress(Exception):  # a cold life is slower, not wrong
+    _warm()
+# The throwaway life's objects (its worlds' open connections among them) go now, not in
+# some later collection in a life.
+gc.collect()

@@ -1,0 +1,63 @@
+"""Which crash points a case matrix has: every point a clean run passed (ALICE-style), the
+recovery window of a restarted life, and selection by the scenario and the command line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.input.scenario import Scenario
+
+__all__ = ["RECOVERY_FIRST", "points_from_trace", "recovery_window"]
+
+
+def points_from_trace(trace: Sequence[dict[str, Any]], life: int = 1) -> list[CrashPoint]:
+    """Every crash point a life passed, in the order it passed them (ALICE-style enumeration)."""
+    points: list[CrashPoint] = []
+    for event in trace:
+        if event.get("life") != life:
+            continue
+        if event.get("event") == "boundary":
+            points.append(CrashPoint(event["boundary"], event["call"], event["occurrence"]))
+        elif event.get("event") == "append":
+            points.append(CrashPoint(TORN_WRITE, event["call"], event["occurrence"], event["label"]))
+    return points
+
+
+def recovery_window(trace: Sequence[dict[str, Any]], life: int = 2) -> list[CrashPoint]:
+    """The crash points a restarted life passed while recovering: its boundaries (no torn
+    writes) before it first asked the model.
+
+    An agent cannot ask the model before every pending call has its Tool Result (the API
+    refuses a prompt with an unanswered tool call), so what comes after is the
+    conversation going on: a crash there is a first crash in a later state, which the
+    matrix has as its own items. A life that never asked the model, or asked before
+    passing any boundary, is all window."""
+    window: list[CrashPoint] = []
+    everything: list[CrashPoint] = []
+    asked = False
+    for event in trace:
+        if event.get("life") != life:
+            continue
+        if event.get("event") == "model_request":
+            asked = True
+        elif event.get("event") == "boundary":
+            point = CrashPoint(event["boundary"], event["call"], event["occurrence"])
+            everything.append(point)
+            if not asked:
+                window.append(point)
+    return window or everything
+
+
+# First crashes after which recovery does real work worth crashing again.
+RECOVERY_FIRST = ("after_approved", "after_running", "after_side_effect", "before_tool_result")
+
+
+def selected(
+    points: Sequence[CrashPoint], scenario: Scenario, boundaries: Sequence[str] = ()
+) -> list[CrashPoint]:
+    chosen = [p for p in points if scenario.covers(p)]
+    if boundaries:
+        chosen = [p for p in chosen if p.boundary in boundaries or p.id in boundaries]
+    return chosen

@@ -1,0 +1,105 @@
+"""A scenario's expectation for a point compared with what a case showed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from crashmatrix.harness.core.ledger import executions_by_call, tool_call_sites
+from crashmatrix.harness.core.records import MessageEntry
+from crashmatrix.harness.core.session_log import SessionLog
+
+__all__ = ["Mismatch", "Observed", "matches", "observe"]
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    ledger: Mapping[str, list[str]]
+    outcome: Mapping[str, str]
+    code: Mapping[str, str | None]
+    world: Mapping[str, Any]
+    session_lines: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Mismatch:
+    field: str  # "outcome[call_1]", "world.orders", ...
+    expected: Any
+    observed: Any
+
+    def describe(self) -> str:
+        return f"{self.field}: expected {_show(self.expected)}, observed {_show(self.observed)}"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Mapping) and set(value) == {"in"}:
+        return "one of " + json.dumps(value["in"], ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def matches(expected: Any, observed: Any) -> bool:
+    if isinstance(expected, Mapping) and set(expected) == {"in"}:
+        return any(matches(option, observed) for option in expected["in"])
+    return bool(expected == observed)
+
+
+def observe(log: SessionLog, world: Mapping[str, Any]) -> Observed:
+    entries = log.entries
+    ledger: dict[str, list[str]] = {}
+    outcome: dict[str, str] = {}
+    code: dict[str, str | None] = {}
+    for site in tool_call_sites(entries):
+        call_id = site.call.id
+        statuses = [r.status for _, history in executions_by_call(entries, site) for r in history]
+        ledger[call_id] = statuses
+        for entry in entries[site.message_index + 1 :]:
+            if not isinstance(entry, MessageEntry):
+                continue
+            message = entry.message
+            if message.role == "user":
+                break
+            if message.role == "tool" and message.tool_call_id == call_id:
+                try:
+                    body = json.loads(message.content or "")
+                except ValueError:
+                    body = {}
+                body = body if isinstance(body, dict) else {}
+                outcome[call_id] = str(body.get("recovery", "completed"))
+                code[call_id] = body.get("code")
+    return Observed(ledger, outcome, code, world, len(entries))
+
+
+def _compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Mismatch], bool]:
+    mismatches: list[Mismatch] = []
+    indeterminate = False
+    for name in ("outcome", "ledger", "code"):
+        table: Mapping[str, Any] = getattr(observed, name)
+        for call_id, want in (expected.get(name) or {}).items():
+            got = table.get(call_id, None if name != "ledger" else [])
+            if name == "outcome" and call_id not in table:
+                got = "(no tool result)"
+            if not matches(want, got):
+                mismatches.append(Mismatch(f"{name}[{call_id}]", want, got))
+            elif isinstance(want, Mapping) and len(want["in"]) > 1:
+                indeterminate = True
+    world_want = expected.get("world") or {}
+    for key, want in world_want.items():
+        if key == "files":
+            for path, content in want.items():
+                got = observed.world.get("files", {}).get(path)
+                if not matches(content, got):
+                    mismatches.append(Mismatch(f"world.files[{path}]", content, got))
+        elif key == "rows":
+            for table_name, count in want.items():
+                got = observed.world.get(f"rows:{table_name}", 0)
+                if not matches(count, got):
+                    mismatches.append(Mismatch(f"world.rows[{table_name}]", count, got))
+        else:
+            got = observed.world.get(key, 0)
+            if not matches(want, got):
+                mismatches.append(Mismatch(f"world.{key}", want, got))
+            elif isinstance(want, Mapping) and len(want["in"]) > 1:
+                indeterminate = True
+    return mismatches, indeterminate

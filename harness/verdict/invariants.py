@@ -1,0 +1,755 @@
+"""Invariants checked on EVERY crash case, whatever the scenario says.
+
+A scenario states what its case should end with ("one order", "the file says hello"); these
+are the properties no crash at any boundary may break, for any tool and any agent. Each
+check is a pure function of the evidence a finished case leaves behind:
+
+* the final session, read back (``entries`` and the end byte ``offsets`` of their lines),
+* the world's events (every side effect, with the session size when it happened),
+* every request body the model received, and the scenario's user turns,
+* the tool contracts, which say whether running a call twice is harmless.
+
+Nothing here reads a file or starts a process. A check returns one ``Violation`` per broken
+fact, each a single line naming the tool_call_id / execution_id / line / seq involved, so a
+report can print it as it is.
+
+Two conventions hold throughout:
+
+* **Scope of a tool call.** Providers reuse ids (``call_0`` in every turn), so a tool call
+  owns only what follows its assistant message up to the next user message, or up to the
+  next assistant message that reuses the same id, whichever comes first.
+* **Ledger invariants** (``LEDGER_INVARIANTS``) are about the ledger lines of seed 000; an
+  agent that keeps no ledger is judged on the others only (``Evidence.has_ledger``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from crashmatrix.harness.core.contracts import ToolContract, default_contract
+from crashmatrix.harness.core.ledger import (
+    TERMINAL,
+    CallSite,
+    arguments_sha256,
+    check_transitions,
+    normalise_status,
+    tool_call_sites,
+)
+from crashmatrix.harness.core.records import Entry, ExecutionRecord, MessageEntry
+from crashmatrix.harness.core.session_log import prompt_view
+from crashmatrix.harness.errors import InputError
+
+__all__ = [
+    "INVARIANTS",
+    "LEDGER_INVARIANTS",
+    "NON_SIDE_EFFECT_KINDS",
+    "Evidence",
+    "Violation",
+    "WorldEventLike",
+    "check_all",
+]
+
+# World event kinds that are not a side effect of the agent's tools: an armed fault firing,
+# another writer touching the workspace, a read.
+NON_SIDE_EFFECT_KINDS = frozenset({"fault", "external_write", "read"})
+
+_CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
+_LEDGER_KEYS = ("execution_id", "status", "arguments_sha256", "idempotency_key")
+
+
+class WorldEventLike(Protocol):
+    """One world event, as ``mock_tools.world.WorldEvent`` records it.
+
+    Members are read-only properties so that frozen dataclasses satisfy the protocol.
+    """
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def tool_call_id(self) -> str | None: ...
+    @property
+    def execution_id(self) -> str | None: ...
+    @property
+    def idempotency_key(self) -> str | None: ...
+    @property
+    def session_bytes(self) -> int: ...  # session file size when it happened; -1 unknown
+    @property
+    def detail(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """Everything a finished crash case leaves behind."""
+
+    entries: Sequence[Entry]  # the final session, as read back
+    offsets: Sequence[int]  # end byte offset of each entry (SessionLog.offsets)
+    events: Sequence[WorldEventLike]  # the world's events in seq order
+    requests: Sequence[Mapping[str, Any]]  # every chat-completion request body, in order
+    turns: Sequence[str]  # the user messages the scenario sends, in order
+    contracts: Mapping[str, ToolContract]  # by tool name; missing => default_contract
+    has_ledger: bool = True  # False: the agent keeps no ledger, ledger invariants do not apply
+
+    def __post_init__(self) -> None:
+        if len(self.offsets) != len(self.entries):
+            raise InputError(
+                f"Evidence has {len(self.entries)} entries but {len(self.offsets)} offsets; "
+                "pass SessionLog.offsets from the same read_session() as the entries"
+            )
+
+    def contract(self, name: str) -> ToolContract:
+        return self.contracts.get(name) or default_contract(name)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    invariant: str  # the invariant's name, e.g. "one_tool_result_per_call"
+    message: str  # one line naming the tool_call_id / execution_id / line / seq involved
+    tool_call_id: str | None = None
+
+
+# ---------------------------------------------------------------------------- shared views
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """One tool call and the part of the session it owns: (site.message_index, end)."""
+
+    site: CallSite
+    end: int  # exclusive index into entries
+
+    def owns(self, index: int) -> bool:
+        return self.site.message_index < index < self.end
+
+
+def _line(entries: Sequence[Entry], index: int) -> int:
+    """1-based line of an entry; entries built in memory (line 0) count by position."""
+    return entries[index].line or index + 1
+
+
+def _scopes(entries: Sequence[Entry]) -> list[_Scope]:
+    scopes: list[_Scope] = []
+    for site in tool_call_sites(entries):
+        end = len(entries)
+        for index in range(site.message_index + 1, len(entries)):
+            entry = entries[index]
+            if not isinstance(entry, MessageEntry):
+                continue
+            message = entry.message
+            if message.role == "user" or (
+                message.role == "assistant" and any(c.id == site.call.id for c in message.tool_calls)
+            ):
+                end = index
+                break
+        scopes.append(_Scope(site, end))
+    return scopes
+
+
+def _owner(scopes: Sequence[_Scope], call_id: str, index: int) -> _Scope | None:
+    """The call a line with ``call_id`` at ``index`` belongs to (the latest whose scope has it)."""
+    owner = None
+    for scope in scopes:
+        if scope.site.call.id == call_id and scope.owns(index):
+            owner = scope
+    return owner
+
+
+@dataclass(frozen=True, slots=True)
+class _Ledger:
+    """The ledger grouped per call site, as ``harness.ledger.executions_by_call`` groups it
+    (bounded by the call's scope), plus the lines no call owns."""
+
+    by_scope: tuple[tuple[_Scope, tuple[tuple[str, tuple[int, ...]], ...]], ...]
+    orphans: tuple[int, ...]  # indices of ledger lines no tool call owns
+
+    def executions(self) -> Iterable[tuple[_Scope, str, tuple[int, ...]]]:
+        for scope, groups in self.by_scope:
+            for execution_id, indices in groups:
+                yield scope, execution_id, indices
+
+
+def _ledger(entries: Sequence[Entry], scopes: Sequence[_Scope]) -> _Ledger:
+    grouped: dict[int, dict[str, list[int]]] = {}
+    orphans: list[int] = []
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, ExecutionRecord):
+            continue
+        owner = _owner(scopes, entry.tool_call_id, index)
+        if owner is None:
+            orphans.append(index)
+            continue
+        key = scopes.index(owner)
+        grouped.setdefault(key, {}).setdefault(entry.execution_id, []).append(index)
+    by_scope = tuple(
+        (scopes[key], tuple((eid, tuple(ix)) for eid, ix in groups.items()))
+        for key, groups in sorted(grouped.items())
+    )
+    return _Ledger(by_scope, tuple(orphans))
+
+
+def _status(entry: Entry) -> str:
+    assert isinstance(entry, ExecutionRecord)
+    return normalise_status(entry.status)
+
+
+def _record(entries: Sequence[Entry], index: int) -> ExecutionRecord:
+    entry = entries[index]
+    assert isinstance(entry, ExecutionRecord)
+    return entry
+
+
+def _tool_results(entries: Sequence[Entry]) -> list[tuple[int, str]]:
+    """(index, tool_call_id) of every Tool Result message."""
+    out: list[tuple[int, str]] = []
+    for index, entry in enumerate(entries):
+        if isinstance(entry, MessageEntry) and entry.message.role == "tool":
+            out.append((index, entry.message.tool_call_id or ""))
+    return out
+
+
+def _content_json(entry: Entry) -> Mapping[str, Any]:
+    """A Tool Result's content as a JSON object, or {} when it is not one."""
+    assert isinstance(entry, MessageEntry)
+    try:
+        value = json.loads(entry.message.content or "")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _named_execution(content: Mapping[str, Any]) -> str | None:
+    execution_id = content.get("execution_id")
+    return execution_id if isinstance(execution_id, str) and execution_id else None
+
+
+def _is_side_effect(event: WorldEventLike) -> bool:
+    return event.kind not in NON_SIDE_EFFECT_KINDS
+
+
+# ---------------------------------------------------------------------------- the checks
+
+
+def one_tool_result_per_call(evidence: Evidence) -> list[Violation]:
+    """Every tool call gets exactly one Tool Result; every Tool Result answers a call.
+
+    Why: zero results is the crash window of seed 000 left open (recovery forgot a call, and
+    the next request is rejected by the provider or the model never sees the outcome); two
+    results is a recovery that published a replay on top of the original (or twice), which
+    makes the model read two different outcomes for one call.
+    """
+    entries = evidence.entries
+    name = "one_tool_result_per_call"
+    scopes = _scopes(entries)
+    results = _tool_results(entries)
+    out: list[Violation] = []
+    claimed: set[int] = set()
+    for scope in scopes:
+        call = scope.site.call
+        message = entries[scope.site.message_index]
+        assert isinstance(message, MessageEntry)
+        if sum(1 for c in message.message.tool_calls if c.id == call.id) > 1:
+            out.append(
+                Violation(
+                    name,
+                    f"tool_call_id {call.id!r} appears twice in the assistant message at line "
+                    f"{_line(entries, scope.site.message_index)}: its results cannot be told apart",
+                    call.id,
+                )
+            )
+            continue
+        mine = [index for index, call_id in results if call_id == call.id and scope.owns(index)]
+        claimed.update(mine)
+        if len(mine) != 1:
+            where = ", ".join(f"line {_line(entries, i)}" for i in mine) or "none"
+            out.append(
+                Violation(
+                    name,
+                    f"tool call {call.id!r} ({call.name}, line {_line(entries, scope.site.message_index)}) "
+                    f"has {len(mine)} Tool Results ({where}); exactly one is required",
+                    call.id,
+                )
+            )
+    for index, call_id in results:
+        if index not in claimed and _owner(scopes, call_id, index) is None:
+            out.append(
+                Violation(
+                    name,
+                    f"Tool Result at line {_line(entries, index)} answers tool_call_id {call_id!r}, "
+                    "which no assistant message of this turn made",
+                    call_id,
+                )
+            )
+    return out
+
+
+def legal_transitions(evidence: Evidence) -> list[Violation]:
+    """Each execution's statuses follow the ledger state machine of ``harness.ledger``.
+
+    Why: an illegal history is how write-order bugs look on disk: ``succeeded`` without
+    ``running`` (the side effect was not announced first), ``running`` again after
+    ``succeeded`` (a blind re-execution under the old id), anything after ``unknown``
+    (uncertainty silently upgraded). A ledger line for a call nobody made is a ledger that
+    cannot be trusted for recovery at all.
+    """
+    entries = evidence.entries
+    name = "legal_transitions"
+    ledger = _ledger(entries, _scopes(entries))
+    out: list[Violation] = []
+    for scope, execution_id, indices in ledger.executions():
+        problem = check_transitions([_status(entries[i]) for i in indices])
+        if problem is not None:
+            lines = ", ".join(str(_line(entries, i)) for i in indices)
+            out.append(
+                Violation(
+                    name,
+                    f"execution {execution_id!r} of tool call {scope.site.call.id!r} "
+                    f"(lines {lines}): {problem}",
+                    scope.site.call.id,
+                )
+            )
+    for index in ledger.orphans:
+        record = _record(entries, index)
+        out.append(
+            Violation(
+                name,
+                f"ledger line {_line(entries, index)} (execution {record.execution_id!r}, "
+                f"{record.status!r}) is for tool_call_id {record.tool_call_id!r}, which no assistant "
+                "message of this turn made before it",
+                record.tool_call_id,
+            )
+        )
+    return out
+
+
+def executions_closed(evidence: Evidence) -> list[Violation]:
+    """Every execution ends in rejected / succeeded / failed / unknown.
+
+    Why: an execution left ``running`` is a side effect nobody accounted for (recovery must
+    close it as ``unknown`` before anything else); one left ``approved`` is an approval that
+    a later restart could still act on, long after the user gave it.
+    """
+    entries = evidence.entries
+    ledger = _ledger(entries, _scopes(entries))
+    out: list[Violation] = []
+    for scope, execution_id, indices in ledger.executions():
+        last = _status(entries[indices[-1]])
+        if last not in TERMINAL:
+            out.append(
+                Violation(
+                    "executions_closed",
+                    f"execution {execution_id!r} of tool call {scope.site.call.id!r} ends {last!r} "
+                    f"(line {_line(entries, indices[-1])}); it must end rejected, succeeded, failed "
+                    "or unknown",
+                    scope.site.call.id,
+                )
+            )
+    return out
+
+
+def running_before_side_effect(evidence: Evidence) -> list[Violation]:
+    """Every side effect was preceded by its execution's ``running`` line ON DISK.
+
+    Why: seed 000's one ordering rule. If the effect happens while the ledger still says
+    ``approved`` (or nothing), a crash right after it makes recovery believe the tool never
+    started, and it runs again: two emails, two charges. The world records the session
+    file's size at the moment of the effect; the ``running`` line must end at or before it.
+    An unknown size (-1) proves nothing, so it is reported rather than assumed fine.
+    """
+    entries = evidence.entries
+    offsets = evidence.offsets
+    name = "running_before_side_effect"
+    out: list[Violation] = []
+    for event in evidence.events:
+        execution_id = event.execution_id
+        if not execution_id or not _is_side_effect(event):
+            continue
+        running = [
+            index
+            for index, entry in enumerate(entries)
+            if isinstance(entry, ExecutionRecord)
+            and entry.execution_id == execution_id
+            and normalise_status(entry.status) == "running"
+            and (not event.tool_call_id or entry.tool_call_id == event.tool_call_id)
+        ]
+        what = f"{event.kind} event seq {event.seq} ({event.tool}, execution {execution_id!r})"
+        if not running:
+            problem = "has no running record for its execution in the ledger"
+        elif event.session_bytes < 0:
+            problem = "has an unknown session size (-1), so its running record cannot be shown durable"
+        elif offsets[running[0]] > event.session_bytes:
+            problem = (
+                f"happened at session byte {event.session_bytes}, before the running record "
+                f"(line {_line(entries, running[0])}) was on disk (it ends at byte {offsets[running[0]]})"
+            )
+        else:
+            continue
+        out.append(Violation(name, f"{what} {problem}", event.tool_call_id))
+    return out
+
+
+def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
+    """A non-idempotent tool call causes at most one side effect, over all its executions.
+
+    Why: this is the harm itself, counted in the world rather than inferred from the
+    ledger: a blind retry of send_email after a crash is a second email, whatever the
+    ledger says. The contract is taken per call (``for_call``), so ``run_command("ls")``
+    may run twice but ``run_command("echo x >> audit.log")`` may not.
+
+    Events are attributed to a call by execution_id through the ledger; without one (or
+    without a ledger) by tool_call_id, and when a provider reused that id, to the latest
+    call that was on disk when the event happened.
+    """
+    entries = evidence.entries
+    scopes = _scopes(entries)
+    by_execution: dict[str, int] = {}
+    for scope, execution_id, _ in _ledger(entries, scopes).executions():
+        by_execution.setdefault(execution_id, scopes.index(scope))
+    counted: dict[int, list[int]] = {}
+    for event in evidence.events:
+        if not _is_side_effect(event):
+            continue
+        key = by_execution.get(event.execution_id or "")
+        if key is None:
+            candidates = [
+                k
+                for k, scope in enumerate(scopes)
+                if scope.site.call.id == event.tool_call_id
+                and (
+                    event.session_bytes < 0
+                    or evidence.offsets[scope.site.message_index] <= event.session_bytes
+                )
+            ]
+            if not candidates:
+                continue
+            key = candidates[-1]
+        counted.setdefault(key, []).append(event.seq)
+    out: list[Violation] = []
+    for key, seqs in sorted(counted.items()):
+        call = scopes[key].site.call
+        contract = evidence.contract(call.name).for_call(call.parsed_arguments())
+        if contract.idempotency == "non_idempotent" and len(seqs) > 1:
+            out.append(
+                Violation(
+                    "non_idempotent_at_most_once",
+                    f"non-idempotent tool call {call.id!r} ({call.name}) caused {len(seqs)} side "
+                    f"effects (world seq {', '.join(map(str, seqs))}); at most one is allowed",
+                    call.id,
+                )
+            )
+    return out
+
+
+def no_result_for_other_arguments(evidence: Evidence) -> list[Violation]:
+    """A Tool Result only reports an execution of the call's CURRENT arguments.
+
+    Why: seed 000 "所有分支都先核对参数 Hash": if the saved call now says something else
+    (edited, or a reused id in a later turn), replaying the stored result tells the model
+    that ``pay 5`` happened when it asked for ``pay 500``. An execution_id the ledger does
+    not know, or one owned by another call, is a result borrowed from elsewhere.
+    """
+    entries = evidence.entries
+    name = "no_result_for_other_arguments"
+    scopes = _scopes(entries)
+    ledger = _ledger(entries, scopes)
+    owned = {(scopes.index(s), eid): ix for s, eid, ix in ledger.executions()}
+    out: list[Violation] = []
+    for index, call_id in _tool_results(entries):
+        scope = _owner(scopes, call_id, index)
+        execution_id = _named_execution(_content_json(entries[index]))
+        if scope is None or execution_id is None:
+            continue  # an unanswered id is one_tool_result_per_call's to report
+        call = scope.site.call
+        where = f"Tool Result at line {_line(entries, index)} for {call.id!r}"
+        indices = owned.get((scopes.index(scope), execution_id))
+        if indices is None:
+            elsewhere = [
+                i
+                for i, e in enumerate(entries)
+                if isinstance(e, ExecutionRecord) and e.execution_id == execution_id
+            ]
+            if elsewhere:
+                other = _record(entries, elsewhere[0]).tool_call_id
+                problem = f"belongs to tool call {other!r} (ledger line {_line(entries, elsewhere[0])})"
+            else:
+                problem = "has no ledger record"
+            out.append(Violation(name, f"{where} names execution {execution_id!r}, which {problem}", call.id))
+            continue
+        expected = arguments_sha256(call.parsed_arguments())
+        for i in indices:
+            recorded = _record(entries, i).arguments_sha256
+            if recorded != expected:
+                out.append(
+                    Violation(
+                        name,
+                        f"{where} names execution {execution_id!r}, whose ledger line {_line(entries, i)} "
+                        f"has arguments_sha256 {recorded[:12] or '(none)'}... but the call's current "
+                        f"arguments hash to {expected[:12]}...",
+                        call.id,
+                    )
+                )
+                break
+    return out
+
+
+def no_user_message_from_recovery(evidence: Evidence) -> list[Violation]:
+    """The session's user messages are exactly the scenario's turns, in order, each once.
+
+    Why: seed 000 5.2: recovery must continue the interrupted turn, never call the path
+    that appends a user message; a "please continue" or a replayed turn is the model
+    being told the user said something they did not (and a turn counted twice).
+    """
+    entries = evidence.entries
+    name = "no_user_message_from_recovery"
+    users = [
+        (index, entry.message.content or "")
+        for index, entry in enumerate(entries)
+        if isinstance(entry, MessageEntry) and entry.message.role == "user"
+    ]
+    turns = list(evidence.turns)
+    out: list[Violation] = []
+    for number, ((index, text), turn) in enumerate(zip(users, turns, strict=False), start=1):
+        if text != turn:
+            out.append(
+                Violation(
+                    name,
+                    f"user message {number} (line {_line(entries, index)}) is {_clip(text)}, but "
+                    f"turn {number} is {_clip(turn)}",
+                )
+            )
+    for number, (index, text) in enumerate(users[len(turns) :], start=len(turns) + 1):
+        out.append(
+            Violation(
+                name,
+                f"user message {number} (line {_line(entries, index)}) {_clip(text)} is not one of "
+                f"the scenario's {len(turns)} turns",
+            )
+        )
+    for number, turn in enumerate(turns[len(users) :], start=len(users) + 1):
+        out.append(Violation(name, f"turn {number} {_clip(turn)} never reached the session"))
+    return out
+
+
+def turn_ends_with_final(evidence: Evidence) -> list[Violation]:
+    """Every turn, and so the session, ends with an assistant message without tool calls.
+
+    Why: seed 000 5.2: publishing the missing Tool Result is not the end of the turn; only
+    the model's final answer is. A session ending on a Tool Result (or a tool call) is a
+    recovery that stopped halfway, and a turn followed by the next user message without
+    its final was abandoned.
+    """
+    entries = evidence.entries
+    name = "turn_ends_with_final"
+    messages = [(i, e.message) for i, e in enumerate(entries) if isinstance(e, MessageEntry)]
+    out: list[Violation] = []
+    if not messages:
+        if evidence.turns:
+            out.append(Violation(name, "the session has no message at all; the last turn never ended"))
+        return out
+
+    def ended(position: int) -> bool:
+        message = messages[position][1]
+        return message.role == "assistant" and not message.tool_calls
+
+    def describe(position: int) -> str:
+        index, message = messages[position]
+        if message.tool_calls:
+            ids = ", ".join(repr(c.id) for c in message.tool_calls)
+            return f"an assistant tool call ({ids}) at line {_line(entries, index)}"
+        detail = f" for {message.tool_call_id!r}" if message.role == "tool" else ""
+        return f"a {message.role} message{detail} at line {_line(entries, index)}"
+
+    turn = 0
+    for position, (_, message) in enumerate(messages):
+        if message.role != "user":
+            continue
+        if turn and position and not ended(position - 1):
+            out.append(Violation(name, f"turn {turn} ends with {describe(position - 1)}, not a final answer"))
+        turn += 1
+    if not ended(len(messages) - 1):
+        last = messages[-1][1]
+        call_id = last.tool_call_id if last.role == "tool" else None
+        ending = describe(len(messages) - 1)
+        out.append(Violation(name, f"the session ends with {ending}, not a final answer", call_id))
+    return out
+
+
+def no_ledger_in_prompt(evidence: Evidence) -> list[Violation]:
+    """Every model request is chat messages only, and is a prefix of the session's messages.
+
+    Why: seed 000 section 2: the ledger is for the executor, never the model. A ledger line
+    in the prompt leaks execution ids and statuses the model then repeats or acts on, and
+    a request that is not a prefix of the saved session means the model saw something the
+    session does not record (an unsaved reply, a message recovery made up and dropped).
+    Leading system messages are the agent's own preamble and are not in the session.
+    """
+    name = "no_ledger_in_prompt"
+    view = prompt_view(evidence.entries)
+    out: list[Violation] = []
+    for number, request in enumerate(evidence.requests, start=1):
+        messages = request.get("messages") if isinstance(request, Mapping) else None
+        if not isinstance(messages, list):
+            out.append(Violation(name, f"request {number} has no 'messages' list"))
+            continue
+        bad = _not_chat_message(messages)
+        if bad is not None:
+            position, reason = bad
+            out.append(Violation(name, f"request {number}, message {position + 1}: {reason}"))
+            continue
+        start = 0
+        while start < len(messages) and messages[start].get("role") == "system":
+            start += 1
+        shown = messages[start:]
+        if len(shown) > len(view):
+            out.append(
+                Violation(
+                    name,
+                    f"request {number} has {len(shown)} messages, more than the session's {len(view)}",
+                )
+            )
+            continue
+        for position, (sent, saved) in enumerate(zip(shown, view, strict=False)):
+            if sent != saved:
+                out.append(
+                    Violation(
+                        name,
+                        f"request {number}, message {start + position + 1} ({sent.get('role')!r}) differs "
+                        f"from session message {position + 1}: the request is not a prefix of the session",
+                        sent.get("tool_call_id") if isinstance(sent.get("tool_call_id"), str) else None,
+                    )
+                )
+                break
+    return out
+
+
+def _not_chat_message(messages: Sequence[Any]) -> tuple[int, str] | None:
+    for position, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            return position, f"is a {type(message).__name__}, not a chat message"
+        if message.get("type") == "tool_execution":
+            return position, f"is a ledger record (execution {message.get('execution_id')!r})"
+        leaked = [key for key in _LEDGER_KEYS if key in message]
+        if leaked:
+            return position, f"carries ledger field(s) {', '.join(leaked)}"
+        if message.get("role") not in _CHAT_ROLES:
+            return position, f"has role {message.get('role')!r}, not system/user/assistant/tool"
+    return None
+
+
+def unknown_never_succeeded(evidence: Evidence) -> list[Violation]:
+    """``unknown`` is final, and no Tool Result claims success for an execution that did
+    not (yet) succeed.
+
+    Why: seed 000 "不是普通的 failed": ``unknown`` means nobody can say whether the effect
+    happened. Turning it into ``succeeded`` under the same execution_id rewrites history
+    (a retry must be a NEW execution), and publishing ``ok: true`` for an execution whose
+    ledger says ``unknown`` or ``running`` tells the model a guess is a fact. The status is
+    taken from ledger lines written BEFORE the Tool Result: the terminal state and result
+    must be on disk before publication. (A Tool Result without ``ok`` counts as claiming
+    success when its ``status`` is ``succeeded``, seed 000's own shape.)
+    """
+    entries = evidence.entries
+    name = "unknown_never_succeeded"
+    out: list[Violation] = []
+    unknown_at: dict[str, int] = {}
+    reported: set[str] = set()
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, ExecutionRecord):
+            continue
+        eid = entry.execution_id
+        if eid in unknown_at and eid not in reported:
+            reported.add(eid)
+            out.append(
+                Violation(
+                    name,
+                    f"execution {eid!r} reached 'unknown' at line {_line(entries, unknown_at[eid])} "
+                    f"but line {_line(entries, index)} records {entry.status!r} for it afterwards",
+                    entry.tool_call_id,
+                )
+            )
+        if normalise_status(entry.status) == "unknown":
+            unknown_at.setdefault(eid, index)
+    scopes = _scopes(entries)
+    ledger = _ledger(entries, scopes)
+    owned = {(scopes.index(s), eid): ix for s, eid, ix in ledger.executions()}
+    for index, call_id in _tool_results(entries):
+        content = _content_json(entries[index])
+        execution_id = _named_execution(content)
+        ok = content.get("ok")
+        claims_success = ok is True or ("ok" not in content and content.get("status") == "succeeded")
+        scope = _owner(scopes, call_id, index)
+        if not claims_success or execution_id is None or scope is None:
+            continue
+        before = [i for i in owned.get((scopes.index(scope), execution_id), ()) if i < index]
+        if not before:
+            continue  # an execution the call does not own is no_result_for_other_arguments's
+        last = _status(entries[before[-1]])
+        if last != "succeeded":
+            out.append(
+                Violation(
+                    name,
+                    f"Tool Result at line {_line(entries, index)} for {call_id!r} claims success for "
+                    f"execution {execution_id!r}, whose ledger said {last!r} when it was published",
+                    call_id,
+                )
+            )
+    return out
+
+
+def _clip(text: str, width: int = 40) -> str:
+    return repr(text if len(text) <= width else text[: width - 1] + "…")
+
+
+# ---------------------------------------------------------------------------- registry
+
+Check = Callable[[Evidence], list[Violation]]
+
+INVARIANTS: Mapping[str, Check] = MappingProxyType(
+    {
+        "one_tool_result_per_call": one_tool_result_per_call,
+        "legal_transitions": legal_transitions,
+        "executions_closed": executions_closed,
+        "running_before_side_effect": running_before_side_effect,
+        "non_idempotent_at_most_once": non_idempotent_at_most_once,
+        "no_result_for_other_arguments": no_result_for_other_arguments,
+        "no_user_message_from_recovery": no_user_message_from_recovery,
+        "turn_ends_with_final": turn_ends_with_final,
+        "no_ledger_in_prompt": no_ledger_in_prompt,
+        "unknown_never_succeeded": unknown_never_succeeded,
+    }
+)
+
+LEDGER_INVARIANTS: frozenset[str] = frozenset(
+    {
+        "legal_transitions",
+        "executions_closed",
+        "running_before_side_effect",
+        "no_result_for_other_arguments",
+        "unknown_never_succeeded",
+    }
+)
+
+
+def check_all(evidence: Evidence, *, only: Iterable[str] | None = None) -> list[Violation]:
+    """Run every invariant (or those named in ``only``) in ``INVARIANTS`` order.
+
+    Ledger invariants are skipped when ``evidence.has_ledger`` is False, even if named.
+    """
+    selected = set(INVARIANTS) if only is None else set(only)
+    unknown = sorted(selected - set(INVARIANTS))
+    if unknown:
+        raise InputError(
+            f"unknown invariant(s) {', '.join(map(repr, unknown))}; choose from: {', '.join(INVARIANTS)}"
+        )
+    violations: list[Violation] = []
+    for name, check in INVARIANTS.items():
+        if name not in selected or (name in LEDGER_INVARIANTS and not evidence.has_ledger):
+            continue
+        violations.extend(check(evidence))
+    return violations

@@ -1,0 +1,75 @@
+"""The scripted model as a service: answers chat-completion requests by the scenario's rules
+and logs every request body (one ``write`` per line, so the log survives the agent's SIGKILL)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from crashmatrix.harness.core.script import (
+    NoRuleMatched,
+    Reply,
+    Rule,
+    _already_fired,
+    _matches,
+    chat_completion,
+)
+
+__all__ = ["ScriptedModel"]
+
+
+@dataclass
+class ScriptedModel:
+    rules: Sequence[Rule]
+    log_path: Path | None = None
+    model: str = "crashmatrix-scripted"
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    # Told of every request before it is answered: the life's trace records where, among
+    # the boundaries, the agent asked the model (``injector.recovery_window``).
+    on_request: Callable[[], None] | None = None
+
+    def reply(self, messages: Sequence[Mapping[str, Any]]) -> Reply:
+        if not messages:
+            raise NoRuleMatched({})
+        for rule in self.rules:
+            if _matches(rule.when, messages) and not _already_fired(rule.reply, messages):
+                return rule.reply
+        raise NoRuleMatched(messages[-1])
+
+    def _log(self, body: Mapping[str, Any], raw: bytes | None = None) -> None:
+        self.requests.append(dict(body))
+        if self.log_path is None:
+            return
+        # The bytes as they came when they fit on one line: re-encoding them cost as much
+        # as parsing them.
+        if raw is not None and b"\n" not in raw:
+            line = raw + b"\n"
+        else:
+            line = (json.dumps(body, ensure_ascii=False) + "\n").encode("utf-8")
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        """The ``POST /chat/completions`` endpoint (used as a respx side effect)."""
+        try:
+            body = json.loads(request.content or b"{}")
+        except ValueError:
+            return httpx.Response(400, json={"error": {"message": "request body is not JSON"}})
+        self._log(body, request.content if isinstance(body, dict) else None)
+        if self.on_request is not None:
+            self.on_request()
+        messages = body.get("messages") or []
+        try:
+            reply = self.reply(messages)
+        except NoRuleMatched as error:
+            return httpx.Response(400, json={"error": {"message": str(error), "type": "crashmatrix_no_rule"}})
+        return httpx.Response(200, json=chat_completion(reply, model=self.model, serial=len(self.requests)))

@@ -1,0 +1,158 @@
+"""The ``crashmatrix`` command line, run as a user runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCENARIO = """\
+name: email_once
+tools: [send_email]
+turns: ["Send the invoice"]
+recovery_crashes: false
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
+  - when: {tool: send_email}
+    reply: {content: "Handled."}
+expect:
+  after_running:
+    outcome: {call_1: side_effect_uncertain}
+    world: {emails: 0}
+  after_side_effect:
+    outcome: {call_1: side_effect_uncertain}
+    world: {emails: 1}
+"""
+
+
+def crashmatrix(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crashmatrix.harness.front.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "email.yaml"
+    path.write_text(SCENARIO, encoding="utf-8")
+    return path
+
+
+def test_run_one_point_by_bare_boundary_keeps_the_case_directory(scenario: Path, tmp_path: Path) -> None:
+    keep = tmp_path / "kept"
+    done = crashmatrix(
+        "run", str(scenario), "--crash", "after_side_effect", "--keep", str(keep), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "email.yaml::after_side_effect[call_1] ... passed" in done.stdout
+    assert "1 passed, 0 failed" in done.stdout
+    case = keep / "after_side_effect[call_1]"
+    assert (case / "world" / "workspace" / ".agent_state" / "session-case.jsonl").is_file()
+    assert (case / "trace.jsonl").is_file()
+
+
+def test_run_without_crash_runs_the_whole_matrix_and_fails_with_exit_1_on_a_wrong_expectation(
+    scenario: Path, tmp_path: Path
+) -> None:
+    scenario.write_text(SCENARIO.replace("world: {emails: 1}", "world: {emails: 2}"), encoding="utf-8")
+    done = crashmatrix("run", str(scenario), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "email.yaml::clean ... passed" in done.stdout
+    assert "MISMATCH world.emails: expected 2, observed 1" in done.stdout
+    assert "rerun: crashmatrix run email.yaml --crash 'after_side_effect[call_1]'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_an_unknown_point_is_a_one_line_usage_error_listing_the_points(
+    scenario: Path, tmp_path: Path
+) -> None:
+    done = crashmatrix("run", str(scenario), "--crash", "after_lunch", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
+    assert (
+        "--crash 'after_lunch': the clean run never reaches it; points: after_tool_call_saved[call_1]"
+        in done.stderr
+    )
+
+
+def test_validate_reports_each_bad_file_on_one_line_and_exits_2(scenario: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SCENARIO.replace("tools: [send_email]", "tools: [send_fax]"), encoding="utf-8")
+    done = crashmatrix("validate", str(scenario), str(bad), cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{scenario}: ok" in done.stdout
+    assert f"{bad}:2:9: tools[0]: unknown tool 'send_fax'" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: Path) -> None:
+    done = crashmatrix("points", str(scenario), cwd=tmp_path)
+    assert done.returncode == 0
+    points = done.stdout.split()
+    assert points[0] == "after_tool_call_saved[call_1]"
+    assert {"after_running[call_1]", "torn_write[call_1:running]", "after_tool_result[call_1]"} <= set(points)
+
+
+def test_mutants_prints_the_kill_matrix_and_exits_0_when_every_chosen_mutant_dies() -> None:
+    root = Path(__file__).resolve().parents[3]
+    done = crashmatrix("mutants", "--mutant", "ledger_in_prompt", cwd=root)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ledger_in_prompt" in done.stdout and "K" in done.stdout
+
+
+def test_run_replays_a_power_loss_and_a_second_crash_while_recovering(scenario: Path, tmp_path: Path) -> None:
+    power = crashmatrix("run", str(scenario), "--crash", "power@after_side_effect", cwd=tmp_path)
+    assert power.returncode == 0, power.stdout + power.stderr
+    assert "email.yaml::power@after_side_effect[call_1] ... passed" in power.stdout
+    twice = crashmatrix(
+        "run",
+        str(scenario),
+        "--crash",
+        "after_side_effect",
+        "--second",
+        "before_tool_result[call_1]",
+        cwd=tmp_path,
+    )
+    assert twice.returncode == 0, twice.stdout + twice.stderr
+    assert "after_side_effect[call_1] then before_tool_result[call_1] ... passed" in twice.stdout
+    lonely = crashmatrix("run", str(scenario), "--second", "before_tool_result[call_1]", cwd=tmp_path)
+    assert lonely.returncode == 2 and "--second needs --crash" in lonely.stderr
+
+
+def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_path: Path) -> None:
+    done = crashmatrix(
+        "explore", "--examples", "2", "--seed", "3", "--out", str(tmp_path / "found"), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = tmp_path / "found"
+    assert not found.exists() or not list(found.glob("*.yaml"))  # nothing found, nothing written
+
+
+def test_run_shares_each_first_crash_between_a_point_and_its_recovery_item(
+    scenario: Path, tmp_path: Path
+) -> None:
+    scenario.write_text(SCENARIO.replace("recovery_crashes: false\n", ""), encoding="utf-8")
+    done = crashmatrix("run", str(scenario), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    recovery = [line for line in done.stdout.splitlines() if "::recovery@" in line]
+    assert recovery and all(line.endswith("passed") for line in recovery)
+    base = Path(done.stdout.strip().splitlines()[-1].rpartition("case directories under ")[2])
+    # One first crash per recovery point, run once for P and recovery@P; P has no own copy.
+    crashed = sorted(p.parent.name for p in base.glob("first-crashes/*/*/crashed"))
+    assert crashed == sorted(line.split("::recovery@")[1].split(" ")[0] for line in recovery)
+    assert not [name for name in crashed if (base / name).exists()]
+    kept = crashmatrix("run", str(scenario), "--keep", str(tmp_path / "kept"), cwd=tmp_path)
+    assert kept.returncode == 0, kept.stdout + kept.stderr
+    assert not (tmp_path / "kept" / "first-crashes").exists()  # --keep: every case whole
+    assert all((tmp_path / "kept" / name).is_dir() for name in crashed)

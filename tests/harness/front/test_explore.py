@@ -1,0 +1,160 @@
+"""Exploration: Hypothesis-generated conversations and crash schedules, run for real.
+
+The CI profile (fixed seeds, small N, no shrinking except in the round-trip test):
+
+* the reference agent survives a bounded exploration (no invariant broken);
+* exploration ALONE, without the YAML suite, kills at least 8 of the 12 mutants;
+* a shrunk finding is written as ``found_<hash>.yaml``, loads with ``load_scenario``, fails
+  again against the mutant and passes against the reference.
+
+Which mutants exploration kills (seed 0, 12 conversations x up to 3 schedules each) is
+printed by ``test_exploration_alone_kills_most_mutants`` and kept in docs/exploration.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crashmatrix.harness.front.explore import (
+    PRELOAD,
+    Conversation,
+    ExploreResult,
+    explore,
+    main_explore,
+    materialise,
+    parse_point,
+    reproduce,
+    scenario_document,
+    schedule_of,
+    write_found,
+)
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.reference_agent.mutants import MUTANTS
+
+MUTANT_EXAMPLES = 12
+MUTANT_SEED = 0
+REFERENCE_EXAMPLES = 15
+DEADLINE = 4.0  # per life: a hung mutant (torn_tail_blocks_forever) costs this much
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[LifeLauncher]:
+    yield LifeLauncher("fork", preload=PRELOAD)
+
+
+# ---------------------------------------------------------------- fast: the data path
+
+
+def test_a_generated_conversation_is_a_valid_scenario(tmp_path: Path) -> None:
+    from crashmatrix.harness.front.explore import CallSpec
+
+    conversation = Conversation(
+        turns=(
+            (
+                (CallSpec("send_email", {"to": "a@example.com", "subject": "s", "body": "b"}),),
+                (CallSpec("run_command", {"command": "npm publish"}), CallSpec("read_file", {"path": "x"})),
+            ),
+        ),
+        repeat=True,
+        approvals={"send_email": "no"},
+        faults=((1, "response_lost"),),
+        external_write=True,
+    )
+    scenario = materialise(scenario_document(conversation), tmp_path / "s.yaml")
+    assert scenario.turns == ("[t1] please do the task", "[t2] please do the task")
+    assert scenario.faults[0]["call"] == "c2"
+    # N sends leave at most N emails; a repeated turn sends twice.
+    assert scenario.expect["default"]["world"]["emails"] == {"in": [0, 1, 2]}
+    assert "clean" not in scenario.expect  # a refusal makes the clean count undeterminable
+
+
+def test_point_ids_parse_back() -> None:
+    for text in ("after_running[c1]", "torn_write[c2:tool_result]", "after_approved[c3#2]"):
+        assert parse_point(text).id == text
+
+
+def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_explore(["--agent", "no_such_mutant"]) == 2
+    assert main_explore(["--examples", "0"]) == 2
+    assert "no_such_mutant" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- slow: real crashes
+
+
+@pytest.mark.slow
+def test_the_reference_agent_survives_exploration(launcher: LifeLauncher, tmp_path: Path) -> None:
+    result = explore(
+        examples=REFERENCE_EXAMPLES, seed=1, work_dir=tmp_path, launcher=launcher, deadline=10.0, shrink=False
+    )
+    assert result.finding is None, f"{result.finding.schedule.case_id}: {result.finding.reason}"
+    assert result.examples == REFERENCE_EXAMPLES
+
+
+def _explore_mutant(name: str, launcher: LifeLauncher, work_dir: Path) -> ExploreResult:
+    return explore(
+        agent=f"crashmatrix.reference_agent.mutants:{name}",
+        examples=MUTANT_EXAMPLES,
+        seed=MUTANT_SEED,
+        work_dir=work_dir / name,
+        launcher=launcher,
+        deadline=DEADLINE,
+        shrink=False,
+    )
+
+
+@pytest.mark.slow
+def test_exploration_alone_kills_most_mutants(launcher: LifeLauncher, tmp_path: Path) -> None:
+    """No YAML suite: generated conversations only. A kill is a failing case the reference
+    passes (as in the kill matrix)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each case is its own processes
+        results = dict(
+            zip(MUTANTS, pool.map(lambda n: _explore_mutant(n, launcher, tmp_path), MUTANTS), strict=True)
+        )
+    killed = {n for n, r in results.items() if r.finding is not None and r.finding.reference_passes}
+    report = [
+        f"{name}: "
+        + (
+            f"KILLED by {r.finding.schedule.case_id} ({r.finding.reason[:80]})"
+            if name in killed
+            else "survived"
+        )
+        for name, r in results.items()
+    ]
+    print("\n".join(report))
+    assert len(killed) >= 8, "\n".join(report)
+
+
+@pytest.mark.slow
+def test_a_found_case_is_written_as_yaml_that_reproduces(launcher: LifeLauncher, tmp_path: Path) -> None:
+    mutant = "crashmatrix.reference_agent.mutants:recovery_appends_user"
+    result = explore(
+        agent=mutant,
+        examples=10,
+        seed=MUTANT_SEED,
+        work_dir=tmp_path / "explore",
+        launcher=launcher,
+        deadline=DEADLINE,
+        budget=40,
+    )
+    finding = result.finding
+    assert finding is not None and finding.reference_passes
+    path = write_found(finding, tmp_path / "found")
+    assert path.name == f"found_{finding.digest}.yaml"
+    scenario = load_scenario(path)
+    assert schedule_of(scenario) == finding.schedule
+    assert scenario.cover == ((finding.schedule.point.id,) if finding.schedule.point else ())
+    assert "rerun: crashmatrix run" in path.read_text(encoding="utf-8")
+    yaml.safe_load(path.read_text(encoding="utf-8"))
+    again = reproduce(path, mutant, tmp_path / "again", launcher=launcher, deadline=DEADLINE)
+    assert (
+        again.status == finding.verdict.status
+    )  # "error": the scripted model has no rule for "Please continue."
+    assert {v.invariant for v in again.violations} & {v.invariant for v in finding.verdict.violations}
+    assert reproduce(path, "reference", tmp_path / "ref", launcher=launcher, deadline=DEADLINE).passed

@@ -1,0 +1,158 @@
+"""The kill matrix: its table, its ordering, its command line, and the CI gate that every
+mutant of the reference agent is killed by the built-in suite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.harness.front.cases import enumerate_points, run_point
+from crashmatrix.harness.front.mutation import (
+    Kill,
+    KillMatrix,
+    MutantRow,
+    main_mutants,
+    mutant_spec,
+    run_kill_matrix,
+    scenario_files,
+    scenario_score,
+)
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.reference_agent.mutants import MUTANTS
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIOS = ROOT / "scenarios"
+PRELOAD = [
+    "crashmatrix.harness.agents.reference",
+    "crashmatrix.reference_agent.mutants",
+    "crashmatrix.mock_tools.toolbox",
+]
+
+
+def _matrix() -> KillMatrix:
+    return KillMatrix(
+        scenarios=("send_email/send_once.yaml", "create_order/keyed_once.yaml"),
+        rows=(
+            MutantRow(
+                "blind_retry",
+                {"send_email/send_once.yaml": "K"},
+                Kill("send_email/send_once.yaml", "after_side_effect[call_mail]", "failed", "double email"),
+                2,
+                1.5,
+            ),
+            MutantRow(
+                "stubborn",
+                {"send_email/send_once.yaml": ".", "create_order/keyed_once.yaml": "."},
+                None,
+                20,
+                9.0,
+            ),
+        ),
+        seconds=10.5,
+    )
+
+
+def test_the_table_shows_k_for_killed_dot_for_survived_and_dash_for_not_run() -> None:
+    lines = _matrix().render().splitlines()
+    blind = next(line for line in lines if line.startswith("blind_retry"))
+    stubborn = next(line for line in lines if line.startswith("stubborn"))
+    assert " K -  " in blind
+    assert " . .  " in stubborn
+
+
+def test_the_table_names_the_case_that_killed_each_mutant_and_the_survivors() -> None:
+    text = _matrix().render()
+    assert "send_email/send_once.yaml::after_side_effect[call_mail] (failed: double email)" in text
+    assert "SURVIVED" in text
+    assert "1/2 mutants killed; survivors: stubborn" in text
+    assert "  1 send_email/send_once.yaml" in text and "  2 create_order/keyed_once.yaml" in text
+
+
+def test_to_json_carries_cells_first_kill_and_survivors() -> None:
+    data = _matrix().to_json()
+    assert data["survivors"] == ["stubborn"]
+    first = data["mutants"][0]
+    assert first["killed"] and first["first_kill"]["case"] == "after_side_effect[call_mail]"
+    assert data["mutants"][1]["first_kill"] is None
+
+
+def test_scenarios_whose_tags_or_tools_match_the_hints_score_higher() -> None:
+    email = load_scenario(SCENARIOS / "send_email" / "send_once.yaml")
+    order = load_scenario(SCENARIOS / "create_order" / "keyed_once.yaml")
+    hints = ("create_order", "keyed")
+    assert scenario_score(order, hints) > scenario_score(email, hints) == 0
+
+
+def test_a_bare_mutant_name_means_the_reference_agents_mutant() -> None:
+    assert mutant_spec("blind_retry") == "crashmatrix.reference_agent.mutants:blind_retry"
+    assert mutant_spec("pkg.mod:factory") == "pkg.mod:factory"
+
+
+def test_scenario_files_skip_contract_folders() -> None:
+    files = scenario_files(SCENARIOS)
+    assert files and not any("contracts" in p.parts for p in files)
+
+
+def test_an_unknown_mutant_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_mutants(["--mutant", "no_such_bug"]) == 2
+    assert "no such mutant" in capsys.readouterr().err
+
+
+def test_a_missing_scenarios_directory_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main_mutants(["--scenarios", str(tmp_path / "absent")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the CI gate (forked lives)
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[LifeLauncher]:
+    yield LifeLauncher("fork", preload=PRELOAD)
+
+
+@pytest.fixture(scope="module")
+def gate(launcher: LifeLauncher, tmp_path_factory: pytest.TempPathFactory) -> KillMatrix:
+    return run_kill_matrix(
+        scenario_files(SCENARIOS),
+        [mutant_spec(name) for name in MUTANTS],
+        launcher,
+        tmp_path_factory.mktemp("kill-matrix"),
+        power=True,
+        deadline=10.0,  # a hung mutant costs its deadline; a healthy life takes well under 1 s
+    )
+
+
+@pytest.mark.slow
+def test_every_mutant_is_killed_by_a_built_in_scenario(gate: KillMatrix) -> None:
+    assert not gate.survivors, gate.render()
+
+
+@pytest.mark.slow
+def test_no_kill_rests_on_a_case_the_reference_agent_fails_too(gate: KillMatrix) -> None:
+    # run_kill_matrix counts a kill only when the reference passes that case; a case both
+    # fail is recorded as unconfirmed, which would mean a broken scenario.
+    assert all(not row.unconfirmed for row in gate.rows), gate.to_json()
+
+
+@pytest.mark.slow
+def test_the_reference_agent_passes_every_case_that_killed_a_mutant(
+    gate: KillMatrix, launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    for row in gate.rows:
+        assert row.first_kill is not None
+        scenario = load_scenario(SCENARIOS / row.first_kill.scenario)
+        case_dir = tmp_path / row.mutant
+        enum = enumerate_points(scenario, launcher, case_dir / "clean")
+        kind, _, point_id = row.first_kill.case.rpartition("@")
+        if point_id == "clean":
+            assert enum.clean_verdict.passed, (row.mutant, enum.clean_verdict)
+            continue
+        point = next(p for p in enum.points if p.id == point_id)
+        result = run_point(scenario, point, launcher, case_dir / "case", power_loss=kind == "power")
+        assert result.passed, (row.mutant, row.first_kill, result.verdict)

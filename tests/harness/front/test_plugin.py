@@ -1,0 +1,154 @@
+"""The pytest plugin end to end, as a user runs it: ``pytest scenarios/`` in a project.
+
+Runs pytest in a subprocess (pytester) so the plugin is loaded through its ``pytest11``
+entry point, exactly as an installed crashmatrix is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.reports.matrix import build_matrix
+from crashmatrix.reports.results import load_results
+
+pytestmark = pytest.mark.slow
+pytest_plugins = ["pytester"]
+
+SCENARIO = """
+name: email_once
+tools: [send_email]
+turns: ["Send the invoice"]
+recovery_crashes: false
+cover: [after_running]
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
+  - when: {tool: send_email}
+    reply: {content: "Handled."}
+expect:
+  after_running:
+    outcome: {call_1: %s}
+"""
+
+
+def test_ids_are_point_ids_and_a_passing_matrix_passes(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "side_effect_uncertain"})
+    result = pytester.runpytest_subprocess("scenarios", "-v", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*email.yaml::clean PASSED*", "*email.yaml::after_running?call_1? PASSED*"])
+    result.assert_outcomes(passed=2)
+
+
+def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "replayed"})
+    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*email.yaml::after_running?call_1? FAILED (agent reference, 2 lives)",
+            "*ledger?call_1?: approved > running > unknown*",
+            '*MISMATCH outcome?call_1?: expected "replayed", observed "side_effect_uncertain"*',
+            "  rerun: crashmatrix run scenarios/email.yaml --crash 'after_running?call_1?' --keep *",
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
+    assert "harness/" not in result.stdout.str()  # no frames from our own code
+
+
+def test_a_broken_scenario_is_a_one_line_collection_error_for_that_file_only(
+    pytester: pytest.Pytester,
+) -> None:
+    broken = (SCENARIO % "side_effect_uncertain").replace("turns:", "turnz:")
+    pytester.makefile(
+        ".yaml", **{"scenarios/broken": broken, "scenarios/good": SCENARIO % "side_effect_uncertain"}
+    )
+    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
+    # The broken file is an error for that file only: the good one still ran, the run fails.
+    result.assert_outcomes(passed=2, errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
+    pytester: pytest.Pytester,
+) -> None:
+    never = (SCENARIO % "side_effect_uncertain").replace(
+        "cover: [after_running]", "cover: [after_running, after_approved]"
+    )
+    never = never.replace("turns:", "approvals: {send_email: 'no'}\nturns:")
+    pytester.makefile(".yaml", **{"scenarios/never": never})
+    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])
+    result.assert_outcomes(errors=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_points_a_black_box_agent_cannot_reach_are_shown_not_reached_never_passed(
+    pytester: pytest.Pytester,
+) -> None:
+    examples = Path(__file__).resolve().parents[3] / "examples" / "blackbox_agent"
+    pytester.makefile(
+        ".yaml", **{"scenarios/order": (examples / "scenario.yaml").read_text(encoding="utf-8")}
+    )
+    result = pytester.runpytest_subprocess(
+        "scenarios", "-p", "no:cacheprovider", "--no-recovery-crashes", f"--agent={examples / 'adapter.yaml'}"
+    )
+    assert result.ret == 0
+    # A black box writes its own session: the harness cannot tear its writes nor stop it
+    # between its own ledger steps. Those columns have no case, and show "not reached".
+    row = build_matrix(load_results(pytester.path / "reports" / "latest" / "matrix.json")).rows[0]
+    for column in ("after_approved", "before_tool_result", "after_tool_result", "torn_write"):
+        assert row.cell(column).state == "not_reached", column
+    assert row.cell("after_running").state == "pass"
+
+
+def test_a_recorded_point_outside_the_adapters_boundaries_is_skipped_as_not_reachable(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "side_effect_uncertain"})
+    pytester.makepyfile(
+        limited_adapter="""
+from crashmatrix.harness.agents.reference import ReferenceAdapter
+
+class Limited(ReferenceAdapter):
+    name = "limited"
+    boundaries = ("after_tool_call_saved", "after_side_effect")
+"""
+    )
+    result = pytester.runpytest_subprocess(
+        "scenarios", "-rs", "-p", "no:cacheprovider", "--agent=limited_adapter:Limited"
+    )
+    result.stdout.fnmatch_lines(
+        ["*SKIPPED*not reachable: agent limited_adapter:Limited cannot be killed at after_running*"]
+    )
+    result.assert_outcomes(passed=1, skipped=1)  # clean ran; after_running (covered) cannot be reached
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    assert {c.point: c.status for c in results.cases} == {
+        "clean": "passed",
+        "after_running[call_1]": "not_reached",
+    }
+
+
+def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is_wrong(
+    pytester: pytest.Pytester,
+) -> None:
+    # Collection runs the clean case to enumerate the points; the clean item reports that
+    # run (no second clean life) and is judged like any other case.
+    wrong = (SCENARIO % "side_effect_uncertain") + "  default:\n    world: {emails: 2}\n"
+    pytester.makefile(".yaml", **{"scenarios/email": wrong})
+    result = pytester.runpytest_subprocess(
+        "scenarios", "-p", "no:cacheprovider", "--keep-cases", "cases", "-k", "clean"
+    )
+    result.assert_outcomes(failed=1, deselected=1)
+    result.stdout.fnmatch_lines(
+        ["*email.yaml::clean FAILED*", "*MISMATCH world.emails: expected 2, observed 1"]
+    )
+    (clean,) = load_results(pytester.path / "reports" / "latest" / "matrix.json").cases
+    assert Path(clean.case_dir).name == "enumerate" and clean.lives == 1
+    assert sorted(p.name for p in (pytester.path / "cases").glob("*/*/*")) == ["enumerate"]

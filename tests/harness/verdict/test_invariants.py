@@ -1,0 +1,691 @@
+"""crashmatrix.harness.verdict.invariants: each invariant passes seed 000's real traces and fails exactly when
+its own rule is broken, naming the id involved.
+
+Sessions are written here as lists of dicts in seed 000's JSONL shape; offsets come from
+``encode_line`` exactly as ``read_session`` would measure them, and world events are a small
+frozen dataclass shaped like ``mock_tools.world.WorldEvent``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.records import Entry, MessageEntry, entry_from_json
+from crashmatrix.harness.core.session_log import encode_line, prompt_view
+from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.verdict.invariants import (
+    INVARIANTS,
+    LEDGER_INVARIANTS,
+    Evidence,
+    Violation,
+    check_all,
+)
+
+DATA = Path(__file__).parents[1] / "data" / "invariants"
+
+Raw = dict[str, Any]
+
+# ---------------------------------------------------------------------------- builders
+
+
+@dataclass(frozen=True)
+class Event:
+    """A world event, shaped like mock_tools.world.WorldEvent."""
+
+    seq: int
+    kind: str
+    tool: str
+    tool_call_id: str | None
+    execution_id: str | None
+    session_bytes: int
+    idempotency_key: str | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+CONTRACTS: Mapping[str, ToolContract] = {
+    "write_file": ToolContract(name="write_file", idempotency="conditional", replay_policy="ask"),
+    "read_file": ToolContract(name="read_file", idempotency="idempotent", replay_policy="auto", ledger=False),
+    "run_command": ToolContract(name="run_command", classify="run_command"),
+    # send_email deliberately has no contract: the default is non_idempotent (seed 004).
+}
+
+
+def user(text: str) -> Raw:
+    return {"type": "message", "message": {"role": "user", "content": text}}
+
+
+def call(call_id: str, name: str, arguments: Mapping[str, Any]) -> Raw:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(dict(arguments), ensure_ascii=False)},
+    }
+
+
+def assistant(*calls: Raw, content: str = "") -> Raw:
+    message: Raw = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = list(calls)
+    return {"type": "message", "message": message}
+
+
+def final(text: str = "done") -> Raw:
+    return assistant(content=text)
+
+
+def tool_result(call_id: str, content: Mapping[str, Any]) -> Raw:
+    return {
+        "type": "message",
+        "message": {"role": "tool", "tool_call_id": call_id, "content": json.dumps(dict(content))},
+    }
+
+
+def ledger(
+    execution_id: str,
+    call_id: str,
+    status: str,
+    tool: str,
+    arguments: Mapping[str, Any],
+    result: Mapping[str, Any] | None = None,
+) -> Raw:
+    sha = arguments_sha256(arguments)
+    out: Raw = {
+        "type": "tool_execution",
+        "execution_id": execution_id,
+        "tool_call_id": call_id,
+        "status": status,
+    }
+    if result is not None:
+        out["result"] = dict(result)
+    out |= {"tool_name": tool, "idempotency_key": f"{tool}:{sha}", "arguments_sha256": sha}
+    return out
+
+
+def ok_result(execution_id: str) -> Raw:
+    return {"ok": True, "status": "succeeded", "execution_id": execution_id}
+
+
+def size(lines: Sequence[Raw], count: int) -> int:
+    """Bytes of the first ``count`` lines: the session size right after line ``count``."""
+    return sum(len(encode_line(line)) for line in lines[:count])
+
+
+def parse(lines: Sequence[Raw]) -> tuple[list[Entry], list[int]]:
+    entries = [entry_from_json(raw, line=n) for n, raw in enumerate(lines, start=1)]
+    offsets: list[int] = []
+    total = 0
+    for raw in lines:
+        total += len(encode_line(raw))
+        offsets.append(total)
+    return entries, offsets
+
+
+def model_requests(entries: Sequence[Entry]) -> list[Raw]:
+    """What an honest agent sent: the prompt view of the session before each reply."""
+    return [
+        {"model": "scripted", "messages": prompt_view(entries[:index])}
+        for index, entry in enumerate(entries)
+        if isinstance(entry, MessageEntry) and entry.message.role == "assistant"
+    ]
+
+
+def evidence(
+    lines: Sequence[Raw],
+    events: Sequence[Event] = (),
+    *,
+    turns: Sequence[str] | None = None,
+    requests: Sequence[Mapping[str, Any]] | None = None,
+    has_ledger: bool = True,
+) -> Evidence:
+    """Evidence for a session; by default the turns are its user messages and the requests
+    are what an honest agent would have sent, so only the broken part of a case differs."""
+    entries, offsets = parse(lines)
+    if turns is None:
+        turns = [
+            raw["message"]["content"]
+            for raw in lines
+            if raw["type"] == "message" and raw["message"]["role"] == "user"
+        ]
+    return Evidence(
+        entries=entries,
+        offsets=offsets,
+        events=list(events),
+        requests=model_requests(entries) if requests is None else list(requests),
+        turns=list(turns),
+        contracts=CONTRACTS,
+        has_ledger=has_ledger,
+    )
+
+
+def names(violations: Iterable[Violation]) -> set[str]:
+    return {v.invariant for v in violations}
+
+
+def only_violation(ev: Evidence, invariant: str, *, naming: str) -> Violation:
+    """Assert that ``invariant`` is the one invariant broken, and that it names ``naming``."""
+    violations = check_all(ev)
+    assert names(violations) == {invariant}, violations
+    mine = [v for v in violations if naming in v.message]
+    assert mine, f"no {invariant} message names {naming!r}: {violations}"
+    return mine[0]
+
+
+# ---------------------------------------------------------------------------- seed 000 traces
+
+
+def load(name: str) -> list[Raw]:
+    text = (DATA / name).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+NORMAL = load("seed000_normal_write.jsonl")  # seed 000, 7.1 (7 lines)
+RECOVERY = load("seed000_crash_recovery.jsonl")  # seed 000, 7.2 (12 lines)
+NORMAL_CALL = "call_7d0dea1500df4e77ad998b2d"
+NORMAL_EXEC = "exec_ef1a380b3439469ea9677bbd74c2e8a3"
+NORMAL_TURN = NORMAL[0]["message"]["content"]
+RECOVERY_CALL = "call_recovery_demo"
+RECOVERY_EXEC = "exec_abe36d1afcf74bcaaf736105eec7f9f1"
+INTERRUPTED_EXEC = "exec_interrupted_demo"
+
+
+def normal_events(lines: Sequence[Raw] = NORMAL, *, after_line: int = 4) -> list[Event]:
+    """The one file write of 7.1, made after the running line (line 4) was on disk."""
+    return [Event(1, "file_write", "write_file", NORMAL_CALL, NORMAL_EXEC, size(lines, after_line))]
+
+
+def recovery_events() -> list[Event]:
+    # 7.2: the interrupted attempt never wrote the file; a fault fired once; the retry wrote
+    # it after its running line (line 7); the verification read is not a side effect.
+    return [
+        Event(1, "fault", "write_file", RECOVERY_CALL, INTERRUPTED_EXEC, size(RECOVERY, 4)),
+        Event(2, "file_write", "write_file", RECOVERY_CALL, RECOVERY_EXEC, size(RECOVERY, 7)),
+        Event(3, "read", "read_file", "call_831bbb27cf6f496b9526c757", None, size(RECOVERY, 10)),
+    ]
+
+
+def test_the_seed_traces_are_seed_000_verbatim() -> None:
+    assert len(NORMAL) == 7 and len(RECOVERY) == 12
+    assert [line["type"] for line in NORMAL].count("tool_execution") == 3
+    assert [line["type"] for line in RECOVERY].count("tool_execution") == 6
+    # encode_line reproduces the seed's bytes, so the offsets are the real file's offsets.
+    for name in ("seed000_normal_write.jsonl", "seed000_crash_recovery.jsonl"):
+        data = (DATA / name).read_bytes()
+        assert b"".join(encode_line(line) for line in load(name)) == data
+
+
+@pytest.mark.parametrize("invariant", list(INVARIANTS))
+def test_seed_000_normal_write_satisfies(invariant: str) -> None:
+    ev = evidence(NORMAL, normal_events(), turns=[NORMAL_TURN])
+    assert check_all(ev, only=[invariant]) == []
+
+
+@pytest.mark.parametrize("invariant", list(INVARIANTS))
+def test_seed_000_crash_recovery_satisfies(invariant: str) -> None:
+    ev = evidence(RECOVERY, recovery_events(), turns=[RECOVERY[0]["message"]["content"]])
+    assert check_all(ev, only=[invariant]) == []
+
+
+def test_registry_names_and_order_are_the_documented_ones() -> None:
+    assert list(INVARIANTS) == [
+        "one_tool_result_per_call",
+        "legal_transitions",
+        "executions_closed",
+        "running_before_side_effect",
+        "non_idempotent_at_most_once",
+        "no_result_for_other_arguments",
+        "no_user_message_from_recovery",
+        "turn_ends_with_final",
+        "no_ledger_in_prompt",
+        "unknown_never_succeeded",
+    ]
+    assert {
+        "legal_transitions",
+        "executions_closed",
+        "running_before_side_effect",
+        "no_result_for_other_arguments",
+        "unknown_never_succeeded",
+    } == LEDGER_INVARIANTS
+    for check in INVARIANTS.values():
+        assert check.__doc__ and "Why" in check.__doc__
+
+
+# ---------------------------------------------------------------------------- 1. one result per call
+
+
+def test_two_tool_results_for_one_call_is_a_violation() -> None:
+    lines = [*NORMAL[:6], NORMAL[5], NORMAL[6]]
+    v = only_violation(evidence(lines, normal_events()), "one_tool_result_per_call", naming=NORMAL_CALL)
+    assert v.tool_call_id == NORMAL_CALL
+    assert "2 Tool Results" in v.message
+
+
+def test_a_call_without_tool_result_is_a_violation() -> None:
+    lines = [*NORMAL[:5], NORMAL[6]]
+    v = only_violation(evidence(lines, normal_events()), "one_tool_result_per_call", naming=NORMAL_CALL)
+    assert "0 Tool Results" in v.message
+
+
+def test_a_tool_result_for_a_call_nobody_made_is_a_violation() -> None:
+    lines = [*NORMAL[:6], tool_result("call_ghost", {"ok": True}), NORMAL[6]]
+    only_violation(evidence(lines, normal_events()), "one_tool_result_per_call", naming="call_ghost")
+
+
+def reused_id_session(*, second_result: bool) -> list[Raw]:
+    """Two turns whose providers both named their call ``call_0``."""
+    args = {"path": "a.txt"}
+    lines = [
+        user("read a"),
+        assistant(call("call_0", "read_file", args)),
+        tool_result("call_0", {"ok": True, "status": "succeeded", "content": "A"}),
+        final("A"),
+        user("read a again"),
+        assistant(call("call_0", "read_file", args)),
+    ]
+    if second_result:
+        lines.append(tool_result("call_0", {"ok": True, "status": "succeeded", "content": "A"}))
+    lines.append(final("A again"))
+    return lines
+
+
+def test_a_reused_tool_call_id_is_matched_within_its_turn() -> None:
+    assert check_all(evidence(reused_id_session(second_result=True))) == []
+    # The first turn's result must not count for the second turn's call_0.
+    v = only_violation(
+        evidence(reused_id_session(second_result=False)), "one_tool_result_per_call", naming="call_0"
+    )
+    assert "line 6" in v.message
+
+
+# ---------------------------------------------------------------------------- 2. legal transitions
+
+
+def test_running_again_after_succeeded_is_a_violation() -> None:
+    # approved, running, succeeded, running, succeeded: re-executed under the old id.
+    lines = [*NORMAL[:5], NORMAL[3], NORMAL[4], *NORMAL[5:]]
+    v = only_violation(evidence(lines, normal_events()), "legal_transitions", naming=NORMAL_EXEC)
+    assert "after terminal 'succeeded'" in v.message
+    assert v.tool_call_id == NORMAL_CALL
+
+
+def test_succeeded_without_running_is_a_violation() -> None:
+    lines = [NORMAL[0], NORMAL[1], NORMAL[2], NORMAL[4], NORMAL[5], NORMAL[6]]
+    v = only_violation(evidence(lines), "legal_transitions", naming=NORMAL_EXEC)
+    assert "'approved' -> 'succeeded'" in v.message
+
+
+def test_a_ledger_line_for_a_call_nobody_made_is_a_violation() -> None:
+    stray = ledger("exec_stray", "call_elsewhere", "rejected", "send_email", {})
+    lines = [*NORMAL[:5], stray, *NORMAL[5:]]
+    v = only_violation(evidence(lines, normal_events()), "legal_transitions", naming="exec_stray")
+    assert "call_elsewhere" in v.message
+
+
+# ---------------------------------------------------------------------------- 3. executions closed
+
+
+@pytest.mark.parametrize("left", [["approved"], ["approved", "running"]])
+def test_an_execution_left_open_is_a_violation(left: list[str]) -> None:
+    args = {"path": "ledger-demo.txt", "content": "hello ledger"}
+    abandoned = [ledger("exec_abandoned", NORMAL_CALL, s, "write_file", args) for s in left]
+    lines = [*NORMAL[:2], *abandoned, *NORMAL[2:]]
+    events = normal_events(lines, after_line=4 + len(left))
+    v = only_violation(evidence(lines, events), "executions_closed", naming="exec_abandoned")
+    assert f"ends {left[-1]!r}" in v.message
+
+
+# ---------------------------------------------------------------------------- 4. running before effect
+
+
+def test_a_side_effect_before_running_was_on_disk_is_a_violation() -> None:
+    events = normal_events(after_line=3)  # the file changed when only `approved` was on disk
+    v = only_violation(evidence(NORMAL, events), "running_before_side_effect", naming="seq 1")
+    assert NORMAL_EXEC in v.message
+    assert v.tool_call_id == NORMAL_CALL
+
+
+def test_a_side_effect_at_exactly_the_end_of_running_is_fine() -> None:
+    assert check_all(evidence(NORMAL, normal_events(after_line=4))) == []
+
+
+def test_a_side_effect_of_an_execution_without_running_is_a_violation() -> None:
+    events = [Event(9, "file_write", "write_file", NORMAL_CALL, "exec_phantom", size(NORMAL, 6))]
+    v = only_violation(evidence(NORMAL, events), "running_before_side_effect", naming="exec_phantom")
+    assert "seq 9" in v.message
+
+
+def test_an_unknown_session_size_proves_nothing() -> None:
+    events = [Event(4, "file_write", "write_file", NORMAL_CALL, NORMAL_EXEC, -1)]
+    only_violation(evidence(NORMAL, events), "running_before_side_effect", naming="seq 4")
+
+
+def test_faults_external_writes_and_reads_are_not_side_effects() -> None:
+    events = [
+        Event(1, "fault", "write_file", NORMAL_CALL, NORMAL_EXEC, 0),
+        Event(2, "external_write", "(external)", None, None, 0),
+        Event(3, "read", "write_file", NORMAL_CALL, NORMAL_EXEC, 0),
+        *normal_events(),
+    ]
+    assert check_all(evidence(NORMAL, events)) == []
+
+
+# ---------------------------------------------------------------------------- 5. at most once
+
+EMAIL = {"to": "a@example.com", "subject": "hi", "body": "hello"}
+
+
+def email_session(
+    executions: Sequence[tuple[str, Sequence[str]]], *, call_id: str = "call_mail"
+) -> list[Raw]:
+    lines = [user("send the email"), assistant(call(call_id, "send_email", EMAIL))]
+    for execution_id, statuses in executions:
+        lines += [ledger(execution_id, call_id, s, "send_email", EMAIL) for s in statuses]
+    lines += [tool_result(call_id, ok_result(executions[-1][0])), final("sent")]
+    return lines
+
+
+def test_two_emails_for_one_send_email_call_is_a_violation() -> None:
+    lines = email_session([("exec_mail", ["approved", "running", "succeeded"])])
+    events = [
+        Event(1, "email", "send_email", "call_mail", "exec_mail", size(lines, 4)),
+        Event(2, "email", "send_email", "call_mail", "exec_mail", size(lines, 4)),
+    ]
+    v = only_violation(evidence(lines, events), "non_idempotent_at_most_once", naming="call_mail")
+    assert "seq 1, 2" in v.message
+
+
+def test_a_blind_retry_of_a_non_idempotent_call_is_a_violation_over_all_executions() -> None:
+    lines = email_session(
+        [("exec_1", ["approved", "running", "unknown"]), ("exec_2", ["approved", "running", "succeeded"])]
+    )
+    events = [
+        Event(1, "email", "send_email", "call_mail", "exec_1", size(lines, 4)),
+        Event(2, "email", "send_email", "call_mail", "exec_2", size(lines, 7)),
+    ]
+    only_violation(evidence(lines, events), "non_idempotent_at_most_once", naming="call_mail")
+
+
+def test_one_email_per_turn_under_a_reused_call_id_is_fine() -> None:
+    first = email_session([("exec_1", ["approved", "running", "succeeded"])], call_id="call_0")
+    second = email_session([("exec_2", ["approved", "running", "succeeded"])], call_id="call_0")
+    second[0] = user("send it again, please")
+    lines = first + second
+    events = [
+        Event(1, "email", "send_email", "call_0", "exec_1", size(lines, 4)),
+        Event(2, "email", "send_email", "call_0", "exec_2", size(lines, len(first) + 4)),
+    ]
+    assert check_all(evidence(lines, events)) == []
+
+
+def test_run_command_is_classified_per_call() -> None:
+    def session(command: str) -> tuple[list[Raw], list[Event]]:
+        args = {"command": command}
+        lines = [user(f"run {command}"), assistant(call("call_cmd", "run_command", args))]
+        lines += [ledger("exec_cmd", "call_cmd", s, "run_command", args) for s in ("approved", "running")]
+        lines += [ledger("exec_cmd", "call_cmd", "succeeded", "run_command", args)]
+        lines += [tool_result("call_cmd", ok_result("exec_cmd")), final()]
+        events = [Event(n, "command", "run_command", "call_cmd", "exec_cmd", size(lines, 4)) for n in (1, 2)]
+        return lines, events
+
+    read_only = evidence(*session("ls src"))
+    assert check_all(read_only) == []
+    appends = evidence(*session("echo x >> audit.log"))
+    only_violation(appends, "non_idempotent_at_most_once", naming="call_cmd")
+
+
+# ---------------------------------------------------------------------------- 6. other arguments
+
+
+def test_a_result_for_an_execution_of_other_arguments_is_a_violation() -> None:
+    # The ledger was written for 5 cents; the saved call now says 500 (edited after the crash),
+    # and recovery replayed the stored result anyway.
+    old = {"to": "a@example.com", "subject": "pay", "body": "5"}
+    lines = email_session([("exec_old", ["approved", "running", "succeeded"])])
+    lines[2:5] = [
+        ledger("exec_old", "call_mail", s, "send_email", old) for s in ("approved", "running", "succeeded")
+    ]
+    events = [Event(1, "email", "send_email", "call_mail", "exec_old", size(lines, 4))]
+    v = only_violation(evidence(lines, events), "no_result_for_other_arguments", naming="exec_old")
+    assert v.tool_call_id == "call_mail"
+    assert arguments_sha256(old)[:12] in v.message
+
+
+def test_a_result_naming_an_execution_the_ledger_does_not_know_is_a_violation() -> None:
+    lines = [*NORMAL[:5], tool_result(NORMAL_CALL, ok_result("exec_borrowed")), NORMAL[6]]
+    only_violation(evidence(lines, normal_events()), "no_result_for_other_arguments", naming="exec_borrowed")
+
+
+def test_a_result_naming_another_calls_execution_is_a_violation() -> None:
+    # Turn 2 reuses call_0 with other arguments and publishes turn 1's execution.
+    first = email_session([("exec_1", ["approved", "running", "succeeded"])], call_id="call_0")
+    second = [user("now to b"), assistant(call("call_0", "send_email", {**EMAIL, "to": "b@example.com"}))]
+    second += [tool_result("call_0", ok_result("exec_1")), final()]
+    lines = first + second
+    events = [Event(1, "email", "send_email", "call_0", "exec_1", size(lines, 4))]
+    v = only_violation(evidence(lines, events), "no_result_for_other_arguments", naming="exec_1")
+    assert "belongs to tool call 'call_0'" in v.message
+
+
+# ---------------------------------------------------------------------------- 7. user messages
+
+
+def test_a_user_message_added_by_recovery_is_a_violation() -> None:
+    lines = [*NORMAL, user(NORMAL_TURN), final("again")]
+    v = only_violation(
+        evidence(lines, normal_events(), turns=[NORMAL_TURN]),
+        "no_user_message_from_recovery",
+        naming="line 8",
+    )
+    assert "not one of the scenario's 1 turns" in v.message
+
+
+def test_a_turn_that_never_reached_the_session_is_a_violation() -> None:
+    ev = evidence(NORMAL, normal_events(), turns=[NORMAL_TURN, "and now read it"])
+    only_violation(ev, "no_user_message_from_recovery", naming="'and now read it'")
+
+
+def test_a_user_message_other_than_the_turn_is_a_violation() -> None:
+    lines = [user("please continue"), *NORMAL[1:]]
+    ev = evidence(lines, normal_events(), turns=[NORMAL_TURN])
+    only_violation(ev, "no_user_message_from_recovery", naming="'please continue'")
+
+
+# ---------------------------------------------------------------------------- 8. final answer
+
+
+def test_a_session_ending_on_a_tool_result_is_a_violation() -> None:
+    v = only_violation(evidence(NORMAL[:6], normal_events()), "turn_ends_with_final", naming="line 6")
+    assert v.tool_call_id == NORMAL_CALL
+
+
+def test_a_turn_abandoned_for_the_next_one_is_a_violation() -> None:
+    lines = [*NORMAL[:6], user("next"), final("ok")]
+    only_violation(evidence(lines, normal_events()), "turn_ends_with_final", naming="turn 1")
+
+
+# ---------------------------------------------------------------------------- 9. ledger in prompt
+
+
+def test_a_request_containing_a_ledger_record_is_a_violation() -> None:
+    entries, _ = parse(NORMAL)
+    requests = model_requests(entries)
+    requests[1]["messages"].insert(2, NORMAL[4])  # the `succeeded` line, verbatim
+    v = only_violation(
+        evidence(NORMAL, normal_events(), requests=requests), "no_ledger_in_prompt", naming="request 2"
+    )
+    assert NORMAL_EXEC in v.message
+
+
+def test_a_message_carrying_ledger_fields_is_a_violation() -> None:
+    entries, _ = parse(NORMAL)
+    requests = model_requests(entries)
+    requests[1]["messages"][2] = {**requests[1]["messages"][2], "status": "succeeded"}
+    v = only_violation(
+        evidence(NORMAL, normal_events(), requests=requests), "no_ledger_in_prompt", naming="request 2"
+    )
+    assert "status" in v.message
+
+
+def test_a_request_that_is_not_a_prefix_of_the_session_is_a_violation() -> None:
+    entries, _ = parse(NORMAL)
+    requests = model_requests(entries)
+    requests[1]["messages"][0] = {"role": "user", "content": "something the session never saved"}
+    only_violation(
+        evidence(NORMAL, normal_events(), requests=requests), "no_ledger_in_prompt", naming="request 2"
+    )
+
+
+def test_a_leading_system_prompt_is_not_a_session_message() -> None:
+    entries, _ = parse(NORMAL)
+    requests = [
+        {"messages": [{"role": "system", "content": "be careful"}, *r["messages"]]}
+        for r in model_requests(entries)
+    ]
+    assert check_all(evidence(NORMAL, normal_events(), requests=requests)) == []
+
+
+# ---------------------------------------------------------------------------- 10. unknown stays unknown
+
+
+def unknown_then(status: str) -> list[Raw]:
+    return email_session([("exec_u", ["approved", "running", "unknown", status])])
+
+
+def test_an_unknown_execution_later_succeeded_is_a_violation() -> None:
+    lines = unknown_then("succeeded")
+    events = [Event(1, "email", "send_email", "call_mail", "exec_u", size(lines, 4))]
+    violations = check_all(evidence(lines, events))
+    # The state machine also forbids it; this invariant says what it means.
+    assert names(violations) == {"legal_transitions", "unknown_never_succeeded"}
+    mine = [v for v in violations if v.invariant == "unknown_never_succeeded"]
+    assert "exec_u" in mine[0].message and "line 5" in mine[0].message
+
+
+def test_an_ok_result_naming_an_unknown_execution_is_a_violation() -> None:
+    lines = email_session([("exec_u", ["approved", "running", "unknown"])])
+    events = [Event(1, "email", "send_email", "call_mail", "exec_u", size(lines, 4))]
+    v = only_violation(evidence(lines, events), "unknown_never_succeeded", naming="exec_u")
+    assert "'unknown'" in v.message
+    assert v.tool_call_id == "call_mail"
+
+
+def test_an_ok_result_published_before_its_terminal_line_is_a_violation() -> None:
+    lines = email_session([("exec_e", ["approved", "running", "succeeded"])])
+    lines[4], lines[5] = lines[5], lines[4]  # Tool Result before `succeeded`
+    events = [Event(1, "email", "send_email", "call_mail", "exec_e", size(lines, 4))]
+    v = only_violation(evidence(lines, events), "unknown_never_succeeded", naming="exec_e")
+    assert "'running'" in v.message
+
+
+def test_an_honest_uncertain_result_is_fine() -> None:
+    lines = email_session([("exec_u", ["approved", "running", "unknown"])])
+    uncertain = {"ok": False, "status": "unknown", "execution_id": "exec_u", "code": "SIDE_EFFECT_UNCERTAIN"}
+    lines[5] = tool_result("call_mail", uncertain)
+    events = [Event(1, "email", "send_email", "call_mail", "exec_u", size(lines, 4))]
+    assert check_all(evidence(lines, events)) == []
+
+
+# ---------------------------------------------------------------------------- check_all
+
+
+def test_agents_without_a_ledger_are_not_judged_on_ledger_invariants() -> None:
+    # Broken in every ledger way at once: left approved, side effect before running.
+    lines = [*NORMAL[:2], ledger("exec_x", NORMAL_CALL, "approved", "write_file", {}), *NORMAL[2:]]
+    events = normal_events(lines, after_line=1)
+    assert names(check_all(evidence(lines, events))) >= {"executions_closed", "running_before_side_effect"}
+    assert check_all(evidence(lines, events, has_ledger=False)) == []
+    assert check_all(evidence(lines, events, has_ledger=False), only=["executions_closed"]) == []
+    # The other invariants still apply.
+    doubled = [*lines[:7], lines[6], lines[7]]
+    assert names(check_all(evidence(doubled, events, has_ledger=False))) == {"one_tool_result_per_call"}
+
+
+def test_only_selects_invariants_and_rejects_unknown_names() -> None:
+    ev = evidence(NORMAL[:6], normal_events())
+    assert names(check_all(ev, only=["turn_ends_with_final"])) == {"turn_ends_with_final"}
+    assert check_all(ev, only=["one_tool_result_per_call"]) == []
+    with pytest.raises(InputError, match=r"'ends_well'.*choose from: one_tool_result_per_call"):
+        check_all(ev, only=["ends_well"])
+
+
+def test_evidence_refuses_offsets_from_another_session() -> None:
+    entries, offsets = parse(NORMAL)
+    with pytest.raises(ValueError, match="7 entries but 6 offsets"):
+        Evidence(entries, offsets[:6], [], [], [NORMAL_TURN], CONTRACTS)
+
+
+# ---------------------------------------------------------------------------- property: clean sessions
+
+TOOLS = ("write_file", "send_email", "read_file", "ls")
+
+
+@st.composite
+def clean_cases(draw: st.DrawFn) -> tuple[list[Raw], list[Event], list[str]]:
+    """Well-formed sessions: several turns, rounds of tool calls, every execution succeeded
+    (an idempotent write may first have been interrupted and retried, as in seed 000 7.2)."""
+    lines: list[Raw] = []
+    events: list[Event] = []
+    turns: list[str] = []
+    reuse_ids = draw(st.booleans())  # providers that name every turn's first call call_0
+    serial = 0
+    for turn in range(draw(st.integers(1, 3))):
+        text = f"turn {turn}: {draw(st.text(max_size=8))}"
+        turns.append(text)
+        lines.append(user(text))
+        counter = 0
+        for _ in range(draw(st.integers(0, 3))):
+            calls = []
+            for _ in range(draw(st.integers(1, 3))):
+                tool = draw(st.sampled_from(TOOLS))
+                call_id = f"call_{counter}" if reuse_ids else f"call_{turn}_{counter}"
+                counter += 1
+                args: Raw = {"path": f"f{counter}.txt", "content": draw(st.text(max_size=6))}
+                if tool == "send_email":
+                    args = {**EMAIL, "body": draw(st.text(max_size=6))}
+                if tool == "ls":
+                    tool, args = "run_command", {"command": "ls src"}
+                calls.append((call_id, tool, args))
+            lines.append(assistant(*(call(i, t, a) for i, t, a in calls)))
+            for call_id, tool, args in calls:
+                if tool in ("read_file", "run_command"):  # unledgered: no execution id
+                    events.append(
+                        Event(len(events) + 1, "read", tool, call_id, None, size(lines, len(lines)))
+                    )
+                    lines.append(tool_result(call_id, {"ok": True, "status": "succeeded", "content": "x"}))
+                    continue
+                if tool == "write_file" and draw(st.booleans()):
+                    serial += 1
+                    lost = f"exec_{serial}"
+                    lines += [ledger(lost, call_id, s, tool, args) for s in ("approved", "running")]
+                    if draw(st.booleans()):  # the write happened before the crash
+                        events.append(
+                            Event(len(events) + 1, "file_write", tool, call_id, lost, size(lines, len(lines)))
+                        )
+                    lines.append(ledger(lost, call_id, "unknown", tool, args, {"interrupted": True}))
+                serial += 1
+                execution_id = f"exec_{serial}"
+                lines += [ledger(execution_id, call_id, s, tool, args) for s in ("approved", "running")]
+                kind = "email" if tool == "send_email" else "file_write"
+                events.append(
+                    Event(len(events) + 1, kind, tool, call_id, execution_id, size(lines, len(lines)))
+                )
+                lines.append(ledger(execution_id, call_id, "succeeded", tool, args, ok_result(execution_id)))
+                lines.append(tool_result(call_id, ok_result(execution_id)))
+        lines.append(final(f"answer {turn}"))
+    return lines, events, turns
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clean_cases())
+def test_well_formed_sessions_have_no_violations(case: tuple[list[Raw], list[Event], list[str]]) -> None:
+    lines, events, turns = case
+    assert check_all(evidence(lines, events, turns=turns)) == []
