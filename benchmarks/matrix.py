@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import TextIO
 
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.front.cases import enumerate_points, run_point
-from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 
 ROOT = Path(__file__).resolve().parents[1]

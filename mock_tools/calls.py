@@ -1,4 +1,4 @@
-"""One tool call as the mock tools see it, and the Observations they commonly return."""
+"""One tool call as the mock tools see it, and the ToolObservations they commonly return."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from crashmatrix.harness.core.contracts import ToolContract
-from crashmatrix.harness.core.tools import Observation, ToolContext
+from crashmatrix.harness.core.tools import ToolContext, ToolObservation
 from crashmatrix.harness.errors import SandboxViolation
 from crashmatrix.mock_tools.world import World
 
@@ -36,16 +36,16 @@ class Call:
         }
 
 
-Handler = Callable[[Call], Observation]
+Handler = Callable[[Call], ToolObservation]
 
 
-def refused(error: SandboxViolation) -> Observation:
-    return Observation(ok=False, code="PERMISSION_DENIED", content=f"{error}; nothing was done")
+def refused(error: SandboxViolation) -> ToolObservation:
+    return ToolObservation(ok=False, code="PERMISSION_DENIED", content=f"{error}; nothing was done")
 
 
-def invalid(message: str) -> Observation:
-    return Observation(ok=False, code="INVALID_ARGUMENTS", content=message)
+def invalid(message: str) -> ToolObservation:
+    return ToolObservation(ok=False, code="INVALID_ARGUMENTS", content=message)
 
 
-def tool_error(message: str) -> Observation:
-    return Observation(ok=False, code="TOOL_ERROR", content=message)
+def tool_error(message: str) -> ToolObservation:
+    return ToolObservation(ok=False, code="TOOL_ERROR", content=message)

@@ -21,7 +21,7 @@ import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 
-from crashmatrix.harness.core.tools import Observation
+from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.harness.errors import SandboxViolation
 from crashmatrix.harness.session_file import fsync_directory
 from crashmatrix.mock_tools.calls import Call, invalid, refused, tool_error
@@ -73,11 +73,11 @@ def command_kind(command: str) -> str:
     return "unsupported"
 
 
-def _out(command: str, stdout: str, **extra: object) -> Observation:
-    return Observation(ok=True, data={"command": command, "exit_code": 0, "stdout": stdout, **extra})
+def _out(command: str, stdout: str, **extra: object) -> ToolObservation:
+    return ToolObservation(ok=True, data={"command": command, "exit_code": 0, "stdout": stdout, **extra})
 
 
-def run_command(call: Call) -> Observation:
+def run_command(call: Call) -> ToolObservation:
     command = str(call.arguments["command"])
     kind = command_kind(command)
     if kind == "unparseable":
@@ -102,15 +102,15 @@ def run_command(call: Call) -> Observation:
     except SandboxViolation as error:
         return refused(error)
     except OSError as error:
-        return Observation(
+        return ToolObservation(
             ok=False, code="TOOL_ERROR", content=f"{command}: {error.strerror}", data={"exit_code": 1}
         )
 
 
-def _ls(call: Call, command: str, relative: str) -> Observation:
+def _ls(call: Call, command: str, relative: str) -> ToolObservation:
     target = call.world.resolve(relative)
     if not target.exists():
-        return Observation(
+        return ToolObservation(
             ok=False,
             code="NOT_FOUND",
             content=f"ls: {relative}: No such file or directory",
@@ -125,12 +125,12 @@ def _ls(call: Call, command: str, relative: str) -> Observation:
     return _out(command, "".join(f"{name}\n" for name in names))
 
 
-def _cat(call: Call, command: str, relative: str) -> Observation:
+def _cat(call: Call, command: str, relative: str) -> ToolObservation:
     target = call.world.resolve(relative)
     try:
         text = target.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
-        return Observation(
+        return ToolObservation(
             ok=False,
             code="NOT_FOUND",
             content=f"cat: {relative}: No such file or directory",
@@ -159,7 +159,7 @@ def _source_files(call: Call) -> dict[str, str]:
     return found
 
 
-def _npm_test(call: Call, command: str) -> Observation:
+def _npm_test(call: Call, command: str) -> ToolObservation:
     # The artifacts depend only on the workspace's content, so running the tests twice on
     # the same files leaves the same files: conditional, as seed 004 says, but replay-safe
     # here. The events still show how many times it ran.
@@ -176,7 +176,7 @@ def _npm_test(call: Call, command: str) -> Observation:
     return _out(command, f"{len(sources)} passing\n", effect="test_artifacts")
 
 
-def _npm_publish(call: Call, command: str) -> Observation:
+def _npm_publish(call: Call, command: str) -> ToolObservation:
     version = "0.0.0"
     try:
         package = json.loads(call.world.resolve("package.json").read_text(encoding="utf-8"))
@@ -198,16 +198,16 @@ def _npm_publish(call: Call, command: str) -> Observation:
     return _out(command, f"+ published {version}\n", effect="release", release_id=release_id)
 
 
-def _rm(call: Call, command: str, relative: str) -> Observation:
+def _rm(call: Call, command: str, relative: str) -> ToolObservation:
     target = call.world.resolve(relative)
     root = call.world.workspace.resolve()
     if target == root:
-        return Observation(
+        return ToolObservation(
             ok=False, code="PERMISSION_DENIED", content="rm: refusing to remove the workspace itself"
         )
     for guarded in call.world.forbidden:
         if is_within(guarded.resolve(), target):
-            return Observation(
+            return ToolObservation(
                 ok=False,
                 code="PERMISSION_DENIED",
                 content=f"rm: refusing to remove {relative!r}: it contains the agent's own session state",
@@ -233,7 +233,7 @@ def _rm(call: Call, command: str, relative: str) -> Observation:
     return _out(command, "", effect="delete")
 
 
-def _append(call: Call, command: str, text: str, relative: str) -> Observation:
+def _append(call: Call, command: str, text: str, relative: str) -> ToolObservation:
     target = call.world.resolve(relative)
     if target.is_dir():
         return tool_error(f"{command}: {relative} is a directory")

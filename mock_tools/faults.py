@@ -4,7 +4,7 @@ A ``FaultSpec`` is stored in the world (table ``faults``) so that it fires exact
 across process lives: the harness arms it before the first life, and whichever life makes
 the matching call consumes it in one durable transaction (``World.take_fault``).
 
-This module also turns a fired fault into the Observation the model sees. The wording
+This module also turns a fired fault into the ToolObservation the model sees. The wording
 follows seed 004: a lost response on a side-effecting tool is ``SIDE_EFFECT_UNCERTAIN``,
 not a timeout, because calling the tool again might do the thing twice.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crashmatrix.harness.core.contracts import ToolContract
-from crashmatrix.harness.core.tools import Observation
+from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.harness.errors import InputError
 
 __all__ = [
@@ -47,10 +47,10 @@ class FaultSpec:
             )
 
 
-def fault_observation(kind: str, tool: str) -> Observation:
-    """The Observation of a fault that fired BEFORE any side effect."""
+def fault_observation(kind: str, tool: str) -> ToolObservation:
+    """The ToolObservation of a fault that fired BEFORE any side effect."""
     if kind == "timeout_before":
-        return Observation(
+        return ToolObservation(
             ok=False,
             code="TIMEOUT",
             retryable=True,
@@ -60,7 +60,7 @@ def fault_observation(kind: str, tool: str) -> Observation:
             ),
         )
     if kind == "permission_denied":
-        return Observation(
+        return ToolObservation(
             ok=False,
             code="PERMISSION_DENIED",
             content=f"{tool}: permission denied by the service; nothing was done. Do not retry.",
@@ -70,14 +70,14 @@ def fault_observation(kind: str, tool: str) -> Observation:
 
 def lost_response_observation(
     tool: str, contract: ToolContract | None, *, side_effecting: bool
-) -> Observation:
+) -> ToolObservation:
     """The request was processed but its response never came back.
 
     For a read-only call that is harmless (read again); for anything else the caller cannot
     tell whether the effect happened, so the ledger must say ``unknown``.
     """
     if not side_effecting:
-        return Observation(
+        return ToolObservation(
             ok=False,
             code="TIMEOUT",
             retryable=True,
@@ -89,7 +89,7 @@ def lost_response_observation(
         if lookup
         else "Ask the user to check before doing anything else."
     )
-    return Observation(
+    return ToolObservation(
         ok=False,
         code="SIDE_EFFECT_UNCERTAIN",
         retryable=False,

@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from crashmatrix.harness.core.tools import Observation, PreconditionVerdict
+from crashmatrix.harness.core.tools import PreconditionVerdict, ToolObservation
 from crashmatrix.harness.errors import SandboxViolation
 from crashmatrix.mock_tools.calls import Call, refused, tool_error
 from crashmatrix.mock_tools.fileops import atomic_write, sha256_bytes, sha256_of_file, sha256_text
@@ -21,7 +21,7 @@ from crashmatrix.mock_tools.world import World
 __all__ = ["check_write", "list_files", "plan_write", "read_file", "write_file"]
 
 
-def read_file(call: Call) -> Observation:
+def read_file(call: Call) -> ToolObservation:
     path = call.arguments["path"]
     try:
         target = call.world.resolve(path)
@@ -30,25 +30,25 @@ def read_file(call: Call) -> Observation:
     try:
         data = target.read_bytes()
     except FileNotFoundError:
-        return Observation(ok=False, code="NOT_FOUND", content=f"read_file: {path!r} does not exist")
+        return ToolObservation(ok=False, code="NOT_FOUND", content=f"read_file: {path!r} does not exist")
     except IsADirectoryError:
         return tool_error(f"read_file: {path!r} is a directory; use list_files")
     except OSError as error:
         return tool_error(f"read_file: cannot read {path!r}: {error.strerror}")
-    return Observation(
+    return ToolObservation(
         ok=True,
         data={"path": path, "content": data.decode("utf-8", errors="replace"), "truncated": False},
     )
 
 
-def list_files(call: Call) -> Observation:
+def list_files(call: Call) -> ToolObservation:
     path = call.arguments.get("path") or "."
     try:
         target = call.world.resolve(path)
     except SandboxViolation as error:
         return refused(error)
     if not target.exists():
-        return Observation(ok=False, code="NOT_FOUND", content=f"list_files: {path!r} does not exist")
+        return ToolObservation(ok=False, code="NOT_FOUND", content=f"list_files: {path!r} does not exist")
     if not target.is_dir():
         return tool_error(f"list_files: {path!r} is not a directory")
     forbidden = [f.resolve() for f in call.world.forbidden]
@@ -61,10 +61,10 @@ def list_files(call: Call) -> Observation:
         names.append(entry.name)
         if entry.is_dir(follow_symlinks=False):
             directories.append(entry.name)
-    return Observation(ok=True, data={"path": path, "names": names, "directories": directories})
+    return ToolObservation(ok=True, data={"path": path, "names": names, "directories": directories})
 
 
-def write_file(call: Call) -> Observation:
+def write_file(call: Call) -> ToolObservation:
     path = call.arguments[call.contract.path_argument]
     content = call.arguments[call.contract.content_argument]
     try:
@@ -87,7 +87,7 @@ def write_file(call: Call) -> Observation:
         **call.event_ids(),
         detail={"path": path, "base_sha256": before, "after_sha256": sha256_bytes(data)},
     )
-    return Observation(ok=True, data={"path": path, "bytes_written": len(data)})
+    return ToolObservation(ok=True, data={"path": path, "bytes_written": len(data)})
 
 
 def plan_write(world: World, path: str, content: str) -> dict[str, Any]:

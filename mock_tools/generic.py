@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from crashmatrix.harness.core.contracts import MockSpec
-from crashmatrix.harness.core.tools import Observation
+from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.mock_tools.calls import Call, invalid
 
 __all__ = ["RESERVED_RESULT_KEYS", "run_generic"]
 
-# Keys ``Observation.to_result`` writes itself; a ``result`` constant with one of these names
+# Keys ``ToolObservation.to_result`` writes itself; a ``result`` constant with one of these names
 # would overwrite the ledger's own ``status`` (say), so such constants are not copied.
 RESERVED_RESULT_KEYS = frozenset({"ok", "status", "execution_id", "code", "content", "metadata"})
 
@@ -44,15 +44,15 @@ def _constants(spec: MockSpec) -> dict[str, Any]:
     return {key: value for key, value in spec.result.items() if key not in RESERVED_RESULT_KEYS}
 
 
-def run_generic(call: Call, spec: MockSpec) -> Observation:
+def run_generic(call: Call, spec: MockSpec) -> ToolObservation:
     if spec.kind == "read_only":
-        return Observation(ok=True, data=_constants(spec))
+        return ToolObservation(ok=True, data=_constants(spec))
     if spec.kind == "lookup_row":
         return _lookup(call, spec)
     return _record(call, spec)
 
 
-def _record(call: Call, spec: MockSpec) -> Observation:
+def _record(call: Call, spec: MockSpec) -> ToolObservation:
     key = call.ctx.idempotency_key
     payload = _canonical(call.arguments)
     with call.world.transaction() as conn:
@@ -64,12 +64,12 @@ def _record(call: Call, spec: MockSpec) -> Observation:
             if existing is not None:
                 if _canonical(json.loads(existing["payload"])) != payload:
                     # As the order API's 422: one key names one business action, never two.
-                    return Observation(
+                    return ToolObservation(
                         ok=False,
                         code="ARGUMENTS_MISMATCH",
                         content=f"{call.name}: idempotency key {key!r} was already used with other arguments",
                     )
-                return Observation(
+                return ToolObservation(
                     ok=True, data={**_constants(spec), "row": _row(existing), "replayed": True}
                 )
         seq = call.world.record_event(
@@ -84,10 +84,10 @@ def _record(call: Call, spec: MockSpec) -> Observation:
             (spec.table, key, payload, seq),
         ).lastrowid
         row = conn.execute("SELECT * FROM rows WHERE id = ?", (row_id,)).fetchone()
-    return Observation(ok=True, data={**_constants(spec), "row": _row(row), "replayed": False})
+    return ToolObservation(ok=True, data={**_constants(spec), "row": _row(row), "replayed": False})
 
 
-def _lookup(call: Call, spec: MockSpec) -> Observation:
+def _lookup(call: Call, spec: MockSpec) -> ToolObservation:
     key = call.arguments.get("idempotency_key")
     if not isinstance(key, str) or not key:
         return invalid(f"{call.name}: argument 'idempotency_key' (a non-empty string) is required")
@@ -99,7 +99,7 @@ def _lookup(call: Call, spec: MockSpec) -> Observation:
         )
         .fetchone()
     )
-    return Observation(
+    return ToolObservation(
         ok=True,
         data={**_constants(spec), "found": row is not None, "row": _row(row) if row is not None else None},
     )

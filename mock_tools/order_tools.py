@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from crashmatrix.harness.core.tools import Observation
+from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.mock_tools.calls import Call, tool_error
 from crashmatrix.mock_tools.faults import lost_response_observation
 from crashmatrix.mock_tools.order_api import BASE_URL
@@ -35,7 +35,7 @@ def _error_message(response: httpx.Response) -> str:
         return response.text[:200]
 
 
-def _post_order(call: Call, *, keyed: bool) -> Observation:
+def _post_order(call: Call, *, keyed: bool) -> ToolObservation:
     headers = _headers(call)
     if keyed:
         # The key comes from the runtime (seed 004: never from the model), so a retry of the
@@ -44,7 +44,7 @@ def _post_order(call: Call, *, keyed: bool) -> Observation:
     try:
         response = call.http.post(f"{BASE_URL}/orders", json=dict(call.arguments), headers=headers)
     except httpx.ConnectTimeout:
-        return Observation(
+        return ToolObservation(
             ok=False,
             code="TIMEOUT",
             retryable=True,
@@ -59,26 +59,26 @@ def _post_order(call: Call, *, keyed: bool) -> Observation:
     status = response.status_code
     if status in (200, 201):
         replayed = response.headers.get("Idempotent-Replayed") == "true"
-        return Observation(ok=True, data={"order": response.json(), "replayed": replayed})
+        return ToolObservation(ok=True, data={"order": response.json(), "replayed": replayed})
     message = _error_message(response)
     if status == 422:
-        return Observation(ok=False, code="ARGUMENTS_MISMATCH", content=f"{call.name}: {message}")
+        return ToolObservation(ok=False, code="ARGUMENTS_MISMATCH", content=f"{call.name}: {message}")
     if status == 409:
-        return Observation(ok=False, code="CONFLICT", retryable=True, content=f"{call.name}: {message}")
+        return ToolObservation(ok=False, code="CONFLICT", retryable=True, content=f"{call.name}: {message}")
     if status == 403:
-        return Observation(ok=False, code="PERMISSION_DENIED", content=f"{call.name}: {message}")
+        return ToolObservation(ok=False, code="PERMISSION_DENIED", content=f"{call.name}: {message}")
     return tool_error(f"{call.name}: the order service answered {status}: {message}")
 
 
-def create_order(call: Call) -> Observation:
+def create_order(call: Call) -> ToolObservation:
     return _post_order(call, keyed=True)
 
 
-def create_order_unkeyed(call: Call) -> Observation:
+def create_order_unkeyed(call: Call) -> ToolObservation:
     return _post_order(call, keyed=False)
 
 
-def get_order_by_idempotency_key(call: Call) -> Observation:
+def get_order_by_idempotency_key(call: Call) -> ToolObservation:
     key = str(call.arguments["idempotency_key"])
     try:
         response = call.http.get(
@@ -87,11 +87,11 @@ def get_order_by_idempotency_key(call: Call) -> Observation:
     except httpx.TransportError:
         return lost_response_observation(call.name, call.contract, side_effecting=False)
     if response.status_code == 200:
-        return Observation(ok=True, data={"found": True, "order": response.json()})
+        return ToolObservation(ok=True, data={"found": True, "order": response.json()})
     if response.status_code == 404:
-        return Observation(ok=True, data={"found": False, "order": None})
+        return ToolObservation(ok=True, data={"found": False, "order": None})
     if response.status_code == 403:
-        return Observation(
+        return ToolObservation(
             ok=False, code="PERMISSION_DENIED", content=f"{call.name}: {_error_message(response)}"
         )
     return tool_error(f"{call.name}: the order service answered {response.status_code}")

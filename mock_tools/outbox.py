@@ -6,13 +6,13 @@ email is visibly a second email. That is the point: nothing here can deduplicate
 
 from __future__ import annotations
 
-from crashmatrix.harness.core.tools import Observation
+from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.mock_tools.calls import Call
 
 __all__ = ["list_sent_emails", "send_email"]
 
 
-def send_email(call: Call) -> Observation:
+def send_email(call: Call) -> ToolObservation:
     to, subject, body = (str(call.arguments[k]) for k in ("to", "subject", "body"))
     with call.world.transaction() as conn:
         seq = call.world.record_event(
@@ -23,13 +23,15 @@ def send_email(call: Call) -> Observation:
             " VALUES (?, ?, ?, ?, ?, ?)",
             (to, subject, body, call.ctx.tool_call_id, call.ctx.execution_id, seq),
         ).lastrowid
-    return Observation(ok=True, data={"email": {"id": f"msg_{email_id:06d}", "to": to, "subject": subject}})
+    return ToolObservation(
+        ok=True, data={"email": {"id": f"msg_{email_id:06d}", "to": to, "subject": subject}}
+    )
 
 
-def list_sent_emails(call: Call) -> Observation:
+def list_sent_emails(call: Call) -> ToolObservation:
     rows = call.world.read().execute("SELECT id, to_addr, subject, body FROM outbox ORDER BY id").fetchall()
     emails = [
         {"id": f"msg_{row['id']:06d}", "to": row["to_addr"], "subject": row["subject"], "body": row["body"]}
         for row in rows
     ]
-    return Observation(ok=True, data={"emails": emails})
+    return ToolObservation(ok=True, data={"emails": emails})

@@ -22,7 +22,7 @@ import httpx
 import jsonschema
 
 from crashmatrix.harness.core.contracts import ToolContract
-from crashmatrix.harness.core.tools import Observation, PreconditionVerdict, ToolContext
+from crashmatrix.harness.core.tools import PreconditionVerdict, ToolContext, ToolObservation
 from crashmatrix.mock_tools.calls import Call, Handler, invalid
 from crashmatrix.mock_tools.command_tools import READ_ONLY_KINDS, command_kind, run_command
 from crashmatrix.mock_tools.faults import fault_observation, lost_response_observation
@@ -89,17 +89,17 @@ class MockToolbox:
 
     # -- Toolbox protocol -------------------------------------------------------------------
 
-    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Observation:
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
         contract = self.contracts.get(name)
         if contract is None:
-            return Observation(
+            return ToolObservation(
                 ok=False,
                 code="UNKNOWN_TOOL",
                 content=f"there is no tool named {name!r}; available: {', '.join(sorted(self.contracts))}",
             )
         handler = self._handler(contract)
         if handler is None:
-            return Observation(
+            return ToolObservation(
                 ok=False, code="UNKNOWN_TOOL", content=f"tool {name!r} has a contract but no mock behaviour"
             )
         problem = self._check_arguments(contract, arguments)
@@ -116,9 +116,11 @@ class MockToolbox:
             observation = handler(call)
         except (OSError, sqlite3.Error) as error:
             if not side_effecting:
-                return Observation(ok=False, code="TOOL_ERROR", retryable=True, content=f"{name}: {error}")
+                return ToolObservation(
+                    ok=False, code="TOOL_ERROR", retryable=True, content=f"{name}: {error}"
+                )
             lost = lost_response_observation(name, contract, side_effecting=True)
-            return Observation(
+            return ToolObservation(
                 ok=False,
                 code=lost.code,
                 uncertain=True,

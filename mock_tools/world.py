@@ -47,6 +47,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from crashmatrix.harness.core.world_events import WorldEvent
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.mock_tools.faults import FaultSpec
 from crashmatrix.mock_tools.fileops import append_durably, atomic_write, sha256_bytes, sha256_of_file
@@ -131,34 +132,6 @@ CREATE TABLE IF NOT EXISTS rows (
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows (table_name, idempotency_key);
 CREATE INDEX IF NOT EXISTS orders_by_key ON orders (idempotency_key);
 """
-
-
-@dataclass(frozen=True, slots=True)
-class WorldEvent:
-    """One side effect (or fired fault), in global order."""
-
-    seq: int
-    kind: str
-    tool: str
-    tool_call_id: str | None
-    execution_id: str | None
-    idempotency_key: str | None
-    session_bytes: int
-    detail: Mapping[str, Any]
-    pid: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "kind": self.kind,
-            "tool": self.tool,
-            "tool_call_id": self.tool_call_id,
-            "execution_id": self.execution_id,
-            "idempotency_key": self.idempotency_key,
-            "session_bytes": self.session_bytes,
-            "detail": dict(self.detail),
-            "pid": self.pid,
-        }
 
 
 @dataclass(frozen=True, slots=True)

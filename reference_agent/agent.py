@@ -40,7 +40,7 @@ from crashmatrix.harness.core.ledger import (
 )
 from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
 from crashmatrix.harness.core.session_log import prompt_view
-from crashmatrix.harness.core.tools import Observation, Toolbox, ToolContext
+from crashmatrix.harness.core.tools import Toolbox, ToolContext, ToolObservation
 from crashmatrix.harness.session_file import AppendHook, SessionWriter, read_session
 from crashmatrix.reference_agent.approval import Approver
 from crashmatrix.reference_agent.model import ChatModel
@@ -204,7 +204,7 @@ class Agent:
 
     def rejection(self, state: CallState, execution_id: str) -> dict[str, Any]:
         """Deterministic from status and execution_id, so recovery can rebuild it."""
-        return Observation(
+        return ToolObservation(
             ok=False,
             code="REJECTED",
             content=f"The user rejected {state.call.name}; it was not executed.",
@@ -312,7 +312,7 @@ class Agent:
         latest = pending.latest
         assert latest is not None
         hint = f" Look it up with {state.contract.lookup_tool}." if state.contract.lookup_tool else ""
-        result = Observation(
+        result = ToolObservation(
             ok=False,
             code="SIDE_EFFECT_UNCERTAIN",
             content=(
@@ -379,7 +379,7 @@ class Agent:
     def replay_stored(self, state: CallState, latest: ExecutionRecord) -> None:
         result = dict(latest.result or {})
         if not result:
-            result = Observation(ok=False, code="TOOL_ERROR", content="no stored result").to_result(
+            result = ToolObservation(ok=False, code="TOOL_ERROR", content="no stored result").to_result(
                 execution_id=latest.execution_id, idempotency=state.contract.idempotency
             )
         if "recovery" not in result:
@@ -388,7 +388,7 @@ class Agent:
 
     def not_executed(self, state: CallState, code: str, content: str) -> dict[str, Any]:
         """A conflict result: nothing ran, so no execution_id, and outcome ``conflict``."""
-        result = Observation(ok=False, code=code, content=content).to_result(
+        result = ToolObservation(ok=False, code=code, content=content).to_result(
             execution_id=None, idempotency=state.contract.idempotency
         )
         result["recovery"] = "conflict"
@@ -457,7 +457,7 @@ class Agent:
             self.approve_execution(state, eid, previous=None)
             self.append_state(state, eid, "running", previous="approved", plan=dict(plan))
             self.hook("after_running", state.call.id)
-            result = Observation(
+            result = ToolObservation(
                 ok=True,
                 data={"path": state.arguments.get(state.contract.path_argument), "applied": False},
                 content="The target already has the requested content; nothing was written again.",

@@ -2,8 +2,8 @@
 
 Where each step runs, under xdist (``-n 2``):
 
-* worker (or the only process): right after a case, ``case_record`` reads what the case
-  left in its directory (the timeline) and serialises the record as a string; the plugin's
+* worker (or the only process): right after a case, ``case_record`` builds the record (its
+  timeline from the case's observation) and serialises it as a string; the plugin's
   ``pytest_runtest_makereport`` puts it on the report as ``crashmatrix_case``, an attribute
   xdist ships to the controller with the rest of the report;
 * controller (or the only process): ``MatrixReporter`` collects those reports in
@@ -27,7 +27,7 @@ from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.reports.matrix import COLUMNS, Matrix
 from crashmatrix.reports.results import CaseRecord, Results, record_from_result, with_world_diffs
 from crashmatrix.reports.terminal import render_terminal
-from crashmatrix.reports.timeline import gather_timeline, timeline_dir
+from crashmatrix.reports.timeline import timeline_of
 from crashmatrix.reports.writer import append_step_summary, write_report
 
 __all__ = ["REPORT_ATTR", "MatrixReporter", "case_record"]
@@ -37,7 +37,7 @@ REPORT_ATTR = "crashmatrix_case"
 
 def case_record(result: CaseResult, node_id: str) -> str:
     """The record of a case as the JSON string that travels on its pytest report."""
-    timeline = gather_timeline(timeline_dir(result))
+    timeline = timeline_of(result.observation) if result.observation is not None else ()
     record = record_from_result(result, node_id, timeline=timeline)
     return json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
 

@@ -14,27 +14,20 @@ Three sources, three clocks, one order:
   life started.
 
 A torn line never reaches the session (the next life sets it aside), so a ``torn_write``
-crash is marked on the life, not matched against the file. Gathered in the pytest process
-right after the case ran, while the case directory still exists; reading it costs one small
-file, one SQLite query and the trace.
+crash is marked on the life, not matched against the file. Built from the case's
+``Observation`` (``timeline_of``): the three sources were read once, for the verdict.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.core.records import Entry, ExecutionRecord, MessageEntry
-from crashmatrix.harness.errors import CrashmatrixError
-from crashmatrix.harness.lives.casedir import session_path_of
-from crashmatrix.harness.lives.tracer import read_trace
-from crashmatrix.harness.session_file import read_session
+from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.invariants import WorldEventLike
-from crashmatrix.harness.verdict.result import CaseResult
 
-__all__ = ["MAX_MOMENTS", "build_timeline", "gather_timeline", "timeline_dir"]
+__all__ = ["MAX_MOMENTS", "build_timeline", "timeline_of"]
 
 # A scenario has a handful of tool calls, so ~30 moments is typical; a runaway agent that
 # appends hundreds of lines must not make ~700 records megabytes each.
@@ -43,49 +36,16 @@ MAX_MOMENTS = 160
 Moment = dict[str, Any]
 
 
-def timeline_dir(result: CaseResult) -> Path:
-    """The directory whose run the timeline shows: for a depth-2 recovery case, the first
-    failed second crash (what the verdict describes), else the first crash alone."""
-    if result.boundary != "recovery":
-        return result.case_dir
-    points = list(result.extra.get("recovery_points") or [])
-    failed = list(result.extra.get("failed_points") or [])
-    if failed and failed[0] in points:
-        return result.case_dir / f"second-{points.index(failed[0])}"
-    return result.case_dir / "first"
-
-
-def gather_timeline(case_dir: Path, *, limit: int = MAX_MOMENTS) -> tuple[Moment, ...]:
-    """The timeline of a finished case directory; whatever is missing is simply absent."""
-    trace = read_trace(case_dir)
-    try:
-        log = read_session(session_path_of(case_dir))
-        entries, offsets = log.entries, log.offsets
-    except CrashmatrixError:  # corruption is the judge's to report; the timeline shows the rest
-        entries, offsets = (), ()
-    events: list[WorldEventLike] = []
-    if (case_dir / "world" / "world.json").exists():
-        from crashmatrix.mock_tools.world import World
-
-        events = list(World(case_dir / "world").events())
-    shifted = _edited_offsets(case_dir, events)
-    return build_timeline(trace, entries, offsets, events, shifted_bytes=shifted, limit=limit)
-
-
-def _edited_offsets(case_dir: Path, events: Sequence[WorldEventLike]) -> dict[int, int]:
-    """Session sizes of events recorded before the harness edited the session, in the
-    edited file's coordinates (the judge does the same; see injector.apply_between_lives)."""
-    path = case_dir / "between_lives.json"
-    if not path.exists():
-        return {}
-    mark = json.loads(path.read_text(encoding="utf-8"))
-    shifts = mark.get("shifts") or []
-    out = {}
-    for event in events:
-        if shifts and event.seq <= mark.get("events_before", 0):
-            grown = sum(delta for end, delta in shifts if event.session_bytes >= end)
-            out[event.seq] = event.session_bytes + grown
-    return out
+def timeline_of(observation: Observation, *, limit: int = MAX_MOMENTS) -> tuple[Moment, ...]:
+    """The timeline of a case, from its observation (nothing is read again)."""
+    log = observation.session
+    entries, offsets = (log.entries, log.offsets) if log is not None else ((), ())
+    # Events recorded before the harness edited the session are placed by their offsets in
+    # the edited file (the verdict judged them so too).
+    shifted = {event.seq: event.session_bytes for event in observation.events_in_session_coordinates()}
+    return build_timeline(
+        observation.trace, entries, offsets, observation.world.events, shifted_bytes=shifted, limit=limit
+    )
 
 
 def _session_moment(entry: Entry, index: int) -> Moment:

@@ -53,8 +53,11 @@ from crashmatrix.harness.agents.supervised import _pump, _stopped
 from crashmatrix.harness.core.boundaries import BOUNDARIES
 from crashmatrix.harness.core.records import MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.errors import HarnessError, InputError
 from crashmatrix.harness.lives.parent_death import die_with_parent
+from crashmatrix.harness.observation.observation import Observation
+from crashmatrix.harness.observation.reading import read_observation
 from crashmatrix.mock_tools.model import ScriptedModel
 
 __all__ = ["ForeignAdapter"]
@@ -92,8 +95,12 @@ class ForeignAdapter:
         return case_dir / "world" / "workspace" / self.spec.session
 
     def read_session(self, case_dir: Path) -> SessionLog:
-        """The agent's session as our records (what the judge should observe)."""
+        """The agent's session as our records."""
         return read_foreign_session(self.raw_session(case_dir), self.spec.ledger)[0]
+
+    def observe(self, run: CaseRun) -> Observation:
+        """The case as the verdict sees it: the agent's own session mapped onto our records."""
+        return read_observation(run, session=self.read_session, keeps_ledger=self.keeps_ledger)
 
     def _sync(self, ctx: LifeContext) -> SessionLog:
         log, lines = read_foreign_session(self.raw_session(ctx.case_dir), self.spec.ledger)

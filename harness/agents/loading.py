@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.errors import InputError
 
 if TYPE_CHECKING:
-    from crashmatrix.harness.core.session_log import SessionLog
-from crashmatrix.harness.agents.protocol import AgentAdapter
+    from crashmatrix.harness.core.trace import CaseRun
+    from crashmatrix.harness.observation.observation import Observation
 
-__all__ = ["load_adapter", "read_agent_session"]
+__all__ = ["BUILTIN", "load_adapter", "observe"]
+
 BUILTIN = {"reference": "crashmatrix.harness.agents.reference:ReferenceAdapter"}
 
 
-def read_agent_session(adapter: object, case_dir: Path) -> SessionLog:
-    """The session a case left, as the judge should observe it, whatever the agent's format."""
-    reader = getattr(adapter, "read_session", None)
-    if callable(reader):
-        log: SessionLog = reader(case_dir)
-        return log
-    from crashmatrix.harness.lives.casedir import session_path_of
-    from crashmatrix.harness.session_file import read_session
+def observe(adapter: AgentAdapter, run: CaseRun) -> Observation:
+    """The observation of ``run``, read by ``adapter``. An adapter without ``observe`` (a
+    kind-1 adapter written before it existed) keeps seed 000's JSONL where the harness
+    told it: it is read natively."""
+    method = getattr(adapter, "observe", None)
+    if callable(method):
+        observation: Observation = method(run)
+        return observation
+    from crashmatrix.harness.observation.reading import read_observation
 
-    return read_session(session_path_of(case_dir))
+    return read_observation(run, keeps_ledger=adapter.keeps_ledger)
 
 
 def load_adapter(spec: str, **options: Any) -> AgentAdapter:

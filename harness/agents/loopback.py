@@ -5,7 +5,7 @@ Two routes, on one ``ThreadingHTTPServer`` bound to port 0 (the kernel picks a f
 
     POST /v1/chat/completions   OpenAI chat completions (no streaming), answered by the
                                 same ``ScriptedModel`` as in-process agents, request log included
-    POST /tools/<name>          JSON arguments -> Observation JSON, through ``MockToolbox``;
+    POST /tools/<name>          JSON arguments -> ToolObservation JSON, through ``MockToolbox``;
                                 headers X-Tool-Call-Id (required), X-Execution-Id,
                                 Idempotency-Key carry seed 000's three identities
 
@@ -37,7 +37,7 @@ import httpx
 
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.ledger import arguments_sha256
-from crashmatrix.harness.core.tools import Observation, ToolContext
+from crashmatrix.harness.core.tools import ToolContext, ToolObservation
 from crashmatrix.mock_tools.model import ScriptedModel
 
 __all__ = ["EDGES", "LoopbackServer", "ToolRunner"]
@@ -53,7 +53,7 @@ SOCKET_TIMEOUT = 30.0
 class ToolRunner(Protocol):
     """What the tools route needs from ``mock_tools.toolbox.MockToolbox``."""
 
-    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Observation: ...
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation: ...
 
 
 def _no_freeze() -> AbstractContextManager[None]:

@@ -27,10 +27,11 @@ from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.session_file import AppendHook
 
 if TYPE_CHECKING:
-    from crashmatrix.harness.core.session_log import SessionLog
-    from crashmatrix.harness.input.scenario import Scenario
+    from crashmatrix.harness.core.scenario import Scenario
+    from crashmatrix.harness.core.trace import CaseRun
+    from crashmatrix.harness.observation.observation import Observation
 
-__all__ = ["MODEL_BASE_URL", "AgentAdapter", "LifeContext", "SessionReader"]
+__all__ = ["MODEL_BASE_URL", "AgentAdapter", "LifeContext"]
 
 MODEL_BASE_URL = "http://model.crashmatrix.test/v1"
 
@@ -68,10 +69,11 @@ class AgentAdapter(Protocol):
         agent's own process; returning means the life ended normally."""
         ...
 
-
-class SessionReader(Protocol):
-    """Optional: an adapter whose agent keeps its session in another place or vocabulary
-    says how to read it as our records. Adapters without it use ``read_session`` on
-    ``session_path_of(case_dir)`` (the native format)."""
-
-    def read_session(self, case_dir: Path) -> SessionLog: ...
+    def observe(self, run: CaseRun) -> Observation:
+        """Everything the case left, read once after its last life (in the harness's
+        process): the adapter's only job on the judging side. An agent that keeps seed
+        000's JSONL at ``ctx.session_path`` uses ``harness.observation.reading.read_observation``
+        as it is; others read their own session (and, later, their own effects). A Python
+        adapter written before this method existed is observed that native way
+        (``harness.agents.loading.observe``)."""
+        ...

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.core.boundaries import BOUNDARIES
+from crashmatrix.harness.core.trace import CaseRun
+from crashmatrix.harness.observation.observation import Observation
+from crashmatrix.harness.observation.reading import read_observation
 from crashmatrix.mock_tools.toolbox import MockToolbox
 from crashmatrix.mock_tools.world import World
 from crashmatrix.reference_agent.agent import Agent
@@ -34,6 +37,9 @@ class ReferenceAdapter:
             hook=ctx.hook,
             before_append=ctx.before_append,
         )
+
+    def observe(self, run: CaseRun) -> Observation:
+        return read_observation(run)
 
     def run_life(self, ctx: LifeContext) -> None:
         agent = self.build(ctx)

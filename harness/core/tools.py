@@ -1,6 +1,6 @@
 """The boundary between an agent runtime and the tools it runs.
 
-* ``Observation`` is seed 004's observation shape (``ok``, ``code``, ``content``,
+* ``ToolObservation`` is seed 004's observation shape (``ok``, ``code``, ``content``,
   ``metadata.retryable``, ``metadata.idempotency``) plus the tool's own fields.
 * ``ToolContext`` carries the three identities of seed 000 into the tool, so the world can
   attribute every side effect to a tool call and an execution attempt.
@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 __all__ = [
     "CODES",
-    "Observation",
     "PreconditionVerdict",
     "ToolContext",
+    "ToolObservation",
     "Toolbox",
 ]
 
@@ -38,7 +38,7 @@ CODES = (
 
 
 @dataclass(frozen=True, slots=True)
-class Observation:
+class ToolObservation:
     """What a tool returns. ``data`` holds the tool's own fields (path, order, ...)."""
 
     ok: bool
@@ -95,8 +95,8 @@ class PreconditionVerdict:
 class Toolbox(Protocol):
     """A set of tools an agent can run."""
 
-    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Observation:
-        """Run one tool call. Never raises for tool-level failures: they are Observations."""
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
+        """Run one tool call. Never raises for tool-level failures: they are ToolObservations."""
         ...
 
     def plan(self, name: str, arguments: Mapping[str, Any]) -> Mapping[str, Any]:

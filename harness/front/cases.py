@@ -1,4 +1,10 @@
-"""The crash matrix of one scenario, independent of pytest (the plugin and the CLI share it).
+"""The crash matrix of one scenario, independent of pytest (the plugin, the CLI, explore and
+the kill matrix share it). Every case goes through the stages once, in order:
+
+    plan (which point, which second crash)  ->  lives (``run_case``: the forked, killed,
+    restarted agent)  ->  observation (the adapter reads what the lives left, once)  ->
+    verdict (a pure function of the expectation and the observation)  ->  ``CaseResult``
+    (what reports and failure texts are made of).
 
 1. ``enumerate_points``: a clean run records every boundary it passes; each recorded point
    becomes one case (ALICE / CrashMonkey style), so nobody hand-lists crash points and a new
@@ -16,12 +22,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.agents.loading import load_adapter, observe
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.core.boundaries import CrashPoint
-from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.lives.first_crash import FirstCrashes, first_crash
-from crashmatrix.harness.lives.injector import CaseRun, LifeLauncher, run_case
+from crashmatrix.harness.lives.injector import LifeLauncher, run_case
+from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict, judge
@@ -34,6 +42,7 @@ class Enumeration:
     points: tuple[CrashPoint, ...]
     clean: CaseRun
     clean_verdict: Verdict
+    clean_observation: Observation
     scenario: Scenario
     agent: str = "reference"
     seconds: float = 0.0
@@ -49,6 +58,7 @@ class Enumeration:
             len(self.clean.lives),
             self.clean.case_dir,
             self.agent,
+            observation=self.clean_observation,
         )
 
 
@@ -56,6 +66,20 @@ class Enumeration:
 def _adapter(agent: str) -> AgentAdapter:
     """The adapter that reads a case back (a foreign agent's session is not in our format)."""
     return load_adapter(agent)
+
+
+def _judged(
+    run: CaseRun,
+    scenario: Scenario,
+    point: CrashPoint | None,
+    agent: str,
+    *,
+    recovery: bool = False,
+    check_ledger: bool = True,
+) -> tuple[Observation, Verdict]:
+    """The observation and the verdict of a run: the stages after the lives."""
+    observation = observe(_adapter(agent), run)
+    return observation, judge(observation, scenario, point, recovery=recovery, check_ledger=check_ledger)
 
 
 def enumerate_points(
@@ -68,9 +92,15 @@ def enumerate_points(
 ) -> Enumeration:
     started = time.monotonic()
     run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
-    verdict = judge(run, scenario, None, keeps_ledger=_adapter(agent).keeps_ledger, adapter=_adapter(agent))
+    observation, verdict = _judged(run, scenario, None, agent)
     return Enumeration(
-        tuple(points_from_trace(run.trace, 1)), run, verdict, scenario, agent, time.monotonic() - started
+        tuple(points_from_trace(run.trace, 1)),
+        run,
+        verdict,
+        observation,
+        scenario,
+        agent,
+        time.monotonic() - started,
     )
 
 
@@ -81,7 +111,6 @@ def run_point(
     case_dir: Path,
     *,
     agent: str = "reference",
-    keeps_ledger: bool = True,
     deadline: float = 30.0,
     power_loss: bool = False,
     second: CrashPoint | None = None,
@@ -111,14 +140,8 @@ def run_point(
         )
     # With a second crash (while recovering) the ledger holds extra attempts: judged as a
     # depth-2 case (``recovery`` expectations, no ledger sequence), like run_recovery does.
-    verdict = judge(
-        run,
-        scenario,
-        point,
-        recovery=second is not None,
-        keeps_ledger=keeps_ledger,
-        check_ledger=second is None,
-        adapter=_adapter(agent),
+    observation, verdict = _judged(
+        run, scenario, point, agent, recovery=second is not None, check_ledger=second is None
     )
     name = point.id if point else "clean"
     return CaseResult(
@@ -130,6 +153,7 @@ def run_point(
         len(run.lives),
         case_dir,
         agent,
+        observation=observation,
     )
 
 
@@ -146,7 +170,6 @@ def run_recovery(
     case_dir: Path,
     *,
     agent: str = "reference",
-    keeps_ledger: bool = True,
     deadline: float = 30.0,
     shared: FirstCrashes | None = None,
 ) -> CaseResult:
@@ -166,6 +189,8 @@ def run_recovery(
     resume, first = found.crashed, found.run
     lives = len(first.lives)
     subs: list[tuple[str, Verdict]] = []
+    # The observation a report shows: the first failed second crash's, else the first crash's.
+    shown: Observation | None = None
     seconds_points = recovery_window(first.trace)
     for index, second in enumerate(seconds_points):
         run = run_case(
@@ -179,18 +204,12 @@ def run_recovery(
             resume=resume,
         )
         lives += len(run.lives) - 1
-        verdict = judge(
-            run,
-            scenario,
-            point,
-            recovery=True,
-            keeps_ledger=keeps_ledger,
-            check_ledger=False,
-            adapter=_adapter(agent),
-        )
+        observation, verdict = _judged(run, scenario, point, agent, recovery=True, check_ledger=False)
+        if shown is None and not verdict.passed:
+            shown = observation
         subs.append((second.id, verdict))
     failed = [(sid, v) for sid, v in subs if not v.passed]
-    base = judge(first, scenario, point, keeps_ledger=keeps_ledger, adapter=_adapter(agent))
+    first_observation, base = _judged(first, scenario, point, agent)
     if not seconds_points and base.status == "not_reached":
         verdict = base
     elif failed:
@@ -213,4 +232,5 @@ def run_recovery(
         agent,
         tuple(subs),
         {"recovery_points": [sid for sid, _ in subs], "failed_points": [sid for sid, _ in failed]},
+        observation=shown or first_observation,
     )

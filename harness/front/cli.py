@@ -86,7 +86,7 @@ def _run(args: argparse.Namespace) -> int:
     from crashmatrix.harness.verdict.explain import explain
 
     scenario = load_scenario(args.file)
-    adapter = load_adapter(args.agent)
+    load_adapter(args.agent)  # a bad --agent fails here, before anything runs
     base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-"))
     launcher = LifeLauncher(
         args.isolation, preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
@@ -119,7 +119,6 @@ def _run(args: argparse.Namespace) -> int:
             launcher,
             base / name.replace(" ", "_"),
             agent=args.agent,
-            keeps_ledger=adapter.keeps_ledger,
             power_loss=power,
             second=second,
             shared=shared if point in recovery_points else None,
@@ -135,7 +134,6 @@ def _run(args: argparse.Namespace) -> int:
             launcher,
             base / name,
             agent=args.agent,
-            keeps_ledger=adapter.keeps_ledger,
             shared=shared,
         )
         print(result.verdict.status)

@@ -43,12 +43,13 @@ from hypothesis import strategies as st
 
 from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint, parse_point
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.front.cases import run_point
-from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.plan.enumeration import points_from_trace
-from crashmatrix.harness.verdict.verdict import Verdict, judge
+from crashmatrix.harness.verdict.verdict import Verdict
 
 __all__ = [
     "FILES",
@@ -453,7 +454,6 @@ class _Runner:
                 self.launcher,
                 case_dir / "case",
                 agent=self.agent,
-                keeps_ledger=adapter.keeps_ledger,
                 deadline=self.deadline,
             )
             from crashmatrix.harness.lives.tracer import read_trace
@@ -497,41 +497,21 @@ class _Runner:
         return self._verdicts[cache]
 
     def run(self, scenario: Scenario, schedule: Schedule, clean: Verdict | None, agent: str) -> Verdict:
-        adapter = load_adapter(agent)
         if schedule.point is None and clean is not None:
             return clean
         case_dir = self._dir(schedule.case_id)
-        if schedule.second is None:
-            return run_point(
-                scenario,
-                schedule.point,
-                self.launcher,
-                case_dir,
-                agent=agent,
-                keeps_ledger=adapter.keeps_ledger,
-                deadline=self.deadline,
-                power_loss=schedule.power_loss,
-            ).verdict
-        assert schedule.point is not None
-        run = run_case(
-            case_dir,
-            scenario,
-            self.launcher,
-            agent=agent,
-            point=schedule.point,
-            second=schedule.second,
-            deadline=self.deadline,
-            power_loss=schedule.power_loss,
-        )
-        # As in cases.run_recovery: the ledger sequence of a double crash is not scripted.
-        return judge(
-            run,
+        # With a second crash, run_point judges as cases.run_recovery does: the ledger
+        # sequence of a double crash is not scripted.
+        return run_point(
             scenario,
             schedule.point,
-            recovery=True,
-            keeps_ledger=adapter.keeps_ledger,
-            check_ledger=False,
-        )
+            self.launcher,
+            case_dir,
+            agent=agent,
+            deadline=self.deadline,
+            power_loss=schedule.power_loss,
+            second=schedule.second,
+        ).verdict
 
 
 # ---------------------------------------------------------------- exploring

@@ -31,9 +31,10 @@ from typing import Any
 
 from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
-from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
 from crashmatrix.harness.verdict.result import CaseResult
@@ -223,7 +224,6 @@ class _Runner:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, scenario: Scenario, case: _Case, agent: str, case_dir: Path) -> CaseResult:
-        adapter = load_adapter(agent)
         if case.kind == "recovery":
             assert case.point is not None
             return run_recovery(
@@ -232,7 +232,6 @@ class _Runner:
                 self.launcher,
                 case_dir,
                 agent=agent,
-                keeps_ledger=adapter.keeps_ledger,
                 deadline=self.deadline,
             )
         result = run_point(
@@ -241,7 +240,6 @@ class _Runner:
             self.launcher,
             case_dir,
             agent=agent,
-            keeps_ledger=adapter.keeps_ledger,
             deadline=self.deadline,
             power_loss=case.kind == POWER,
         )

@@ -15,6 +15,7 @@ printed at the end of the terminal summary: each case's record rides on its test
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import signal
@@ -29,9 +30,10 @@ import pytest
 from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, YamlError
 from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_point, run_recovery
-from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
@@ -314,7 +316,6 @@ class CrashCase(pytest.Item):
     def runtest(self) -> None:
         config = self.config
         agent = config.getoption("agent")
-        adapter = load_adapter(agent)
         launcher = launcher_for(config)
         case_dir = work_dir(config, f"w{os.getpid()}", self.path.stem, self.name.replace("/", "_"))
         deadline = config.getoption("case_deadline")
@@ -331,19 +332,19 @@ class CrashCase(pytest.Item):
                 launcher,
                 case_dir,
                 agent=agent,
-                keeps_ledger=adapter.keeps_ledger,
                 deadline=deadline,
                 shared=first_crashes(config) if self.shares_first_crash else None,
             )
-        self.result = result
         if not config.getoption("no_report"):
-            # Now, while the case directory still exists: the timeline is read from it.
             from crashmatrix.reports.collector import case_record
 
             try:
                 self.report_record = case_record(result, self.nodeid)
             except Exception as error:  # the report is a by-product: it must not fail the case
                 self.warn(pytest.PytestWarning(f"crashmatrix: no report record for {self.nodeid}: {error!r}"))
+        # The record holds what a report needs; the item outlives the case by the whole
+        # session, its observation (session, requests, world) need not.
+        self.result = dataclasses.replace(result, observation=None)
         self.user_properties.append(("crash_point", result.point_id))
         self.user_properties.append(("status", result.verdict.status))
         if result.verdict.observed is not None:

@@ -1,4 +1,4 @@
-"""Scenario files: one conversation, its tools, a scripted model, and expectations per crash point.
+"""Scenario files, read into ``harness.core.scenario.Scenario`` values.
 
 Loading is two steps: the shipped JSON Schema (``schemas/scenario.schema.json``) checks the
 shape, then ``_check_semantics`` checks what a schema cannot: that every tool has a contract,
@@ -11,98 +11,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.scenario import SPECIAL_KEYS, Scenario
 from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.input.contract_files import load_contracts
-from crashmatrix.harness.input.yamlfile import Key, Located, load_yaml, validate
+from crashmatrix.harness.input.yamlfile import Located, load_yaml, validate
 
-__all__ = ["Scenario", "load_scenario"]
+__all__ = ["load_scenario"]
 
-SPECIAL_KEYS = ("default", "clean", "recovery")
 _POINT_ID = re.compile(r"^(?P<boundary>[a-z_]+)\[(?P<inner>[^\]]+)\]$")
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    path: Path
-    name: str
-    tools: tuple[str, ...]
-    contracts: Mapping[str, ToolContract]
-    turns: tuple[str, ...]
-    rules: tuple[Rule, ...]
-    files: Mapping[str, str] = field(default_factory=dict)
-    approvals: Mapping[str, str] = field(default_factory=dict)
-    approvals_again: Mapping[str, str] = field(default_factory=dict)
-    faults: tuple[Mapping[str, Any], ...] = ()
-    between_lives: tuple[Mapping[str, Any], ...] = ()
-    cover: tuple[str, ...] = ()
-    recovery_crashes: bool = True
-    expect: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    description: str = ""
-    tags: tuple[str, ...] = ()
-    positions: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
-
-    def where(self, key: Key) -> str:
-        """``path:line:col`` of a key, for messages about this scenario."""
-        probe = key
-        while probe and probe not in self.positions:
-            probe = probe[:-1]
-        line, col = self.positions.get(probe, (1, 1))
-        return f"{self.path}:{line}:{col}"
-
-    @property
-    def idempotency_classes(self) -> tuple[str, ...]:
-        return tuple(sorted({self.contracts[t].idempotency for t in self.tools}))
-
-    def covers(self, point: CrashPoint) -> bool:
-        if not self.cover:
-            return True
-        return point.boundary in self.cover or point.id in self.cover
-
-    @staticmethod
-    def _about(body: Mapping[str, Any], point: CrashPoint) -> bool:
-        """A bare boundary layer that names calls is about crashes on those calls only:
-        ``after_running: {outcome: {call_1: ...}}`` says nothing about a crash on call_2."""
-        named = _calls_named(body)
-        return not named or point.tool_call_id in named
-
-    def expectation(self, point: CrashPoint | None, *, recovery: bool = False) -> dict[str, Any]:
-        """Merge ``default`` <- ``clean`` | boundary name <- point id (most specific wins,
-        field by field and call by call). Depth-2 cases also merge ``recovery``."""
-        layers = ["default"]
-        if point is None:
-            layers.append("clean")
-        else:
-            layers += [point.boundary, point.id]
-            if recovery:
-                layers.append("recovery")
-        merged: dict[str, Any] = {}
-        for layer in layers:
-            body = self.expect.get(layer) or {}
-            if point is not None and layer in (point.boundary, "recovery") and not self._about(body, point):
-                continue
-            for name, value in body.items():
-                if isinstance(value, Mapping) and name != "world":
-                    merged.setdefault(name, {}).update(value)
-                elif name == "world":
-                    world = merged.setdefault("world", {})
-                    for key, item in value.items():
-                        if key in ("files", "rows"):
-                            world.setdefault(key, {}).update(item)
-                        else:
-                            world[key] = item
-                else:
-                    merged[name] = value
-        return merged
-
-
-def _calls_named(body: Mapping[str, Any]) -> set[str]:
-    return {call for name in ("outcome", "ledger", "code") for call in (body.get(name) or {})}
 
 
 def _rule(raw: Mapping[str, Any], line: int) -> Rule:

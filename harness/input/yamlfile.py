@@ -19,11 +19,10 @@ from typing import Any
 import jsonschema
 import yaml
 
+from crashmatrix.harness.core.scenario import Key
 from crashmatrix.harness.errors import YamlError
 
 __all__ = ["Located", "load_schema", "load_yaml", "validate"]
-
-Key = tuple[str | int, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,11 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import split_lines
-from crashmatrix.harness.input.scenario import Scenario
-from crashmatrix.harness.lives.casedir import (
-    session_path_of,
-)
+from crashmatrix.harness.lives.casedir import session_path_of
 
 __all__ = ["apply_between_lives"]
 
@@ -34,13 +32,28 @@ def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
             "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
             "events_before": max((event.seq for event in world.events()), default=0),
             "shifts": [],
+            "applied": [],  # one {"fault", "acted", "detail"} per step: proof it did something
         }
         for step in scenario.between_lives:
             if "external_write" in step:
-                world.external_write(step["external_write"]["path"], step["external_write"]["content"])
+                edit = step["external_write"]
+                world.external_write(edit["path"], edit["content"])
+                mark["applied"].append(
+                    {"fault": "external_write", "acted": True, "detail": f"wrote {edit['path']}"}
+                )
             if "tamper_arguments" in step:
                 tamper = step["tamper_arguments"]
-                mark["shifts"] += _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
+                shifts = _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
+                mark["shifts"] += shifts
+                mark["applied"].append(
+                    {
+                        "fault": "tamper_arguments",
+                        "acted": bool(shifts),
+                        "detail": f"edited the saved arguments of {tamper['call']}"
+                        if shifts
+                        else f"no saved tool call {tamper['call']} in {session_path_of(case_dir).name}",
+                    }
+                )
     (case_dir / "between_lives.json").write_text(json.dumps(mark))
 
 

@@ -11,7 +11,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.core.scenario import Scenario
 
 __all__ = ["clone_case"]
 

@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from crashmatrix.harness.core.boundaries import CrashPoint
-from crashmatrix.harness.input.scenario import Scenario
-from crashmatrix.harness.lives.injector import CaseRun, LifeLauncher, LifeRecord, run_case
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.trace import CaseRun, LifeRecord
+from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.tracer import read_trace
 
 __all__ = ["FirstCrash", "FirstCrashes", "first_crash"]

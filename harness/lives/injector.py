@@ -14,13 +14,12 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError
-from crashmatrix.harness.input.scenario import Scenario
 from crashmatrix.harness.lives.between import apply_between_lives
 from crashmatrix.harness.lives.casedir import (
     clone_case,
@@ -31,7 +30,7 @@ from crashmatrix.harness.lives.forkserver import ForkServer, run_spawned
 from crashmatrix.harness.lives.life import LifeSpec, life_main
 from crashmatrix.harness.lives.tracer import read_trace
 
-__all__ = ["CaseRun", "LifeLauncher", "LifeRecord", "run_case"]
+__all__ = ["PRELOAD", "LifeLauncher", "run_case"]
 
 # Imported once in the fork server. openai loads its chat resources lazily on first use,
 # which would otherwise cost every life ~170 ms. The caller's modules (the adapter's) go
@@ -47,33 +46,6 @@ PRELOAD = [
     "sqlite3",
     "crashmatrix.harness.lives.warmup",  # last: one throwaway life, so every fork starts warm (warmup.py)
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class LifeRecord:
-    life: int
-    crash: str | None  # the point this life was asked to die at
-    status: str  # "exited" | "crashed" | "not_reached" | "error" | "hung" | "died"
-    exitcode: int | None
-    seconds: float
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class CaseRun:
-    case_dir: Path
-    lives: tuple[LifeRecord, ...]
-    trace: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def status(self) -> str:
-        """``ok`` when the last life ended normally; otherwise why not."""
-        for life in self.lives:
-            if life.status in ("hung", "error", "died"):
-                return life.status
-        if self.lives and self.lives[0].status == "not_reached":
-            return "not_reached"
-        return "ok" if self.lives and self.lives[-1].status == "exited" else "incomplete"
 
 
 class LifeLauncher:

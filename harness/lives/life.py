@@ -27,7 +27,7 @@ import respx
 from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.core.boundaries import CrashPoint
-from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.lives.casedir import session_path_of
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.tracer import Tracer

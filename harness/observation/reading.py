@@ -1,56 +1,86 @@
-"""Reading what a finished case left behind."""
+"""Reading what a finished case left behind into an ``Observation`` (the edge of this stage).
+
+One read per source, after the last life: the trace (already parsed by the lives stage), the
+agent's session through the adapter's reader, the world (one SQLite snapshot and the events),
+the model's request log, and what the harness did between lives.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = []
+from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.trace import CaseRun
+from crashmatrix.harness.errors import SessionCorruption
+from crashmatrix.harness.lives.casedir import session_path_of
+from crashmatrix.harness.observation.observation import (
+    BetweenLives,
+    Observation,
+    WorldView,
+    between_lives_from_json,
+)
+from crashmatrix.harness.session_file import read_session
+
+__all__ = ["SessionSource", "native_session", "read_observation", "read_requests", "read_world"]
+
+# How an adapter reads its agent's session as our records, from the case directory.
+SessionSource = Callable[[Path], SessionLog]
 
 
-def _world_view(case_dir: Path) -> tuple[dict[str, Any], list[Any]]:
+def native_session(case_dir: Path) -> SessionLog:
+    """Seed 000's JSONL where the harness told the agent to keep it (``LifeContext.session_path``)."""
+    return read_session(session_path_of(case_dir))
+
+
+def read_world(case_dir: Path) -> WorldView:
     from crashmatrix.mock_tools.world import World
 
+    if not (case_dir / "world" / "world.json").exists():
+        return WorldView()
     with World(case_dir / "world") as world:
         snapshot = world.snapshot()
         events = world.events()
-    view: dict[str, Any] = dict(snapshot.counts)
-    files: dict[str, str | None] = {}
-    for path in snapshot.files:
-        files[path] = snapshot.file_text(path)
-    view["files"] = files
-    return view, events
+    files = {path: snapshot.file_text(path) for path in snapshot.files}
+    return WorldView(dict(snapshot.counts), files, tuple(events))
 
 
-def _between_lives(case_dir: Path) -> dict[str, Any]:
-    path = case_dir / "between_lives.json"
-    return dict(json.loads(path.read_text())) if path.exists() else {}
-
-
-def _requests(case_dir: Path, mark: Mapping[str, Any]) -> list[dict[str, Any]]:
+def read_requests(case_dir: Path) -> tuple[dict[str, Any], ...]:
     path = case_dir / "model_requests.jsonl"
     if not path.exists():
-        return []
-    requests = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    if mark.get("shifts"):
-        # Sent before the harness edited the session: they cannot match the edited file.
-        requests = requests[mark["requests_before"] :]
-    return requests
+        return ()
+    return tuple(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
 
-def _in_edited_coordinates(events: list[Any], mark: Mapping[str, Any]) -> list[Any]:
-    """Translate ``session_bytes`` of events recorded before the harness edited the session
-    into the edited file's offsets, so "running was on disk first" is judged truthfully."""
-    shifts = mark.get("shifts") or []
-    if not shifts:
-        return events
-    out = []
-    for event in events:
-        if event.seq <= mark["events_before"]:
-            grown = sum(delta for end, delta in shifts if event.session_bytes >= end)
-            event = dataclasses.replace(event, session_bytes=event.session_bytes + grown)
-        out.append(event)
-    return out
+def _between_lives(case_dir: Path) -> BetweenLives:
+    path = case_dir / "between_lives.json"
+    if not path.exists():
+        return BetweenLives()
+    return between_lives_from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+def read_observation(
+    run: CaseRun, *, session: SessionSource = native_session, keeps_ledger: bool = True
+) -> Observation:
+    """Everything ``run`` left, with the session read by ``session``. A session that cannot
+    be read (corruption) is no session plus the reason, never an exception: the verdict
+    reports it, and the rest of the evidence is still judged."""
+    problem = ""
+    log: SessionLog | None
+    try:
+        log = session(run.case_dir)
+    except SessionCorruption as error:
+        log, problem = None, str(error)
+    return Observation(
+        case_dir=run.case_dir,
+        lives=tuple(run.lives),
+        trace=tuple(run.trace),
+        session=log,
+        world=read_world(run.case_dir),
+        requests=read_requests(run.case_dir),
+        between_lives=_between_lives(run.case_dir),
+        keeps_ledger=keeps_ledger,
+        session_problem=problem,
+    )

@@ -3,16 +3,16 @@ recovery window of a restarted life, and selection by the scenario and the comma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
-from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.core.scenario import Scenario
 
 __all__ = ["RECOVERY_FIRST", "points_from_trace", "recovery_window"]
 
 
-def points_from_trace(trace: Sequence[dict[str, Any]], life: int = 1) -> list[CrashPoint]:
+def points_from_trace(trace: Sequence[Mapping[str, Any]], life: int = 1) -> list[CrashPoint]:
     """Every crash point a life passed, in the order it passed them (ALICE-style enumeration)."""
     points: list[CrashPoint] = []
     for event in trace:
@@ -25,7 +25,7 @@ def points_from_trace(trace: Sequence[dict[str, Any]], life: int = 1) -> list[Cr
     return points
 
 
-def recovery_window(trace: Sequence[dict[str, Any]], life: int = 2) -> list[CrashPoint]:
+def recovery_window(trace: Sequence[Mapping[str, Any]], life: int = 2) -> list[CrashPoint]:
     """The crash points a restarted life passed while recovering: its boundaries (no torn
     writes) before it first asked the model.
 

@@ -11,7 +11,7 @@ from crashmatrix.harness.core.ledger import executions_by_call, tool_call_sites
 from crashmatrix.harness.core.records import MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog
 
-__all__ = ["Mismatch", "Observed", "matches", "observe"]
+__all__ = ["Mismatch", "Observed", "compare", "matches", "project"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,9 @@ def matches(expected: Any, observed: Any) -> bool:
     return bool(expected == observed)
 
 
-def observe(log: SessionLog, world: Mapping[str, Any]) -> Observed:
+def project(log: SessionLog, world: Mapping[str, Any]) -> Observed:
+    """What the expectations compare: per call, the ledger statuses, the recovery outcome
+    and error code the model was told; and the world."""
     entries = log.entries
     ledger: dict[str, list[str]] = {}
     outcome: dict[str, str] = {}
@@ -71,7 +73,8 @@ def observe(log: SessionLog, world: Mapping[str, Any]) -> Observed:
     return Observed(ledger, outcome, code, world, len(entries))
 
 
-def _compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Mismatch], bool]:
+def compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Mismatch], bool]:
+    """The mismatches, and whether a match relied on a set of allowed values."""
     mismatches: list[Mismatch] = []
     indeterminate = False
     for name in ("outcome", "ledger", "code"):

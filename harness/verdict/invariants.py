@@ -41,6 +41,7 @@ from crashmatrix.harness.core.ledger import (
 )
 from crashmatrix.harness.core.records import Entry, ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.session_log import prompt_view
+from crashmatrix.harness.core.world_events import NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.errors import InputError
 
 __all__ = [
@@ -53,9 +54,6 @@ __all__ = [
     "check_all",
 ]
 
-# World event kinds that are not a side effect of the agent's tools: an armed fault firing,
-# another writer touching the workspace, a read.
-NON_SIDE_EFFECT_KINDS = frozenset({"fault", "external_write", "read"})
 
 _CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 _LEDGER_KEYS = ("execution_id", "status", "arguments_sha256", "idempotency_key")

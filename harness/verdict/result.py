@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.input.scenario import Scenario
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.verdict import Verdict
 
 __all__ = ["CaseResult"]
@@ -26,6 +27,10 @@ class CaseResult:
     agent: str
     sub_results: tuple[tuple[str, Verdict], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # What the case showed (for a depth-2 case: its first failed second crash, else its
+    # first crash): the report's timeline is built from it. Dropped once the report record
+    # is made, so a long run does not keep every case's evidence alive.
+    observation: Observation | None = field(default=None, compare=False, repr=False)
 
     @property
     def passed(self) -> bool:

@@ -1,8 +1,9 @@
-"""Judge one finished case: observe what the lives left behind, compare with expectations,
-and run every invariant.
+"""The verdict on one case: a pure function of (the scenario's expectation, the Observation).
 
-Observation reads only durable things (the session file, the world directory, the model's
-request log), never the agent's memory: that is all a restarted agent has too.
+The expectation for the crash point is compared with what the case showed (ledger
+sequence, outcome and code the model was told, the world), and every invariant runs on the
+same observation. Nothing here reads a file or starts a process: a case can be judged again
+later from its observation alone, by new checks.
 """
 
 from __future__ import annotations
@@ -11,21 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crashmatrix.harness.agents.loading import read_agent_session
 from crashmatrix.harness.core.boundaries import CrashPoint
-from crashmatrix.harness.errors import SessionCorruption
-from crashmatrix.harness.input.scenario import Scenario
-from crashmatrix.harness.lives.injector import CaseRun
-from crashmatrix.harness.observation.reading import (
-    _between_lives,
-    _in_edited_coordinates,
-    _requests,
-    _world_view,
-)
-from crashmatrix.harness.verdict.expectations import Mismatch, Observed, _compare, observe
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.observation.observation import Observation
+from crashmatrix.harness.verdict.expectations import Mismatch, Observed, compare, project
 from crashmatrix.harness.verdict.invariants import Evidence, Violation, check_all
 
-__all__ = ["Verdict", "judge"]
+__all__ = ["Verdict", "evidence", "judge"]
 
 
 @dataclass(frozen=True)
@@ -44,55 +37,56 @@ class Verdict:
         return self.status == "passed"
 
 
+def evidence(observation: Observation, scenario: Scenario) -> Evidence:
+    """What the invariants look at: the observation, with the scenario's turns and contracts."""
+    log = observation.session
+    return Evidence(
+        entries=log.entries if log else (),
+        offsets=log.offsets if log else (),
+        events=observation.events_in_session_coordinates(),
+        requests=observation.requests_for_session(),
+        turns=scenario.turns,
+        contracts=scenario.contracts,
+        has_ledger=observation.keeps_ledger,
+    )
+
+
 def judge(
-    run: CaseRun,
+    observation: Observation,
     scenario: Scenario,
     point: CrashPoint | None,
     *,
     recovery: bool = False,
-    keeps_ledger: bool = True,
     check_ledger: bool = True,
-    adapter: object | None = None,
 ) -> Verdict:
-    """``adapter`` reads the session back when the agent keeps it its own way (foreign
-    adapters); an agent that keeps no ledger has its ledger expectations reported as not
+    """The verdict on a case that crashed at ``point`` (None: the clean run).
+
+    ``recovery``: a depth-2 case (the ``recovery`` expectations apply). ``check_ledger``:
+    compare the ledger sequence (not for a second crash, whose extra attempts no scenario
+    scripts). An agent that keeps no ledger has its ledger expectations reported as not
     applicable -- never as passed."""
     expected = scenario.expectation(point, recovery=recovery)
     notes: list[str] = []
     if not check_ledger:
         expected.pop("ledger", None)
-    if not keeps_ledger and expected.pop("ledger", None) is not None:
+    if not observation.keeps_ledger and expected.pop("ledger", None) is not None:
         notes.append("ledger: not applicable (the agent keeps no ledger)")
-    status = run.status
+    status = observation.status
     if status == "not_reached":
         return Verdict(
             "not_reached", None, expected, problems=(f"{point.id if point else 'clean'}: never reached",)
         )
     problems = [
         f"life {life.life} {life.status}" + (f": {life.error}" if life.error else "")
-        for life in run.lives
+        for life in observation.lives
         if life.status in ("hung", "error", "died")
     ]
-    try:
-        log = read_agent_session(adapter, run.case_dir)
-    except SessionCorruption as error:
-        return Verdict("failed", None, expected, problems=(*problems, str(error)))
-    world, events = _world_view(run.case_dir)
-    mark = _between_lives(run.case_dir)
-    events = _in_edited_coordinates(events, mark)
-    observed = observe(log, world)
-    mismatches, indeterminate = _compare(expected, observed)
-    evidence = Evidence(
-        entries=log.entries,
-        offsets=log.offsets,
-        events=events,
-        requests=_requests(run.case_dir, mark),
-        turns=scenario.turns,
-        contracts=scenario.contracts,
-        has_ledger=keeps_ledger,
-    )
+    if observation.session is None:
+        return Verdict("failed", None, expected, problems=(*problems, observation.session_problem))
+    observed = project(observation.session, observation.world.as_expected())
+    mismatches, indeterminate = compare(expected, observed)
     # Invariants run even when a life hung or failed: the evidence often says why.
-    violations = check_all(evidence)
+    violations = check_all(evidence(observation, scenario))
     ok = not mismatches and not violations and status == "ok"
     if status not in ("ok", "hung", "error", "died"):
         problems.append(f"the case did not finish: {status}")

@@ -1,4 +1,4 @@
-"""crashmatrix.harness.core.session_log: durable appends, and a reader that tells a torn tail from corruption."""
+"""harness.session_file: durable appends, and a reader that tells a torn tail from corruption."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.agents.loading import load_adapter, read_agent_session
+from crashmatrix.harness.agents.foreign import load_foreign_adapter
+from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.records import ExecutionRecord
 from crashmatrix.harness.front.cases import run_point
@@ -59,7 +60,7 @@ def _assert_nothing_outlives(case_dir: Path) -> None:
 
 
 def _statuses(case_dir: Path, example: str, call_id: str) -> list[str]:
-    log = read_agent_session(load_adapter(str(EXAMPLES / example / "adapter.yaml")), case_dir)
+    log = load_foreign_adapter(EXAMPLES / example / "adapter.yaml").read_session(case_dir)
     return [e.status for e in log.entries if isinstance(e, ExecutionRecord) and e.tool_call_id == call_id]
 
 

@@ -19,7 +19,7 @@ from crashmatrix.harness.agents.foreign_session import LedgerMap, read_foreign_s
 from crashmatrix.harness.agents.loopback import LoopbackServer
 from crashmatrix.harness.agents.python_agent import install_boundaries
 from crashmatrix.harness.core.script import Reply, Rule, When
-from crashmatrix.harness.core.tools import Observation, ToolContext
+from crashmatrix.harness.core.tools import ToolContext, ToolObservation
 from crashmatrix.harness.errors import SessionCorruption, YamlError
 from crashmatrix.mock_tools.model import ScriptedModel
 
@@ -42,9 +42,9 @@ class _Tools:
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any], ToolContext]] = []
 
-    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> Observation:
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
         self.calls.append((name, dict(arguments), ctx))
-        return Observation(ok=True, data={"order": 1})
+        return ToolObservation(ok=True, data={"order": 1})
 
 
 def _server(tmp_path: Path, edges: list[tuple[str, str]], tools: _Tools | None = None) -> LoopbackServer:

@@ -1,4 +1,4 @@
-"""crashmatrix.harness.core.classifier: only plain, allowlisted reads are ever auto-replayed (seed 004)."""
+"""harness.core.classifier: only plain, allowlisted reads are ever auto-replayed (seed 004)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""crashmatrix.harness.core.ledger: the state machine, the identities, and finding calls left without a result."""
+"""harness.core.ledger: the state machine, the identities, and finding calls left without a result."""
 
 from __future__ import annotations
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from crashmatrix.harness.core.ledger import tool_call_sites
+from crashmatrix.harness.core.world_events import NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.front.cases import enumerate_points
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.casedir import session_path_of
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.session_file import read_session
-from crashmatrix.harness.verdict.invariants import NON_SIDE_EFFECT_KINDS
 from crashmatrix.mock_tools.world import World
 
 pytestmark = pytest.mark.slow

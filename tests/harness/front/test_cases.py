@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.harness.front.cases import run_point
-from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.casedir import prepare_case, session_path_of
-from crashmatrix.harness.lives.injector import CaseRun, LifeLauncher, run_case
+from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.tracer import read_trace
+from crashmatrix.harness.observation.reading import read_observation
 from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
 from crashmatrix.harness.verdict.verdict import judge
 from crashmatrix.mock_tools.fileops import sha256_text
@@ -107,7 +110,7 @@ def test_crash_after_running_reproduces_seed_000_twelve_record_recovery(
     assert {r["tool_call_id"] for r in records[2:8]} == {"call_recovery_demo"}
     assert len({r["idempotency_key"] for r in records[2:8]}) == 1
     assert json.loads(records[8]["message"]["content"])["execution_id"] == new
-    assert judge(run, scenario, CrashPoint("after_running", "call_recovery_demo")).passed
+    assert judge(read_observation(run), scenario, CrashPoint("after_running", "call_recovery_demo")).passed
 
 
 def test_the_crash_is_a_real_sigkill_of_the_agent_process(launcher: LifeLauncher, tmp_path: Path) -> None:
@@ -272,15 +275,15 @@ def test_ledger_expectations_are_not_applicable_to_an_agent_that_keeps_no_ledger
     )
     scenario = load_scenario(path)
     run = run_case(tmp_path / "case", scenario, launcher)
-    with_ledger = judge(run, scenario, None)
+    with_ledger = judge(read_observation(run), scenario, None)
     assert [m.field for m in with_ledger.mismatches] == ["ledger[call_mail]"]
-    without = judge(run, scenario, None, keeps_ledger=False)
+    without = judge(read_observation(run, keeps_ledger=False), scenario, None)
     assert without.mismatches == () and without.passed
     assert without.notes == ("ledger: not applicable (the agent keeps no ledger)",)
 
 
 def _observed(run: CaseRun, scenario: Scenario, point: CrashPoint) -> tuple[object, ...]:
-    verdict = judge(run, scenario, point, recovery=True, check_ledger=False)
+    verdict = judge(read_observation(run), scenario, point, recovery=True, check_ledger=False)
     seen = verdict.observed
     assert seen is not None
     counts = {k: v for k, v in seen.world.items() if k != "files"}

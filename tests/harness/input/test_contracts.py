@@ -1,4 +1,4 @@
-"""crashmatrix.harness.core.contracts: seed 004's defaults, consistency rules, and per-call run_command classes."""
+"""harness.core.contracts: seed 004's defaults, consistency rules, and per-call run_command classes."""
 
 from __future__ import annotations
 

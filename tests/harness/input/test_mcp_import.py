@@ -1,4 +1,4 @@
-"""crashmatrix.harness.input.mcp_import: MCP hints suggest, they do not decide (seed 004, "MCP 工具也要重新分类")."""
+"""harness.input.mcp_import: MCP hints suggest, they do not decide (seed 004, "MCP 工具也要重新分类")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""crashmatrix.harness.input.yamlfile: every YAML problem is one line, ``path:line:col: key: problem``."""
+"""harness.input.yamlfile: every YAML problem is one line, ``path:line:col: key: problem``."""
 
 from __future__ import annotations
 

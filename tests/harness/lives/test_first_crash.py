@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.front.cases import run_point, run_recovery
-from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.result import CaseResult

@@ -16,8 +16,9 @@ import respx
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.front.cases import run_point
-from crashmatrix.harness.input.scenario import Scenario, load_scenario
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.plan.enumeration import points_from_trace
 from crashmatrix.harness.verdict.result import CaseResult

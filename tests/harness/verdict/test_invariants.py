@@ -1,4 +1,4 @@
-"""crashmatrix.harness.verdict.invariants: each invariant passes seed 000's real traces and fails exactly when
+"""harness.verdict.invariants: each invariant passes seed 000's real traces and fails exactly when
 its own rule is broken, naming the id involved.
 
 Sessions are written here as lists of dicts in seed 000's JSONL shape; offsets come from

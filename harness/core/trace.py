@@ -1,0 +1,46 @@
+"""What the lives of a case were: one record per life, and the case's run (its directory,
+its lives, its trace). Values the lives stage produces and every later stage reads.
+
+The trace (``trace.jsonl``, written by ``harness.lives.tracer``) is one JSON object per
+line: ``{"life": N, "event": "start" | "boundary" | "append" | "model_request" | "crash" |
+"error" | "exit", ...}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LIFE_STATUSES", "CaseRun", "LifeRecord", "TraceEvent"]
+
+LIFE_STATUSES = ("exited", "crashed", "not_reached", "error", "hung", "died")
+TraceEvent = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LifeRecord:
+    life: int
+    crash: str | None  # the point this life was asked to die at
+    status: str  # "exited" | "crashed" | "not_reached" | "error" | "hung" | "died"
+    exitcode: int | None
+    seconds: float
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class CaseRun:
+    case_dir: Path
+    lives: tuple[LifeRecord, ...]
+    trace: Sequence[TraceEvent] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``ok`` when the last life ended normally; otherwise why not."""
+        for life in self.lives:
+            if life.status in ("hung", "error", "died"):
+                return life.status
+        if self.lives and self.lives[0].status == "not_reached":
+            return "not_reached"
+        return "ok" if self.lives and self.lives[-1].status == "exited" else "incomplete"

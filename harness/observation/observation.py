@@ -1,0 +1,127 @@
+"""The Observation: everything one finished case left behind, as one frozen value.
+
+Lives produce files (a session, a world, a model log, a trace); an agent's adapter reads
+them ONCE, after the last life, into an ``Observation`` (``harness.observation.reading``
+for agents whose session is seed 000's JSONL, ``harness.agents`` for the others). From
+there on nothing reads a file again: the verdict and every invariant are pure functions of
+(expectation, observation), and the report's timeline is built from the same value. A new
+kind of agent only has to produce an Observation (Jepsen's history, pytest's report).
+
+Two coordinate systems meet here. World events carry the session file's size when they
+happened (``session_bytes``); when the harness edits the session between lives (a tampered
+argument), the events recorded before the edit are in the old file's offsets and the model
+requests sent before it cannot match the edited file. ``events_in_session_coordinates`` and
+``requests_for_session`` translate, so that no check has to know an edit happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.trace import LifeRecord, TraceEvent
+from crashmatrix.harness.core.world_events import WorldEvent
+
+__all__ = ["AppliedFault", "BetweenLives", "Observation", "WorldView", "between_lives_from_json"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorldView:
+    """The world after the last life: counts (``orders``, ``emails``, ``rows:<table>``,
+    ...), the workspace files' texts (None for a file that is not text), and every event."""
+
+    counts: Mapping[str, int] = field(default_factory=dict)
+    files: Mapping[str, str | None] = field(default_factory=dict)
+    events: tuple[WorldEvent, ...] = ()
+
+    def as_expected(self) -> dict[str, Any]:
+        """The shape scenario expectations are written against (``world: {emails: 1,
+        files: {...}}``): the counts, plus ``files``."""
+        view: dict[str, Any] = dict(self.counts)
+        view["files"] = dict(self.files)
+        return view
+
+
+@dataclass(frozen=True, slots=True)
+class AppliedFault:
+    """One fault the harness applied between lives, and whether it really did something
+    (a tamper that found no saved tool call to edit did nothing)."""
+
+    fault: str  # "external_write" | "tamper_arguments"
+    acted: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BetweenLives:
+    """What the harness did between the first crash and the restart."""
+
+    applied: tuple[AppliedFault, ...] = ()
+    requests_before: int = 0  # model requests logged before the edit
+    events_before: int = 0  # last world event seq before the edit
+    # (offset where an edited session line ended before the edit, bytes it grew by)
+    shifts: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything a case left, read once after its last life."""
+
+    case_dir: Path
+    lives: tuple[LifeRecord, ...]
+    trace: tuple[TraceEvent, ...]
+    # The agent's session as our records; None when it could not be read (``session_problem``
+    # says why: corruption names file, line and byte).
+    session: SessionLog | None
+    world: WorldView
+    requests: tuple[Mapping[str, Any], ...] = ()  # every chat-completion request body, in order
+    between_lives: BetweenLives = field(default_factory=BetweenLives)
+    keeps_ledger: bool = True  # False: the agent keeps no ledger the adapter can map
+    session_problem: str = ""
+
+    @property
+    def status(self) -> str:
+        """``ok`` when the last life ended normally; otherwise why not (as ``CaseRun.status``)."""
+        for life in self.lives:
+            if life.status in ("hung", "error", "died"):
+                return life.status
+        if self.lives and self.lives[0].status == "not_reached":
+            return "not_reached"
+        return "ok" if self.lives and self.lives[-1].status == "exited" else "incomplete"
+
+    def events_in_session_coordinates(self) -> tuple[WorldEvent, ...]:
+        """World events with ``session_bytes`` in the final session file's offsets."""
+        marks = self.between_lives
+        if not marks.shifts:
+            return self.world.events
+        out = []
+        for event in self.world.events:
+            if event.seq <= marks.events_before:
+                grown = sum(delta for end, delta in marks.shifts if event.session_bytes >= end)
+                event = dataclasses.replace(event, session_bytes=event.session_bytes + grown)
+            out.append(event)
+        return tuple(out)
+
+    def requests_for_session(self) -> tuple[Mapping[str, Any], ...]:
+        """The model requests that can be compared with the final session: those sent
+        before the harness edited it cannot match the edited file."""
+        if self.between_lives.shifts:
+            return self.requests[self.between_lives.requests_before :]
+        return self.requests
+
+
+def between_lives_from_json(raw: Mapping[str, Any]) -> BetweenLives:
+    """``between_lives.json`` (written by ``harness.lives.between``) as a value."""
+    return BetweenLives(
+        applied=tuple(
+            AppliedFault(str(a["fault"]), bool(a["acted"]), str(a.get("detail", "")))
+            for a in raw.get("applied") or ()
+        ),
+        requests_before=int(raw.get("requests_before", 0)),
+        events_before=int(raw.get("events_before", 0)),
+        shifts=tuple((int(end), int(delta)) for end, delta in raw.get("shifts") or ()),
+    )
