@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.front.plugin import REPORT_ATTR
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.reports.matrix import COLUMNS, Matrix
 from crashmatrix.reports.results import CaseRecord, Results, record_from_result, with_world_diffs
@@ -30,9 +31,8 @@ from crashmatrix.reports.terminal import render_terminal
 from crashmatrix.reports.timeline import timeline_of
 from crashmatrix.reports.writer import append_step_summary, write_report
 
-__all__ = ["REPORT_ATTR", "MatrixReporter", "case_record"]
+__all__ = ["MatrixReporter", "case_record"]
 
-REPORT_ATTR = "crashmatrix_case"
 
 
 def case_record(result: CaseResult, node_id: str) -> str:
@@ -43,14 +43,17 @@ def case_record(result: CaseResult, node_id: str) -> str:
 
 
 class MatrixReporter:
-    """Registered on the controller only (see ``harness.plugin.pytest_configure``)."""
+    """Built by the plugin's idle reporter on the controller when the first crash case
+    reports (``harness.front.plugin._Reporter``); ``started`` is when the session began."""
 
-    def __init__(self, out_dir: Path, agent: str, step_summary: Path | None = None) -> None:
+    def __init__(
+        self, out_dir: Path, agent: str, step_summary: Path | None = None, *, started: float | None = None
+    ) -> None:
         self.out_dir = out_dir
         self.agent = agent
         self.step_summary = step_summary
         self.records: dict[str, CaseRecord] = {}
-        self.started = time.monotonic()
+        self.started = time.monotonic() if started is None else started
         self.matrix: Matrix | None = None
         self.error = ""
 

@@ -1,11 +1,10 @@
-"""pytest plugin: every ``scenarios/**/*.yaml`` becomes a crash matrix of test items.
+"""pytest plugin (the ``pytest11`` entry point): every ``scenarios/**/*.yaml`` becomes a
+crash matrix of test items (``harness.front.collection``).
 
-Shape of pytest's non-Python example: ``pytest_collect_file`` -> ``ScenarioFile.collect()``
--> one ``CrashCase`` per (scenario, crash point), ``repr_failure`` for a domain message
-instead of a traceback, ``reportinfo`` for the header. Item names are point ids, stable and
-sorted, so ``pytest -n auto`` (xdist) distributes the same collection on every worker.
-
-Collecting a scenario runs its clean case once (in a forked life) to record the points.
+Installing crashmatrix puts this module in EVERY pytest run of that environment, so it is
+light: options, a file-name test and a reporter that stays idle until a crash case reports.
+Nothing heavy is imported, no marker registered and no signal handler installed until the
+first scenario file is collected.
 
 After the run, the pass matrix is written to ``--report-dir`` (``reports/latest/``) and
 printed at the end of the terminal summary: each case's record rides on its test report
@@ -15,35 +14,22 @@ printed at the end of the terminal summary: each case's record rides on its test
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import os
 import signal
-import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from crashmatrix.harness.agents.loading import load_adapter
-from crashmatrix.harness.agents.protocol import AgentAdapter
-from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
-from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.errors import CrashmatrixError, YamlError
-from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_point, run_recovery
-from crashmatrix.harness.input.scenario import load_scenario
-from crashmatrix.harness.lives.first_crash import FirstCrashes
-from crashmatrix.harness.lives.injector import LifeLauncher
-from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
-from crashmatrix.harness.verdict.result import CaseResult
-from crashmatrix.harness.verdict.verdict import Verdict
+__all__ = ["REPORT_ATTR"]
 
-__all__ = ["CrashCase", "ScenarioFile"]
-
-_LAUNCHER_KEY = pytest.StashKey[LifeLauncher]()
-_FIRST_CRASHES_KEY = pytest.StashKey[FirstCrashes]()
+_ACTIVE = pytest.StashKey[bool]()
+# The attribute of a crash case's TestReport that carries its report record (a JSON string).
+REPORT_ATTR = "crashmatrix_case"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,7 +68,11 @@ def _terminate_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def pytest_configure(config: pytest.Config) -> None:
+def _activate(config: pytest.Config) -> None:
+    """What a run with crash cases needs, done once, when the first scenario is collected."""
+    if config.stash.get(_ACTIVE, False):
+        return
+    config.stash[_ACTIVE] = True
     # SIGTERM (a cancelled CI job) ends Python without any cleanup; as an interrupt it goes
     # through pytest's orderly stop: lives are reaped, and a partial report is written and
     # marked incomplete. Only if nobody else handles SIGTERM, and only in the main thread.
@@ -91,32 +81,60 @@ def pytest_configure(config: pytest.Config) -> None:
         and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     ):
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+
     config.addinivalue_line("markers", "crashmatrix: a crash-matrix case from a scenario YAML")
     for name in ("idempotent", "conditional", "non_idempotent", "clean", "recovery", TORN_WRITE, *BOUNDARIES):
         config.addinivalue_line("markers", f"{name}: crashmatrix cases of this kind")
-    # Only the controller (or a run without xdist) aggregates and writes: a worker sees only
-    # its share of the cases. Workers still attach each record to its report.
-    if not hasattr(config, "workerinput") and not config.getoption("no_report"):
-        from crashmatrix.reports.collector import MatrixReporter
 
-        out = config.getoption("report_dir")
-        summary = os.environ.get("GITHUB_STEP_SUMMARY")
-        reporter = MatrixReporter(
-            Path(out) if out else config.rootpath / "reports" / "latest",
-            config.getoption("agent"),
-            Path(summary) if summary else None,
-        )
-        config.pluginmanager.register(reporter, "crashmatrix-matrix")
+
+class _Reporter:
+    """Registered on the controller only (a worker sees only its share of the cases; workers
+    still attach each record to its report). Idle until a crash case reports: only then are
+    the report modules imported and ``reports.collector.MatrixReporter`` built, so a run
+    without crash cases (a team's own ``pytest tests``) never loads them."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.started = time.monotonic()
+        self.real: Any = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.real is None and isinstance(getattr(report, REPORT_ATTR, None), str):
+            from crashmatrix.reports.collector import MatrixReporter
+
+            out = self.config.getoption("report_dir")
+            summary = os.environ.get("GITHUB_STEP_SUMMARY")
+            self.real = MatrixReporter(
+                Path(out) if out else self.config.rootpath / "reports" / "latest",
+                self.config.getoption("agent"),
+                Path(summary) if summary else None,
+                started=self.started,
+            )
+        if self.real is not None:
+            self.real.pytest_runtest_logreport(report)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+        if self.real is not None:
+            self.real.pytest_sessionfinish(session, exitstatus)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if self.real is not None:
+            self.real.pytest_terminal_summary(terminalreporter)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and not config.getoption("no_report"):
+        config.pluginmanager.register(_Reporter(config), "crashmatrix-matrix")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     report = yield
     record = getattr(item, "report_record", None)
-    if call.when == "call" and isinstance(item, CrashCase) and record is not None:
+    if call.when == "call" and getattr(item, "is_crash_case", False) and record is not None:
         # A plain attribute of a TestReport travels with it from an xdist worker.
-        from crashmatrix.reports.collector import REPORT_ATTR
-
         setattr(report, REPORT_ATTR, record)
     return report
 
@@ -132,246 +150,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # What exists after collection (pytest, openai, the items) lives until the session ends,
     # yet every full collection walked all of it again: ~12% of a worker's CPU in a matrix
     # run (perf). Frozen, it is left out of collections; cases still collect their garbage.
-    if any(isinstance(item, CrashCase) for item in session.items):
+    if any(getattr(item, "is_crash_case", False) for item in session.items):
         gc.collect()
         gc.freeze()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if _is_scenario(file_path):
-        return ScenarioFile.from_parent(parent, path=file_path)
-    return None
-
-
-def launcher_for(config: pytest.Config) -> LifeLauncher:
-    if _LAUNCHER_KEY not in config.stash:
-        agent = config.getoption("agent")
-        module = agent.partition(":")[0] if ":" in agent else "crashmatrix.harness.agents.reference"
-        config.stash[_LAUNCHER_KEY] = LifeLauncher(
-            config.getoption("isolation"), preload=[module, "crashmatrix.mock_tools.toolbox"]
-        )
-    return config.stash[_LAUNCHER_KEY]
-
-
-def first_crashes(config: pytest.Config) -> FirstCrashes | None:
-    """Where the items of this session share first crashes: a directory every xdist worker
-    sees (the controller's basetemp). Not with --keep-cases: each kept case is whole."""
-    if config.getoption("keep_cases"):
+    if not _is_scenario(file_path):
         return None
-    if _FIRST_CRASHES_KEY not in config.stash:
-        factory = getattr(config, "_tmp_path_factory", None)
-        if factory is None:
-            return None
-        base = factory.getbasetemp()
-        if hasattr(config, "workerinput"):  # an xdist worker's basetemp is <session's>/popen-gwN
-            base = base.parent
-        config.stash[_FIRST_CRASHES_KEY] = FirstCrashes(base / "crashmatrix-first-crashes")
-    return config.stash[_FIRST_CRASHES_KEY]
+    _activate(parent.config)
+    from crashmatrix.harness.front.collection import ScenarioFile
 
-
-def work_dir(config: pytest.Config, *parts: str) -> Path:
-    keep = config.getoption("keep_cases")
-    if keep:
-        base = Path(keep)
-    else:
-        factory = getattr(config, "_tmp_path_factory", None)
-        base = (
-            factory.getbasetemp() / "crashmatrix" if factory else Path(tempfile.gettempdir()) / "crashmatrix"
-        )
-    path = base.joinpath(*parts)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def reachable(adapter: AgentAdapter, point: CrashPoint) -> bool:
-    """Can this agent be killed at ``point``? Torn writes need an agent that appends its
-    session through our writer (the injector tears the line); boundaries need the hook."""
-    if point.boundary == TORN_WRITE:
-        return bool(getattr(adapter, "tears_writes", False))
-    return point.boundary in adapter.boundaries
-
-
-def tool_marker(tool: str) -> str:
-    """``pytest -m tool_send_email`` selects every case of a scenario that uses send_email."""
-    return "tool_" + tool.replace("-", "_")
-
-
-class ScenarioError(Exception):
-    """A scenario could not be collected; the message is already one line."""
-
-
-class ScenarioFile(pytest.File):
-    def collect(self) -> Iterator[pytest.Item]:
-        try:
-            scenario = load_scenario(self.path)
-        except YamlError as error:
-            # One broken scenario must not hide the others: its error is reported (and fails
-            # the run), the rest still runs. pytest reads this option after collection.
-            self.config.option.continue_on_collection_errors = True
-            raise ScenarioError(str(error)) from error
-        config = self.config
-        agent_spec = config.getoption("agent")
-        try:
-            adapter = load_adapter(agent_spec)
-        except CrashmatrixError as error:
-            raise ScenarioError(str(error)) from error
-        for tool in scenario.tools:  # registered before use: the suite runs --strict-markers
-            config.addinivalue_line("markers", f"{tool_marker(tool)}: cases of scenarios using {tool}")
-        launcher = launcher_for(config)
-        stem = self.path.stem
-        enum = enumerate_points(
-            scenario,
-            launcher,
-            work_dir(config, f"w{os.getpid()}", stem, "enumerate"),
-            agent=agent_spec,
-            deadline=config.getoption("case_deadline"),
-        )
-        only = config.getoption("crash_boundary")
-        points = selected(enum.points, scenario, only)
-        reached = {p.boundary for p in enum.points} | {p.id for p in enum.points}
-        for index, entry in enumerate(scenario.cover):
-            if entry not in reached:
-                self.config.option.continue_on_collection_errors = True  # as for a broken file
-                raise ScenarioError(
-                    f"{scenario.where(('cover', index))}: cover: {entry!r} is never reached by the clean run "
-                    f"(it reached {', '.join(sorted({p.boundary for p in enum.points})) or 'no boundary'}); "
-                    "fix the scenario or the agent"
-                )
-        yield CrashCase.from_parent(
-            self, name="clean", scenario=scenario, point=None, kind="clean", enumeration=enum
-        )
-        depth_two = scenario.recovery_crashes and not config.getoption("no_recovery_crashes")
-
-        def has_recovery_item(point: CrashPoint) -> bool:
-            return depth_two and point.boundary in RECOVERY_FIRST and point.occurrence == 1
-
-        # Every recorded point is an item, reachable or not: a point this agent cannot be
-        # killed at is reported "not reachable", never quietly left out or counted as passed.
-        for point in points:
-            yield CrashCase.from_parent(
-                self,
-                name=point.id,
-                scenario=scenario,
-                point=point,
-                kind=point.boundary,
-                reachable=reachable(adapter, point),
-                shares_first_crash=has_recovery_item(point),
-            )
-        if depth_two:
-            for point in points:
-                if has_recovery_item(point):
-                    yield CrashCase.from_parent(
-                        self,
-                        name=f"recovery@{point.id}",
-                        scenario=scenario,
-                        point=point,
-                        kind="recovery",
-                        reachable=reachable(adapter, point),
-                        shares_first_crash=True,
-                    )
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, ScenarioError | CrashmatrixError):
-            return str(excinfo.value)
-        return str(super().repr_failure(excinfo))
-
-
-class CaseFailed(Exception):
-    def __init__(self, result: CaseResult) -> None:
-        self.result = result
-        super().__init__(result.point_id)
-
-
-class CrashCase(pytest.Item):
-    def __init__(
-        self,
-        *,
-        scenario: Scenario,
-        point: CrashPoint | None,
-        kind: str,
-        reachable: bool = True,
-        enumeration: Enumeration | None = None,
-        shares_first_crash: bool = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.scenario = scenario
-        # The clean item's result: collection already ran and judged the clean case (to
-        # enumerate the points), in this process; running it again would only cost a life.
-        self.enumeration = enumeration
-        # ``P`` and ``recovery@P`` run their common first crash once (harness/first_crash.py).
-        self.shares_first_crash = shares_first_crash
-        self.point = point
-        self.kind = kind
-        self.reachable = reachable
-        self.result: CaseResult | None = None
-        self.report_record: str | None = None  # the case's record for the report, as JSON
-        self.add_marker("crashmatrix")
-        self.add_marker(kind)
-        for cls in scenario.idempotency_classes:
-            self.add_marker(cls)
-        for tool in scenario.tools:
-            self.add_marker(tool_marker(tool))
-
-    def runtest(self) -> None:
-        config = self.config
-        agent = config.getoption("agent")
-        launcher = launcher_for(config)
-        case_dir = work_dir(config, f"w{os.getpid()}", self.path.stem, self.name.replace("/", "_"))
-        deadline = config.getoption("case_deadline")
-        if not self.reachable:
-            self._not_reachable(agent, case_dir)
-        result: CaseResult
-        if self.enumeration is not None and self.enumeration.agent == agent:
-            result = self.enumeration.clean_case()
-        else:
-            runner: Any = run_recovery if self.kind == "recovery" else run_point
-            result = runner(
-                self.scenario,
-                self.point,
-                launcher,
-                case_dir,
-                agent=agent,
-                deadline=deadline,
-                shared=first_crashes(config) if self.shares_first_crash else None,
-            )
-        if not config.getoption("no_report"):
-            from crashmatrix.reports.collector import case_record
-
-            try:
-                self.report_record = case_record(result, self.nodeid)
-            except Exception as error:  # the report is a by-product: it must not fail the case
-                self.warn(pytest.PytestWarning(f"crashmatrix: no report record for {self.nodeid}: {error!r}"))
-        # The record holds what a report needs; the item outlives the case by the whole
-        # session, its observation (session, requests, world) need not.
-        self.result = dataclasses.replace(result, observation=None)
-        self.user_properties.append(("crash_point", result.point_id))
-        self.user_properties.append(("status", result.verdict.status))
-        if result.verdict.observed is not None:
-            self.user_properties.append(("outcome", repr(dict(result.verdict.observed.outcome))))
-        if not result.passed:
-            raise CaseFailed(result)
-
-    def _not_reachable(self, agent: str, case_dir: Path) -> None:
-        """Record the cell as not reachable (the matrix shows it so) and skip with the reason."""
-        assert self.point is not None
-        why = f"not reachable: agent {agent} cannot be killed at {self.point.boundary}"
-        verdict = Verdict("not_reached", None, {}, problems=(why,))
-        result = CaseResult(self.scenario, self.name, self.kind, verdict, 0.0, 0, case_dir, agent)
-        if not self.config.getoption("no_report"):
-            from crashmatrix.reports.collector import case_record
-
-            self.report_record = case_record(result, self.nodeid)
-        pytest.skip(why)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, CaseFailed):
-            from crashmatrix.harness.verdict.explain import explain
-
-            return explain(excinfo.value.result, self.config.getoption("agent"))
-        return str(super().repr_failure(excinfo))
-
-    def reportinfo(self) -> tuple[Path, int | None, str]:
-        # The domain is shown after the path; pytest reads dots in it as a Python dotted
-        # name, so it must not repeat the file name ("email.yaml" would print email::yaml).
-        return self.path, 0, self.name
+    file: pytest.Collector = ScenarioFile.from_parent(parent, path=file_path)
+    return file
