@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.front.plugin import REPORT_ATTR
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.reports.matrix import COLUMNS, Matrix
 from crashmatrix.reports.results import CaseRecord, Results, record_from_result, with_world_diffs
@@ -57,12 +56,11 @@ class MatrixReporter:
         self.matrix: Matrix | None = None
         self.error = ""
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        raw = getattr(report, REPORT_ATTR, None)
-        if isinstance(raw, str):
-            record = CaseRecord.from_json(json.loads(raw))
-            # Keyed by node id: a rerun of a case (pytest-rerunfailures) replaces its record.
-            self.records[record.node_id] = record
+    def add(self, raw: str) -> None:
+        """One case's record, as the JSON string its report carried."""
+        record = CaseRecord.from_json(json.loads(raw))
+        # Keyed by node id: a rerun of a case (pytest-rerunfailures) replaces its record.
+        self.records[record.node_id] = record
 
     def results(self, *, incomplete: bool = False) -> Results:
         order = {column: index for index, column in enumerate(COLUMNS)}

@@ -167,9 +167,19 @@ def _validate(args: argparse.Namespace) -> int:
     from crashmatrix.harness.input.scenario import load_scenario
 
     bad = 0
-    for path in args.files:
+    files: list[Path] = []
+    for given in args.files:
+        # A folder stands for every YAML file under it (``crashmatrix validate scenarios/``).
+        if given.is_dir():
+            files += sorted(p for p in given.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        else:
+            files.append(given)
+    for path in files:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as error:
+                raise InputError(f"{path}: cannot read it ({error.strerror})") from error
             if "\nturns:" in f"\n{text}" or "\nmodel:" in f"\n{text}":
                 load_scenario(path)
             else:

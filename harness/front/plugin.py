@@ -111,8 +111,9 @@ class _Reporter:
                 Path(summary) if summary else None,
                 started=self.started,
             )
-        if self.real is not None:
-            self.real.pytest_runtest_logreport(report)
+        raw = getattr(report, REPORT_ATTR, None)
+        if self.real is not None and isinstance(raw, str):
+            self.real.add(raw)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if self.real is not None:
