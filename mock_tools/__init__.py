@@ -3,7 +3,7 @@
 * ``World`` (``world.py``): the directory that outlives the agent; events, snapshot, faults.
 * ``resolve_in_workspace`` (``sandbox.py``): hostile paths become ``SandboxViolation``.
 * ``OrderAPI`` / ``install`` (``order_api.py``): an Idempotency-Key HTTP service under respx.
-* ``MockToolbox`` (``toolbox.py``): ``harness.tooling.Toolbox`` over all of the above.
+* ``MockToolbox`` (``toolbox.py``): ``harness.core.tools.Toolbox`` over all of the above.
 * ``catalogue()`` (``registry.py``): the built-in YAML contracts.
 """
 

@@ -31,7 +31,7 @@ class ScriptedModel:
     model: str = "crashmatrix-scripted"
     requests: list[dict[str, Any]] = field(default_factory=list)
     # Told of every request before it is answered: the life's trace records where, among
-    # the boundaries, the agent asked the model (``injector.recovery_window``).
+    # the boundaries, the agent asked the model (``harness.plan.enumeration.recovery_window``).
     on_request: Callable[[], None] | None = None
 
     def reply(self, messages: Sequence[Mapping[str, Any]]) -> Reply:

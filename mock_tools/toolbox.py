@@ -1,4 +1,4 @@
-"""``MockToolbox``: the mock tools behind ``harness.tooling.Toolbox``.
+"""``MockToolbox``: the mock tools behind ``harness.core.tools.Toolbox``.
 
 Dispatch order for a call: the contract must exist (else UNKNOWN_TOOL); the arguments must
 fit its ``parameters`` schema (else INVALID_ARGUMENTS, before anything else: a request that
@@ -65,7 +65,7 @@ _REQUIRED_STRINGS: Mapping[str, tuple[str, ...]] = {
 
 # Validators by schema (canonical JSON), shared by every toolbox in the process: building one
 # walks the schema and its metaschema, and the fork server builds the built-in contracts'
-# ones once (``harness.warmup``) instead of every life building them again. A validator
+# ones once (``harness.lives.warmup``) instead of every life building them again. A validator
 # keeps no state between validations.
 _VALIDATORS: dict[str, jsonschema.protocols.Validator] = {}
 

@@ -21,7 +21,7 @@ committed transaction is in the OS's page cache when COMMIT returns, so it survi
 death of any process -- the failure this world models (the agent is SIGKILLed; the world
 is the services it called, which stay up). Only an OS crash could lose commits, and no case
 simulates one for the world: power-loss cases drop the AGENT's unsynced session bytes
-(``harness/power.py``), and the agent's own session is fsynced at every append.
+(``harness/lives/power.py``), and the agent's own session is fsynced at every append.
 
 Each ``World`` keeps one connection per (process, thread), opened on first use: opening one
 costs more than the statement it runs (about a tenth of a life went to connect/close when

@@ -6,7 +6,7 @@ must fail on every one of them (``crashmatrix mutants`` runs the kill matrix,
 ``--agent=crashmatrix.reference_agent.mutants:NAME``.
 
 ``hints`` name scenario tags, tools, boundaries or ``power_loss``: where the bug is likely
-to show. ``harness.mutation`` runs those cases first; they never decide a verdict.
+to show. ``harness.front.mutation`` runs those cases first; they never decide a verdict.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Two ways in, both run UNMODIFIED agent code (docs/adapters.md walks through each
   YAML's ``boundaries`` name are wrapped (module attributes replaced before its ``main`` runs),
   so the life dies exactly where the agent passes a boundary, as a native agent would.
 * ``command:`` (kind 3) -- any program, any language. The life process is its supervisor: it
-  serves the model and the tools on loopback (``harness.loopback``), starts the command, and
+  serves the model and the tools on loopback (``harness.agents.loopback``), starts the command, and
   kills it from the edges it sees (a tool request arrived, the effect committed, the model's
   tool calls were sent).
 

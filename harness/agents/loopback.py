@@ -107,7 +107,7 @@ class _Handler(BaseHTTPRequestHandler):
                     )
                 )
             else:
-                self._send(_Reply(404, _error(f"no route {path}; see harness/loopback.py")))
+                self._send(_Reply(404, _error(f"no route {path}; see harness/agents/loopback.py")))
         except Exception as error:  # a harness bug must reach the agent as a 500, not a hang
             app.errors.append(f"{path}: {type(error).__name__}: {error}")
             self._send(_Reply(500, _error(f"crashmatrix loopback error: {error}")))

@@ -8,7 +8,7 @@ through which it kills the process) and calls ``AgentAdapter.run_life(ctx)``.
 The reference agent is one adapter among others: ``reference_agent.adapter:ReferenceAdapter``.
 ``load_adapter("module:factory")`` loads any other Python adapter (kind 1), and
 ``load_adapter("path/to/adapter.yaml")`` an unmodified agent declared in YAML: a Python module
-(kind 2) or any command as a black box (kind 3), see ``harness.foreign`` and docs/adapters.md.
+(kind 2) or any command as a black box (kind 3), see ``harness.agents.foreign`` and docs/adapters.md.
 
 An adapter's ``boundaries`` are the crash points it can reach; the matrix shows every other
 boundary as "not reachable", never as passed.

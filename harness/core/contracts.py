@@ -6,7 +6,7 @@ because assuming the worst is the only safe guess.
 
 ``run_command`` is one tool name with many behaviours, so its contract says
 ``classify: run_command`` and each call is classified from its command string
-(``harness.commands``).
+(``harness.core.classifier``).
 """
 
 from __future__ import annotations

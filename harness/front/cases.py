@@ -121,7 +121,7 @@ def run_point(
     fsyncs before each step cannot tell the two apart), and named ``power@<point>``.
 
     With ``shared``, the lives are those ``recovery@point`` also starts with, run once for
-    both (``harness/first_crash.py``); the case directory is then the shared one."""
+    both (``harness/lives/first_crash.py``); the case directory is then the shared one."""
     started = time.monotonic()
     if shared is not None and point is not None and second is None and not power_loss:
         run = shared.get(scenario, point, launcher, agent=agent, deadline=deadline).run

@@ -198,7 +198,7 @@ class CrashCase(pytest.Item):
         # The clean item's result: collection already ran and judged the clean case (to
         # enumerate the points), in this process; running it again would only cost a life.
         self.enumeration = enumeration
-        # ``P`` and ``recovery@P`` run their common first crash once (harness/first_crash.py).
+        # ``P`` and ``recovery@P`` run their common first crash once (harness/lives/first_crash.py).
         self.shares_first_crash = shares_first_crash
         self.point = point
         self.kind = kind

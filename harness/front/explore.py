@@ -387,7 +387,7 @@ def _world_bounds(calls: Sequence[CallSpec], times: int) -> dict[str, Any]:
 def render_yaml(doc: Mapping[str, Any], header: str = "") -> str:
     body = yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=1000)
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
-    return "# yaml-language-server: $schema=../../harness/schemas/scenario.schema.json\n" + comment + body
+    return "# yaml-language-server: $schema=../../harness/input/schemas/scenario.schema.json\n" + comment + body
 
 
 def materialise(doc: Mapping[str, Any], path: Path, header: str = "") -> Scenario:
@@ -708,7 +708,8 @@ def write_found(finding: Finding, out_dir: Path) -> Path:
                 ([f"a second crash at {schedule.second.id} while recovering"] if schedule.second else [])
                 + (["a power loss at each crash"] if schedule.power_loss else [])
             )
-            + " (tags second:/power_loss); harness.explore.reproduce(FILE, AGENT) replays all of it."
+            + " (tags second:/power_loss);"
+            + " crashmatrix.harness.front.explore.reproduce(FILE, AGENT) replays all of it."
         )
     materialise(found_document(finding), path, "\n".join(header))
     return path

@@ -1,7 +1,7 @@
 """The kill matrix: does the scenario suite catch deliberately broken agents?
 
 A harness is worth what it catches. ``run_kill_matrix`` runs scenarios against each mutant
-(an agent with one known bug) through the same cases as the suite (``harness.cases``): the
+(an agent with one known bug) through the same cases as the suite (``harness.front.cases``): the
 clean run, a SIGKILL at every recorded point, a power loss at the points where lost session
 lines let a side effect be redone, and with ``full`` the depth-2 recovery cases.
 

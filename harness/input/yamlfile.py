@@ -134,7 +134,7 @@ def load_yaml(path: Path | str, text: str | None = None) -> Located:
 
 @cache
 def load_schema(name: str) -> dict[str, Any]:
-    """A JSON Schema shipped in ``harness/schemas/``."""
+    """A JSON Schema shipped in ``harness/input/schemas/``."""
     text = resources.files("crashmatrix.harness.input").joinpath("schemas", name).read_text(encoding="utf-8")
     schema: dict[str, Any] = json.loads(text)
     return schema

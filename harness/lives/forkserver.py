@@ -8,10 +8,10 @@ one server per interpreter whatever preload list later callers ask for.
 
 This module is a small fork server without those costs (the same design as CPython's):
 
-* The harness starts ``python -c 'from harness.forkserver import serve; serve()'`` with a
+* The harness starts ``python -c 'from crashmatrix.harness.lives.forkserver import serve; serve()'`` with a
   listening Unix socket it created, and sends it ``sys.path`` and the modules to preload.
   The server ties its life to the harness (``parent_death``), imports the modules once
-  (``harness.warmup`` runs one throwaway life, so caches are warm), then waits.
+  (``harness.lives.warmup`` runs one throwaway life, so caches are warm), then waits.
 * Each life is one connection: the harness sends the pickled ``(target, args, cwd)``; the
   server forks; the child runs ``target(*args)`` and leaves with ``os._exit`` (no
   interpreter teardown); the server answers the child's pid, then its wait status when it
@@ -57,7 +57,7 @@ _serving = False
 
 def in_server() -> bool:
     """True in a fork server process and in the children it forks (a preload may prepare
-    state that only makes sense there, e.g. ``harness.warmup``)."""
+    state that only makes sense there, e.g. ``harness.lives.warmup``)."""
     return _serving
 
 
@@ -212,7 +212,7 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
 class ForkServer:
     """A warm process that forks lives on request. Started lazily; one per preload list
     (``shared``), stopped at exit. Dies with the harness even when the harness is
-    SIGKILLed, and its lives die with it (``harness.parent_death``)."""
+    SIGKILLed, and its lives die with it (``harness.lives.parent_death``)."""
 
     _shared: ClassVar[dict[tuple[str, ...], ForkServer]] = {}
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()

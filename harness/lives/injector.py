@@ -1,6 +1,6 @@
 """The crash injector, parent side: start lives, let them die, restart, enforce deadlines.
 
-Lives are forked from a warm process (``harness.forkserver``: the agent's modules imported,
+Lives are forked from a warm process (``harness.lives.forkserver``: the agent's modules imported,
 one throwaway life run), so a life costs a fork instead of an interpreter start plus an
 openai import. ``isolation="spawn"`` starts a fresh interpreter per life, for agents that
 cannot be forked. Either way the agent runs in its own process and a crash is a real SIGKILL.
@@ -102,7 +102,7 @@ def run_case(
 
     ``max_lives=1`` stops after the first life. ``resume`` is such a stopped case whose
     first life crashed at ``point``: this case starts from a copy of it instead of running
-    that life again (depth-2 cases share one first crash; ``cases.run_recovery``)."""
+    that life again (depth-2 cases share one first crash; ``harness.front.cases.run_recovery``)."""
     lives: list[LifeRecord] = []
     if resume is None:
         prepare_case(case_dir, scenario)

@@ -63,7 +63,7 @@ class _Mocks:
     Built once per process, its routes calling the current life's model and services: a
     router per life was ~9% of a life's time (py-spy: its routes, their mock call lists,
     and patching httpx's transports). The fork server starts it once, before any fork
-    (``keep_started``, from ``harness.warmup``), so lives forked from it are intercepted
+    (``keep_started``, from ``harness.lives.warmup``), so lives forked from it are intercepted
     from their first instruction and never patch anything; anywhere else, each life starts
     and stops it. Lives in one process take turns (the lock): the routes serve one life at
     a time.

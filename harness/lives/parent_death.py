@@ -1,7 +1,7 @@
 """Tie a helper process's life to its parent's: the kernel SIGKILLs it when the parent dies.
 
 Used by every agent life (its parent is the fork server) and by the fork server itself (its
-parent is the harness process that started it; ``harness.forkserver.serve``). Together they
+parent is the harness process that started it; ``harness.lives.forkserver.serve``). Together they
 mean that however the harness ends -- Ctrl-C, SIGTERM, or a SIGKILL from a CI timeout -- no
 fork server and no agent life, hung or not, is left behind.
 

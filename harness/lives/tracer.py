@@ -77,7 +77,7 @@ class Tracer:
 
     def model_request(self) -> None:
         """The agent asked the model (not a crash point: where recovery ends, see
-        ``injector.recovery_window``)."""
+        ``harness.plan.enumeration.recovery_window``)."""
         self.write({"life": self.life, "event": "model_request"})
 
     def before_append(self, path: Path, line: bytes) -> None:

@@ -11,7 +11,7 @@ and leaves nothing behind (no thread, no open file, no process). If it fails, li
 slower, never wrong, so the failure is swallowed. Then, still before any fork: the argument
 validators of every built-in tool are built (``mock_tools.toolbox.validator_for``). Before
 it, the lives' respx router is started for good, with the HTTP client lives get
-(``life.mocks().keep_started()``), so that a forked life neither builds validators, nor
+(``harness.lives.life.mocks().keep_started()``), so that a forked life neither builds validators, nor
 patches httpx, nor builds the HTTP client it is given.
 
 Every fork server imports this module; nothing else should (it would leave httpx patched).

@@ -161,7 +161,7 @@ def _owner(scopes: Sequence[_Scope], call_id: str, index: int) -> _Scope | None:
 
 @dataclass(frozen=True, slots=True)
 class _Ledger:
-    """The ledger grouped per call site, as ``harness.ledger.executions_by_call`` groups it
+    """The ledger grouped per call site, as ``harness.core.ledger.executions_by_call`` groups it
     (bounded by the call's scope), plus the lines no call owns."""
 
     by_scope: tuple[tuple[_Scope, tuple[tuple[str, tuple[int, ...]], ...]], ...]
@@ -288,7 +288,7 @@ def one_tool_result_per_call(evidence: Evidence) -> list[Violation]:
 
 
 def legal_transitions(evidence: Evidence) -> list[Violation]:
-    """Each execution's statuses follow the ledger state machine of ``harness.ledger``.
+    """Each execution's statuses follow the ledger state machine of ``harness.core.ledger``.
 
     Why: an illegal history is how write-order bugs look on disk: ``succeeded`` without
     ``running`` (the side effect was not announced first), ``running`` again after

@@ -1,4 +1,4 @@
-"""The shipped example agents, run through ``harness.cases.run_point`` with a real crash:
+"""The shipped example agents, run through ``harness.front.cases.run_point`` with a real crash:
 kind 2 (an unmodified Python agent loaded in the life) and kind 3 (a black box on loopback).
 
 Each test checks the verdict, that the agent's own ledger was normalised onto ours, that the

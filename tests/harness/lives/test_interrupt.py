@@ -52,7 +52,7 @@ def _marked(marker: str) -> list[int]:
 
 
 # SIGKILL: the harness dies without any cleanup (a CI timeout); only the lives' own
-# parent-death signal stands between that and orphaned agent processes (harness/life.py).
+# parent-death signal stands between that and orphaned agent processes (harness/lives/parent_death.py).
 def _lives(marker: str) -> list[int]:
     marked = _marked(marker)
     servers = {pid for pid in marked if b"forkserver" in _cmdline(pid)}
