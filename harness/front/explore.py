@@ -387,7 +387,9 @@ def _world_bounds(calls: Sequence[CallSpec], times: int) -> dict[str, Any]:
 def render_yaml(doc: Mapping[str, Any], header: str = "") -> str:
     body = yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=1000)
     comment = "".join(f"# {line}\n" if line else "#\n" for line in header.splitlines())
-    return "# yaml-language-server: $schema=../../harness/input/schemas/scenario.schema.json\n" + comment + body
+    return (
+        "# yaml-language-server: $schema=../../harness/input/schemas/scenario.schema.json\n" + comment + body
+    )
 
 
 def materialise(doc: Mapping[str, Any], path: Path, header: str = "") -> Scenario:

@@ -156,6 +156,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         gc.freeze()
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    # Under xdist the controller collects nothing itself: it learns from a worker's node ids
+    # that crash cases are coming, in time to turn SIGTERM into an orderly stop there too.
+    if any(_is_scenario(Path(nodeid.partition("::")[0])) for nodeid in ids):
+        _activate(node.config)
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not _is_scenario(file_path):
         return None
