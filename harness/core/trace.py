@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LIFE_STATUSES", "CaseRun", "LifeRecord", "TraceEvent"]
+__all__ = ["LIFE_STATUSES", "CaseRun", "LifeRecord", "TraceEvent", "case_status"]
 
 LIFE_STATUSES = ("exited", "crashed", "not_reached", "error", "hung", "died")
 TraceEvent = Mapping[str, Any]
@@ -38,9 +38,16 @@ class CaseRun:
     @property
     def status(self) -> str:
         """``ok`` when the last life ended normally; otherwise why not."""
-        for life in self.lives:
-            if life.status in ("hung", "error", "died"):
-                return life.status
-        if self.lives and self.lives[0].status == "not_reached":
-            return "not_reached"
-        return "ok" if self.lives and self.lives[-1].status == "exited" else "incomplete"
+        return case_status(self.lives)
+
+
+def case_status(lives: Sequence[LifeRecord]) -> str:
+    """How a case's lives ended: ``ok`` when the last life ended normally; ``hung``,
+    ``error`` or ``died`` for the first life that did; ``not_reached`` when the first life
+    never reached its crash point; ``incomplete`` otherwise."""
+    for life in lives:
+        if life.status in ("hung", "error", "died"):
+            return life.status
+    if lives and lives[0].status == "not_reached":
+        return "not_reached"
+    return "ok" if lives and lives[-1].status == "exited" else "incomplete"

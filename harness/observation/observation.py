@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.core.session_log import SessionLog
-from crashmatrix.harness.core.trace import LifeRecord, TraceEvent
+from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, case_status
 from crashmatrix.harness.core.world_events import WorldEvent
 
 __all__ = ["AppliedFault", "BetweenLives", "Observation", "WorldView", "between_lives_from_json"]
@@ -85,13 +85,8 @@ class Observation:
 
     @property
     def status(self) -> str:
-        """``ok`` when the last life ended normally; otherwise why not (as ``CaseRun.status``)."""
-        for life in self.lives:
-            if life.status in ("hung", "error", "died"):
-                return life.status
-        if self.lives and self.lives[0].status == "not_reached":
-            return "not_reached"
-        return "ok" if self.lives and self.lives[-1].status == "exited" else "incomplete"
+        """``ok`` when the last life ended normally; otherwise why not."""
+        return case_status(self.lives)
 
     def events_in_session_coordinates(self) -> tuple[WorldEvent, ...]:
         """World events with ``session_bytes`` in the final session file's offsets."""
