@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
@@ -14,6 +14,14 @@ from crashmatrix.harness.errors import SandboxViolation
 from crashmatrix.mock_tools.world import World
 
 __all__ = ["Call", "Handler", "invalid", "refused", "tool_error"]
+
+
+class EventIds(TypedDict):
+    """The keyword arguments of ``World.record_event`` that name a call's identities."""
+
+    tool_call_id: str
+    execution_id: str
+    idempotency_key: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +35,7 @@ class Call:
     ctx: ToolContext
     contract: ToolContract
 
-    def event_ids(self) -> dict[str, str]:
+    def event_ids(self) -> EventIds:
         """The identities every event of this call carries (seed 000's three IDs)."""
         return {
             "tool_call_id": self.ctx.tool_call_id,

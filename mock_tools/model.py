@@ -16,9 +16,8 @@ from crashmatrix.harness.core.script import (
     NoRuleMatched,
     Reply,
     Rule,
-    _already_fired,
-    _matches,
     chat_completion,
+    reply_to,
 )
 
 __all__ = ["ScriptedModel"]
@@ -35,12 +34,7 @@ class ScriptedModel:
     on_request: Callable[[], None] | None = None
 
     def reply(self, messages: Sequence[Mapping[str, Any]]) -> Reply:
-        if not messages:
-            raise NoRuleMatched({})
-        for rule in self.rules:
-            if _matches(rule.when, messages) and not _already_fired(rule.reply, messages):
-                return rule.reply
-        raise NoRuleMatched(messages[-1])
+        return reply_to(self.rules, messages)
 
     def _log(self, body: Mapping[str, Any], raw: bytes | None = None) -> None:
         self.requests.append(dict(body))

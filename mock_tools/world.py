@@ -97,13 +97,17 @@ CREATE TABLE IF NOT EXISTS orders (
     seq INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS idempotency (
-    key TEXT PRIMARY KEY,
+    -- Whose key: the same string sent to two services names two requests. 'orders' by
+    -- default: a row written without a service is the order API's, its first user.
+    service TEXT NOT NULL DEFAULT 'orders',
+    key TEXT NOT NULL,
     payload_sha256 TEXT NOT NULL,
     state TEXT NOT NULL CHECK (state IN ('in_flight', 'completed')),
     response TEXT,
     owner_pid INTEGER NOT NULL,
     owner_started TEXT,
-    owner_token TEXT NOT NULL
+    owner_token TEXT NOT NULL,
+    PRIMARY KEY (service, key)
 );
 CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -112,7 +116,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     body TEXT NOT NULL,
     tool_call_id TEXT,
     execution_id TEXT,
-    seq INTEGER NOT NULL
+    seq INTEGER NOT NULL,
+    idempotency_key TEXT  -- the mail API's key (GET /emails?idempotency_key=); NULL otherwise
 );
 CREATE TABLE IF NOT EXISTS releases (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -131,6 +136,7 @@ CREATE TABLE IF NOT EXISTS rows (
 );
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows (table_name, idempotency_key);
 CREATE INDEX IF NOT EXISTS orders_by_key ON orders (idempotency_key);
+CREATE INDEX IF NOT EXISTS outbox_by_key ON outbox (idempotency_key);
 """
 
 
@@ -308,8 +314,13 @@ class World:
         execution_id: str | None = None,
         idempotency_key: str | None = None,
         detail: Mapping[str, Any] | None = None,
+        session_bytes: int | None = None,
+        pid: int | None = None,
     ) -> int:
-        """Insert an event inside the caller's transaction; returns its ``seq``."""
+        """Insert an event inside the caller's transaction; returns its ``seq``.
+
+        ``session_bytes`` and ``pid`` default to now and this process: an effect found by
+        probing the agent's own world passes the size known before it and the life's pid."""
         cursor = conn.execute(
             "INSERT INTO events (kind, tool, tool_call_id, execution_id, idempotency_key,"
             " session_bytes, detail, pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -319,9 +330,9 @@ class World:
                 tool_call_id,
                 execution_id,
                 idempotency_key,
-                self.session_bytes(),
+                self.session_bytes() if session_bytes is None else session_bytes,
                 json.dumps(dict(detail or {}), sort_keys=True, ensure_ascii=False),
-                os.getpid(),
+                os.getpid() if pid is None else pid,
             ),
         )
         seq = cursor.lastrowid

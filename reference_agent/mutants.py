@@ -232,14 +232,20 @@ class ToolResultBeforeTerminal(Mutant):
 
 
 class ApprovedLeftOpen(Mutant):
-    """After a crash after ``approved``, routes the call again from scratch: a NEW execution
-    is approved and run, and the old one stays ``approved`` forever (an approval a later
-    restart could still act on)."""
+    """After a crash after ``approved``, asks again; when the user now says no, publishes the
+    refusal without closing the execution: it stays ``approved`` forever, superseded by
+    nothing (an approval a later reader of the ledger could still act on)."""
 
     hints = ("approvals", "reapproval", "after_approved")
 
     def reask(self, state: CallState, latest: ExecutionRecord) -> None:
-        self.run_call(state)
+        if state.contract.approval == "required" and not self.approver.approve(
+            state.call, self.preview(state), again=True
+        ):
+            # The bug: no ``rejected`` line for the execution the refusal is about.
+            self.publish(state, self.rejection(state, latest.execution_id) | {"recovery": "reapproval"})
+            return
+        super().reask(state, latest)
 
 
 class ReusedCallIdReplaysOldTurn(Mutant):

@@ -33,7 +33,6 @@ from crashmatrix.reports.writer import append_step_summary, write_report
 __all__ = ["MatrixReporter", "case_record"]
 
 
-
 def case_record(result: CaseResult, node_id: str) -> str:
     """The record of a case as the JSON string that travels on its pytest report."""
     timeline = timeline_of(result.observation) if result.observation is not None else ()

@@ -376,6 +376,8 @@ def _case(case: CaseRecord, anchor: str) -> str:
         )
     if case.notes:
         right.append(f'<p class="dim">{text("; ".join(case.notes))}</p>')
+    if case.not_applicable:
+        right.append(f'<p class="dim">not applicable: {text("; ".join(case.not_applicable))}</p>')
     right.append(
         f"<h4>Rerun</h4><pre><code>{text(case.repro)}</code></pre>"
         f'<button class="copy" type="button" data-copy="{text(case.repro)}">copy</button>'

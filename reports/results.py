@@ -79,6 +79,7 @@ class CaseRecord:
     violations: tuple[Mapping[str, Any], ...] = ()  # {invariant, message, tool_call_id}
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    not_applicable: tuple[str, ...] = ()  # "check: why" -- neither passed nor failed
     recovery_points: tuple[Mapping[str, Any], ...] = ()  # {point, status} of depth-2 crashes
     world_diff: tuple[Mapping[str, Any], ...] = ()  # {key, clean, observed} vs the clean case
     timeline: tuple[Mapping[str, Any], ...] = ()  # see reports.timeline
@@ -114,7 +115,15 @@ class CaseRecord:
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
-        for name in ("tools", "idempotency", "mismatches", "violations", "problems", "notes"):
+        for name in (
+            "tools",
+            "idempotency",
+            "mismatches",
+            "violations",
+            "problems",
+            "notes",
+            "not_applicable",
+        ):
             out[name] = list(out[name])
         for name in ("recovery_points", "world_diff", "timeline"):
             out[name] = list(out[name])
@@ -125,7 +134,7 @@ class CaseRecord:
         """A record from its JSON object; the object has already passed the schema."""
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {k: v for k, v in raw.items() if k in known}
-        for name in ("tools", "idempotency", "problems", "notes"):
+        for name in ("tools", "idempotency", "problems", "notes", "not_applicable"):
             values[name] = tuple(str(v) for v in values.get(name, ()))
         for name in ("mismatches", "violations", "recovery_points", "world_diff", "timeline"):
             values[name] = tuple(values.get(name, ()))
@@ -206,6 +215,7 @@ def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
         ),
         "problems": tuple(verdict.problems),
         "notes": tuple(verdict.notes),
+        "not_applicable": tuple(verdict.not_applicable),
     }
 
 

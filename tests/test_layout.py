@@ -27,6 +27,7 @@ PURE = (
     "harness.plan",
     "harness.verdict",
     "harness.observation.observation",
+    "harness.observation.conversation",
     "reference_agent.recovery",
 )
 IMPURE_LIBRARIES = {
@@ -77,7 +78,13 @@ ALLOWED: dict[str, set[str]] = {
         "harness.lives.casedir",
         "mock_tools.world",
     },
-    "harness.verdict": {"harness.errors", "harness.core", "harness.plan", "harness.observation.observation"},
+    "harness.verdict": {
+        "harness.errors",
+        "harness.core",
+        "harness.plan",
+        "harness.observation.observation",
+        "harness.observation.conversation",
+    },
     "harness.agents": {
         "harness.errors",
         "harness.core",

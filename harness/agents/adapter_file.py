@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import re
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.agents.foreign_session import (
-    LedgerMap,
-)
+from crashmatrix.harness.agents.effects import EffectSpec
+from crashmatrix.harness.agents.foreign_session import LedgerMap, SessionSource
+from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.input.yamlfile import Located, load_yaml, validate
 
-__all__ = ["DEFAULT_SESSION", "BoundaryRule", "ForeignSpec", "load_foreign"]
+__all__ = ["DEFAULT_SESSION", "SERVICES", "BoundaryRule", "ForeignSpec", "Intercept", "load_foreign"]
+
+# The loopback services an adapter can ask for, and the tool each one's effects belong to.
+SERVICES: Mapping[str, str] = {"orders": "create_order", "mail": "send_email"}
 
 DEFAULT_SESSION = ".agent_state/agent-session.jsonl"
 
@@ -40,6 +46,17 @@ class BoundaryRule:
 
 
 @dataclass(frozen=True, slots=True)
+class Intercept:
+    """A kind-2 agent's tool function replaced by the harness's mock tool ``tool``."""
+
+    tool: str
+    function: str
+    arguments: Mapping[str, str]  # the tool's argument -> the function's parameter
+    returns: str = "result"  # "result" | "json" | "module:function"
+    call_id: tuple[str, str] | None = None  # (argument, key)
+
+
+@dataclass(frozen=True, slots=True)
 class ForeignSpec:
     path: Path
     name: str
@@ -60,6 +77,10 @@ class ForeignSpec:
     keeps_ledger: bool = True
     ledger: LedgerMap = field(default_factory=LedgerMap)
     rules: tuple[BoundaryRule, ...] = ()
+    source: SessionSource = field(default_factory=SessionSource)
+    effects: tuple[EffectSpec, ...] = ()
+    services: tuple[str, ...] = ()
+    intercepts: tuple[Intercept, ...] = ()
 
     @property
     def here(self) -> Path:
@@ -104,14 +125,38 @@ def load_foreign(path: Path | str) -> ForeignSpec:
     _regex(doc, ("input", "prompt"), prompt)
     session = data.get("session") or {}
     session_path = session.get("path", DEFAULT_SESSION)
-    if Path(session_path).is_absolute() or ".." in Path(session_path).parts:
-        raise doc.error(
-            ("session", "path"), "write a path inside the case workspace, e.g. .agent_state/s.jsonl"
-        )
-    if Path(session_path) == Path(".agent_state/session-case.jsonl"):
-        raise doc.error(
-            ("session", "path"), "crashmatrix keeps its normalised copy there; choose another name"
-        )
+    _inside_workspace(doc, ("session", "path"), session_path)
+    ledger = LedgerMap(
+        type_field=session.get("type_field", "type"),
+        message_type=session.get("message_type", "message"),
+        ledger_type=session.get("ledger_type", "tool_execution"),
+        fields=dict(session.get("fields") or {}),
+        statuses=dict(session.get("statuses") or {}),
+    )
+    source = _session_source(doc, session, session_path, ledger, here)
+    contracts = _contracts(doc, here)
+    effects = tuple(
+        _effect(doc, index, raw, contracts) for index, raw in enumerate(data.get("effects") or ())
+    )
+    intercepts = tuple(
+        _intercept(doc, tool, raw, contracts) for tool, raw in (data.get("intercept") or {}).items()
+    )
+    if intercepts and python is None:
+        raise doc.error(("intercept",), "intercept replaces Python functions: only a 'python:' agent has it")
+    # Functions named for wrapping must exist: read from the agent's source, nothing of it runs.
+    names = _top_level_names(script if script is not None else _module_file(module or "", here))
+    if names is not None:
+        named = [
+            (("boundaries", i, "function"), raw["function"])
+            for i, raw in enumerate(data.get("boundaries") or ())
+        ]
+        named += [
+            (("intercept", tool, "function"), raw["function"])
+            for tool, raw in (data.get("intercept") or {}).items()
+        ]
+        for key, function in named:
+            if function not in names:
+                raise doc.error(key, f"the agent has no function {function!r}; name one it defines")
     rules: list[BoundaryRule] = []
     for index, raw in enumerate(data.get("boundaries") or ()):
         where: list[Where] = []
@@ -149,13 +194,178 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         approval_yes=approvals.get("approve", "y"),
         approval_no=approvals.get("deny", "n"),
         session=session_path,
-        keeps_ledger=session.get("keeps_ledger", True),
-        ledger=LedgerMap(
-            type_field=session.get("type_field", "type"),
-            message_type=session.get("message_type", "message"),
-            ledger_type=session.get("ledger_type", "tool_execution"),
-            fields=dict(session.get("fields") or {}),
-            statuses=dict(session.get("statuses") or {}),
-        ),
+        keeps_ledger=session.get("keeps_ledger", True) and source.readable,
+        ledger=ledger,
         rules=tuple(rules),
+        source=source,
+        effects=effects,
+        services=tuple(data.get("services") or ()),
+        intercepts=intercepts,
+    )
+
+
+def _inside_workspace(doc: Located, key: tuple[str | int, ...], relative: str) -> None:
+    if Path(relative).is_absolute() or ".." in Path(relative).parts:
+        raise doc.error(key, "write a path inside the case workspace, e.g. .agent_state/s.jsonl")
+    if Path(relative) == Path(".agent_state/session-case.jsonl"):
+        raise doc.error(key, "crashmatrix keeps its normalised copy there; choose another name")
+
+
+def _session_source(
+    doc: Located, session: Mapping[str, Any], path: str, ledger: LedgerMap, here: Path
+) -> SessionSource:
+    given = [name for name in ("sqlite", "reader") if name in session]
+    if session.get("readable") is False:
+        given.append("readable")
+    if len(given) > 1 or (given and "path" in session):
+        raise doc.error(("session",), "give one of path:, sqlite:, reader: or readable: false")
+    if "sqlite" in session:
+        sqlite = session["sqlite"]
+        _inside_workspace(doc, ("session", "sqlite", "path"), sqlite["path"])
+        _select(doc, ("session", "sqlite", "query"), sqlite["query"])
+        return SessionSource("sqlite", sqlite["path"], sqlite["query"], ledger=ledger, here=here)
+    if "reader" in session:
+        _reader_exists(doc, ("session", "reader"), session["reader"], here)
+        return SessionSource("reader", reader=session["reader"], here=here, ledger=ledger)
+    if session.get("readable") is False:
+        return SessionSource("none", here=here, ledger=ledger)
+    return SessionSource("jsonl", path, ledger=ledger, here=here)
+
+
+def _select(doc: Located, key: tuple[str | int, ...], query: str) -> None:
+    """A query that can never run is refused now, not in the middle of a run: one statement,
+    a SELECT, valid SQL (tables it names need not exist yet: the agent creates them)."""
+    if not query.lstrip().lower().startswith(("select", "with")) or not sqlite3.complete_statement(
+        query.rstrip().rstrip(";") + ";"
+    ):
+        raise doc.error(key, "write one SELECT statement")
+    try:
+        sqlite3.connect(":memory:").execute(f"EXPLAIN {query}")
+    except sqlite3.Error as error:
+        if "no such table" not in str(error) and "no such column" not in str(error):
+            raise doc.error(key, f"the query is not valid SQL ({error}); fix it") from error
+
+
+def _reader_exists(doc: Located, key: tuple[str | int, ...], spec: str, here: Path) -> None:
+    module, _, attr = spec.partition(":")
+    names = _top_level_names(_module_file(module, here))
+    if names is not None and attr not in names:
+        raise doc.error(key, f"{module} has no function {attr!r}; fix the name")
+    if names is None:
+        raise doc.error(key, f"cannot find module {module!r} (beside this file or importable)")
+
+
+def _module_file(module: str, here: Path) -> Path | None:
+    local = here.joinpath(*module.split(".")).with_suffix(".py")
+    if local.is_file():
+        return local
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    return Path(found.origin) if found is not None and found.origin else None
+
+
+def _top_level_names(path: Path | None) -> set[str] | None:
+    """The names a module binds at its top level (functions, classes and their methods as
+    Class.method, assignments, imports), read from its source: nothing of it runs at load."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError):
+        return None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                    names.add(f"{node.name}.{item.name}")
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def _contracts(doc: Located, here: Path) -> Mapping[str, ToolContract]:
+    from crashmatrix.mock_tools.registry import catalogue
+
+    extra = doc.data.get("contracts_dir")
+    if extra is not None and not (here / extra).is_dir():
+        raise doc.error(("contracts_dir",), f"{here / extra} is not a directory of contract YAML files")
+    return catalogue([here / extra] if extra is not None else [])
+
+
+def _known_tool(
+    doc: Located, key: tuple[str | int, ...], tool: str, contracts: Mapping[str, ToolContract]
+) -> None:
+    if tool not in contracts:
+        raise doc.error(
+            key,
+            f"unknown tool {tool!r}; known tools: {', '.join(sorted(contracts))} "
+            "(or add contracts_dir: with its contract)",
+        )
+
+
+def _effect(
+    doc: Located, index: int, raw: Mapping[str, Any], contracts: Mapping[str, ToolContract]
+) -> EffectSpec:
+    key: tuple[str | int, ...] = ("effects", index)
+    _known_tool(doc, (*key, "tool"), raw["tool"], contracts)
+    sources = [name for name in ("jsonl", "sqlite", "files") if name in raw]
+    if len(sources) != 1:
+        raise doc.error(key, "give exactly one of jsonl:, sqlite:, files:")
+    kind = sources[0]
+    if "where" in raw and kind != "jsonl":
+        raise doc.error((*key, "where"), "where: filters the lines of a jsonl: effect only")
+    where = f"{doc.path}:{':'.join(map(str, doc.where(key)))}"
+    ids = dict(raw.get("ids") or {})
+    if kind == "sqlite":
+        sqlite = raw["sqlite"]
+        _inside_workspace(doc, (*key, "sqlite", "path"), sqlite["path"])
+        _select(doc, (*key, "sqlite", "query"), sqlite["query"])
+        return EffectSpec(
+            raw["tool"], "sqlite", sqlite["path"], sqlite["query"], {}, raw.get("counts", ""), ids, where
+        )
+    _inside_workspace(doc, (*key, kind), raw[kind])
+    return EffectSpec(
+        raw["tool"],
+        "files" if kind == "files" else "jsonl",
+        raw[kind],
+        "",
+        dict(raw.get("where") or {}),
+        raw.get("counts", ""),
+        ids,
+        where,
+    )
+
+
+def _intercept(
+    doc: Located, tool: str, raw: Mapping[str, Any], contracts: Mapping[str, ToolContract]
+) -> Intercept:
+    key: tuple[str | int, ...] = ("intercept", tool)
+    _known_tool(doc, key, tool, contracts)
+    parameters = set((contracts[tool].parameters.get("properties") or {}).keys())
+    arguments = dict(raw.get("arguments") or {})
+    for name in arguments:
+        if parameters and name not in parameters:
+            raise doc.error(
+                (*key, "arguments", name),
+                f"{tool} has no argument {name!r}; its arguments: {', '.join(sorted(parameters))}",
+            )
+    returns = raw.get("returns", "result")
+    if returns not in ("result", "json") and ":" not in returns:
+        raise doc.error((*key, "returns"), "write result, json, or module:function")
+    call = raw.get("call_id")
+    return Intercept(
+        tool,
+        raw["function"],
+        {name: arguments.get(name, name) for name in (parameters or arguments)},
+        returns,
+        (call["argument"], call.get("key", "")) if call else None,
     )

@@ -4,61 +4,70 @@ Two ways in, both run UNMODIFIED agent code (docs/adapters.md walks through each
 
 * ``python:`` (kind 2) -- the agent's module is imported in the life process; the functions the
   YAML's ``boundaries`` name are wrapped (module attributes replaced before its ``main`` runs),
-  so the life dies exactly where the agent passes a boundary, as a native agent would.
+  so the life dies exactly where the agent passes a boundary, as a native agent would; the
+  tool functions ``intercept`` names are replaced by the harness's mock tools.
 * ``command:`` (kind 3) -- any program, any language. The life process is its supervisor: it
   serves the model and the tools on loopback (``harness.agents.loopback``), starts the command, and
   kills it from the edges it sees (a tool request arrived, the effect committed, the model's
   tool calls were sent).
 
 Both talk to the scripted model over loopback HTTP, because an agent's own HTTP client (the
-openai package uses ``httpx2``) is not the one respx intercepts. Both read the user's turns and
+openai package uses ``httpx2``) is not the one respx intercepts; the order and mail services
+they call themselves (``services:``) are on the same loopback. Both read the user's turns and
 answer approvals on stdin, driven by the YAML's prompt regexes.
 
-The agent's session file is its own, in its own vocabulary. ``read_foreign_session`` maps it
-onto our records (field and status names: seed 000 and seed 004 out of the box, more from the
-YAML), and a normalised copy is kept where the judge reads sessions (``session_path_of``): at
-the start of each life, before every tool request, and when a life ends normally. The world
-measures ``session_bytes`` on that copy, so "running was on disk before the effect" is judged
-in one coordinate system.
+The agent's session is its own, in its own vocabulary and place (a JSONL file, a SQLite
+query, a reader function, or nowhere readable). ``foreign_session.read_foreign`` maps it onto
+our records, and a normalised copy is kept where native sessions are (``session_path_of``): at
+the start of each life, before every tool or service request, and when a life ends normally.
+The world measures ``session_bytes`` on that copy, so "running was on disk before the effect"
+is judged in one coordinate system. The agent's own effects (``effects:``) are probed
+(``harness.agents.effects``): at every boundary and fsync of a kind-2 agent, at every
+loopback request of a kind-3 one, at the start of a life, and after it ended.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO, cast
+from typing import Any, TextIO, cast
 
 from crashmatrix.harness.agents.adapter_file import (
     ForeignSpec,
     load_foreign,
 )
 from crashmatrix.harness.agents.conversation import Conversation, _Console
-from crashmatrix.harness.agents.foreign_session import (
-    _write_copy,
-    read_foreign_session,
-)
+from crashmatrix.harness.agents.effects import EffectProbe, count_effects
+from crashmatrix.harness.agents.foreign_session import _write_copy, read_foreign
 from crashmatrix.harness.agents.loopback import LoopbackServer
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.python_agent import (
-    _import_agent,
+    Marks,
+    import_agent,
     install_boundaries,
+    install_intercepts,
+    probing_fsyncs,
 )
 from crashmatrix.harness.agents.supervised import _pump, _stopped
-from crashmatrix.harness.core.boundaries import BOUNDARIES
-from crashmatrix.harness.core.records import MessageEntry
+from crashmatrix.harness.core.boundaries import BOUNDARIES, BoundaryHook
+from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog
-from crashmatrix.harness.core.trace import CaseRun
+from crashmatrix.harness.core.tools import ToolContext
+from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError, InputError
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.observation.reading import read_observation
 from crashmatrix.mock_tools.model import ScriptedModel
+from crashmatrix.mock_tools.world import World
 
 __all__ = ["ForeignAdapter"]
 _LOOPBACK_EDGES = ("after_running", "after_side_effect")
@@ -91,24 +100,112 @@ class ForeignAdapter:
 
     # -- sessions ---------------------------------------------------------------------------
 
+    def workspace(self, case_dir: Path) -> Path:
+        return case_dir / "world" / "workspace"
+
     def raw_session(self, case_dir: Path) -> Path:
-        return case_dir / "world" / "workspace" / self.spec.session
+        return self.workspace(case_dir) / self.spec.session
 
     def read_session(self, case_dir: Path) -> SessionLog:
         """The agent's session as our records."""
-        return read_foreign_session(self.raw_session(case_dir), self.spec.ledger)[0]
+        return read_foreign(self.spec.source, self.workspace(case_dir))[0]
+
+    def _session_size(self, case_dir: Path) -> int:
+        """The session's size in the normalised copy's coordinates, now (-1: unreadable)."""
+        if not self.spec.source.readable:
+            return -1
+        return self.read_session(case_dir).size
 
     def observe(self, run: CaseRun) -> Observation:
-        """The case as the verdict sees it: the agent's own session mapped onto our records."""
-        return read_observation(run, session=self.read_session, keeps_ledger=self.keeps_ledger)
+        """The case as the verdict sees it: the agent's own session mapped onto our records,
+        and its own effects counted in the suite's terms."""
+        unreadable = "" if self.spec.source.readable else f"adapter {self.name} says session: readable: false"
+        observation = read_observation(
+            run, session=self.read_session, keeps_ledger=self.keeps_ledger, session_unavailable=unreadable
+        )
+        counts = count_effects(self.spec.effects, self.workspace(run.case_dir))
+        if not counts:
+            return observation
+        merged = dict(observation.world.counts)
+        for key, value in counts.items():
+            merged[key] = merged.get(key, 0) + value
+        return dataclasses.replace(observation, world=dataclasses.replace(observation.world, counts=merged))
 
     def _sync(self, ctx: LifeContext) -> SessionLog:
-        log, lines = read_foreign_session(self.raw_session(ctx.case_dir), self.spec.ledger)
-        _write_copy(ctx.session_path, lines)
+        log, lines = read_foreign(self.spec.source, self.workspace(ctx.case_dir))
+        if self.spec.source.readable:
+            _write_copy(ctx.session_path, lines)
         return log
 
     def _copy(self, ctx: LifeContext) -> None:
         self._sync(ctx)
+
+    # -- effects ----------------------------------------------------------------------------
+
+    def _probe(self, case_dir: Path, world: World, last_bytes: int, recorded: Any) -> EffectProbe:
+        return EffectProbe(
+            self.spec.effects,
+            self.workspace(case_dir),
+            world,
+            lambda: self._session_size(case_dir),
+            last_bytes=last_bytes,
+            recorded=recorded,
+        )
+
+    def after_life(self, case_dir: Path, life: LifeRecord, trace: Sequence[Mapping[str, Any]]) -> None:
+        """In the harness's process, after a life ended (killed or not): the effects that
+        appeared after its last probe. They happened after the size that probe saw."""
+        if not self.spec.effects:
+            return
+        mine = [event for event in trace if event.get("life") == life.life]
+        probes = [int(e["bytes"]) for e in mine if e.get("event") == "probe"]
+        pids = [int(e["pid"]) for e in mine if e.get("event") == "start" and isinstance(e.get("pid"), int)]
+        with World(case_dir / "world") as world:
+            probe = self._probe(case_dir, world, probes[-1] if probes else -1, lambda size: None)
+            probe.probe(f"after life {life.life} ({life.status})", pid=pids[-1] if pids else None)
+
+    def _hooked(self, hook: BoundaryHook, probe: EffectProbe) -> BoundaryHook:
+        """The life's hook, with a probe first: the moment the agent passed a boundary is a
+        moment its effects are known at (and the hook may never return)."""
+
+        def probed(boundary: str, tool_call_id: str) -> None:
+            probe.probe(f"{boundary}[{tool_call_id}]")
+            hook(boundary, tool_call_id)
+
+        return probed
+
+    # -- interception -----------------------------------------------------------------------
+
+    def _run_tool(self, ctx: LifeContext, toolbox: Any) -> Any:
+        """An intercepted call, run by the mock tools under the identities the agent's ledger
+        gives it now (its latest record of the call: the attempt that is running)."""
+
+        def run(tool: str, arguments: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
+            log = self._sync(ctx)  # the world measures session_bytes on the fresh copy
+            latest = next(
+                (
+                    e
+                    for e in reversed(log.entries)
+                    if isinstance(e, ExecutionRecord) and e.tool_call_id == call_id
+                ),
+                None,
+            )
+            execution_id = latest.execution_id if latest else f"{call_id}:exec"
+            tool_ctx = ToolContext(
+                call_id,
+                execution_id,
+                (latest.idempotency_key or "") if latest else "",
+                arguments_sha256(arguments),
+            )
+            observation = toolbox.execute(tool, arguments, tool_ctx)
+            contract = ctx.scenario.contracts.get(tool)
+            idempotency = contract.idempotency if contract else "non_idempotent"
+            result: Mapping[str, Any] = observation.to_result(
+                execution_id=execution_id, idempotency=idempotency
+            )
+            return result
+
+        return run
 
     # -- a life -----------------------------------------------------------------------------
 
@@ -119,26 +216,43 @@ class ForeignAdapter:
         model = ScriptedModel(
             ctx.scenario.rules, log_path=ctx.case_dir / "model_requests.jsonl", on_request=ctx.model_request
         )
-        tools = None
-        if self.spec.tools == "harness":
-            from crashmatrix.mock_tools.toolbox import MockToolbox
-            from crashmatrix.mock_tools.world import World
+        world = World(ctx.world_dir)
+        probe = self._probe(
+            ctx.case_dir, world, -1, lambda size: ctx.trace({"event": "probe", "bytes": size})
+        )
+        # Effects found now appeared while no life ran (after the last probe of the life before).
+        probe.probe(f"start of life {ctx.life}")
+        hook = self._hooked(ctx.hook, probe)
+        from crashmatrix.mock_tools.toolbox import MockToolbox
 
-            tools = MockToolbox(World(ctx.world_dir), ctx.scenario.contracts, ctx.http)
+        toolbox = MockToolbox(world, ctx.scenario.contracts, ctx.http)
+        services: dict[str, Any] = {}
+        if "orders" in self.spec.services:
+            from crashmatrix.mock_tools.order_api import OrderAPI
+
+            services["orders"] = OrderAPI(world)
+        if "mail" in self.spec.services:
+            from crashmatrix.mock_tools.mail_api import MailAPI
+
+            services["mail"] = MailAPI(world)
         holder: dict[str, int] = {}
         server = LoopbackServer(
             model,
-            tools=tools,
+            tools=toolbox if self.spec.tools == "harness" else None,
+            services=services,
             idempotency={name: c.idempotency for name, c in ctx.scenario.contracts.items()},
-            on_edge=ctx.hook,
+            on_edge=hook,
             edges=self.loopback_edges,
             freeze=lambda: _stopped(holder["pid"]) if "pid" in holder else contextlib.nullcontext(),
             before_tool=lambda: self._copy(ctx),
+            on_request=lambda route: probe.probe(f"request {route}"),
         )
         workspace = ctx.world_dir / "workspace"
         values = {
             "model_url": server.model_url,
             "tools_url": server.tools_url,
+            "orders_url": server.orders_url,
+            "mail_url": server.mail_url,
             "workspace": str(workspace),
             "session": str(self.raw_session(ctx.case_dir)),
             "here": str(self.spec.here),
@@ -148,6 +262,8 @@ class ForeignAdapter:
             "OPENAI_BASE_URL": server.model_url,
             "OPENAI_API_KEY": "crashmatrix",
             "CRASHMATRIX_TOOLS_URL": server.tools_url,
+            "CRASHMATRIX_ORDERS_URL": server.orders_url,
+            "CRASHMATRIX_MAIL_URL": server.mail_url,
             "CRASHMATRIX_SESSION_PATH": values["session"],
             "CRASHMATRIX_WORKSPACE": values["workspace"],
             **{key: value.format(**values) for key, value in self.spec.env.items()},
@@ -155,13 +271,14 @@ class ForeignAdapter:
         cwd = workspace if self.spec.cwd == "workspace" else (self.spec.here / self.spec.cwd)
         try:
             if self.spec.kind == "python":
-                self._run_python(ctx, server, env, cwd, conversation)
+                self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox)
             else:
                 self._run_command(ctx, server, env, cwd, conversation, values, holder)
         finally:
             server.close()
         if server.errors:
             raise HarnessError(f"loopback server failed: {server.errors[0]}")
+        probe.probe(f"end of life {ctx.life}")
         self._sync(ctx)
 
     def _run_python(
@@ -171,17 +288,26 @@ class ForeignAdapter:
         env: Mapping[str, str],
         cwd: Path,
         conversation: Conversation,
+        hook: BoundaryHook,
+        probe: EffectProbe,
+        toolbox: Any,
     ) -> None:
         server.start()
         os.environ.update(env)
         os.chdir(cwd)
-        module = _import_agent(self.spec)
-        install_boundaries(module, self.spec.rules, ctx.hook)
+        module = import_agent(self.spec)
+        # Intercepted first: a boundary rule on the same function then wraps the mock tool.
+        marks = Marks(hook)
+        install_intercepts(module, self.spec.intercepts, marks, self._run_tool(ctx, toolbox), self.spec.here)
+        install_boundaries(module, self.spec.rules, hook, marks)
         main = getattr(module, self.spec.main, None)
         if not callable(main):
             raise InputError(f"{self.spec.path}: {module.__name__} has no function {self.spec.main!r}")
         saved = sys.argv, sys.stdin, sys.stdout
-        with open(ctx.case_dir / f"agent-{ctx.life}.log", "a", encoding="utf-8") as log:
+        with (
+            open(ctx.case_dir / f"agent-{ctx.life}.log", "a", encoding="utf-8") as log,
+            probing_fsyncs(probe),
+        ):
             console = _Console(conversation, log)
             sys.argv = [str(self.spec.script or self.spec.module), *self.spec.argv]
             sys.stdin = sys.stdout = cast(TextIO, console)

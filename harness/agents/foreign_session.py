@@ -1,14 +1,22 @@
 """A foreign agent's session read as our records: field and status vocabularies mapped (seed
-000 and seed 004 out of the box), offsets of a normalised copy."""
+000 and seed 004 out of the box), offsets of a normalised copy.
+
+Where the session is, is pluggable (``SessionSource``): a JSONL file (seed 000's or 004's
+shape, the default), the rows of a SQLite query (a framework's checkpointer, an agent's own
+state database), any ``module:function`` that returns the records, or nowhere the harness
+can read (``none``: the verdict then judges the conversation the model saw)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import sqlite3
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from crashmatrix.harness.core.ledger import TERMINAL, normalise_status
 from crashmatrix.harness.core.records import Entry, entry_from_json
@@ -16,7 +24,7 @@ from crashmatrix.harness.core.session_log import SessionLog, encode_line, split_
 from crashmatrix.harness.errors import SessionCorruption
 from crashmatrix.harness.session_file import fsync_directory
 
-__all__ = ["FIELD_ALIASES", "LedgerMap", "read_foreign_session"]
+__all__ = ["FIELD_ALIASES", "LedgerMap", "SessionSource", "read_foreign", "read_foreign_session"]
 # Seed 004's ledger entry (callId, stepId, toolName, inputHash, idempotencyKey) and common
 # camelCase spellings of seed 000's fields; the YAML's ``fields`` are applied first.
 FIELD_ALIASES: Mapping[str, str] = {
@@ -109,6 +117,98 @@ def normalise_line(
     if kind == "compaction":
         return dict(raw)
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSource:
+    """Where and how to read a foreign agent's session (the adapter file's ``session:``)."""
+
+    kind: Literal["jsonl", "sqlite", "reader", "none"] = "jsonl"
+    path: str = ""  # jsonl: the file; sqlite: the database; relative to the case workspace
+    query: str = ""  # sqlite: rows in order; a one-column row is a JSON record, else its columns
+    reader: str = ""  # "module:function": function(workspace: Path) -> iterable of records
+    here: Path = Path()  # the adapter file's directory (where a reader module is found)
+    ledger: LedgerMap = field(default_factory=LedgerMap)
+
+    @property
+    def readable(self) -> bool:
+        return self.kind != "none"
+
+
+def _normalised(
+    path: Path, records: Sequence[tuple[int, Any]], mapping: LedgerMap
+) -> tuple[list[Entry], list[bytes], list[int]]:
+    entries: list[Entry] = []
+    lines: list[bytes] = []
+    ends: list[int] = []
+    executions: dict[str, tuple[str, str, int]] = {}
+    size = 0
+    for number, raw in records:
+        try:
+            record = normalise_line(raw, mapping, executions)
+            if record is not None:
+                entry = entry_from_json(record, line=number)
+                encoded = encode_line(entry.to_json())
+                entries.append(entry)
+                lines.append(encoded)
+                size += len(encoded)
+                ends.append(size)
+        except ValueError as error:
+            raise SessionCorruption(path, number, 0, str(error)) from error
+    return entries, lines, ends
+
+
+def _sqlite_records(path: Path, query: str) -> list[tuple[int, Any]]:
+    if not path.exists():
+        return []
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    try:
+        try:
+            cursor = conn.execute(query)
+            rows = cursor.fetchall()
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return []  # nothing saved yet
+            raise SessionCorruption(path, 0, 0, f"the session query failed ({error})") from error
+        names = [column[0] for column in cursor.description or ()]
+    finally:
+        conn.close()
+    out: list[tuple[int, Any]] = []
+    for number, row in enumerate(rows, start=1):
+        if len(row) == 1 and isinstance(row[0], str | bytes):
+            try:
+                out.append((number, json.loads(row[0])))
+            except ValueError as error:
+                raise SessionCorruption(
+                    path, number, 0, f"row {number} is not a JSON record ({error})"
+                ) from error
+        else:
+            out.append((number, dict(zip(names, row, strict=True))))
+    return out
+
+
+def _reader_records(source: SessionSource, workspace: Path) -> list[tuple[int, Any]]:
+    module_name, _, attr = source.reader.partition(":")
+    if str(source.here) not in sys.path:
+        sys.path.insert(0, str(source.here))  # a reader module beside the adapter file
+    function = getattr(importlib.import_module(module_name), attr)
+    return list(enumerate(function(workspace), start=1))
+
+
+def read_foreign(source: SessionSource, workspace: Path) -> tuple[SessionLog, list[bytes]]:
+    """The session ``source`` describes, as our ``SessionLog`` plus the normalised lines (the
+    copy whose offsets the verdict and the world's ``session_bytes`` share)."""
+    if source.kind == "jsonl":
+        return read_foreign_session(workspace / source.path, source.ledger)
+    where = workspace / source.path if source.path else Path(source.reader)
+    if source.kind == "sqlite":
+        records = _sqlite_records(where, source.query)
+    elif source.kind == "reader":
+        records = _reader_records(source, workspace)
+    else:
+        return SessionLog(where, ()), []
+    entries, lines, ends = _normalised(where, records, source.ledger)
+    return SessionLog(where, tuple(entries), None, ends[-1] if ends else 0, tuple(ends)), lines
 
 
 def read_foreign_session(path: Path, mapping: LedgerMap) -> tuple[SessionLog, list[bytes]]:

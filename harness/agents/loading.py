@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +13,16 @@ if TYPE_CHECKING:
     from crashmatrix.harness.core.trace import CaseRun
     from crashmatrix.harness.observation.observation import Observation
 
-__all__ = ["BUILTIN", "load_adapter", "observe"]
+__all__ = ["BUILTIN", "adapter_for", "load_adapter", "observe"]
 
 BUILTIN = {"reference": "crashmatrix.harness.agents.reference:ReferenceAdapter"}
+
+
+@functools.cache
+def adapter_for(spec: str) -> AgentAdapter:
+    """The adapter the harness's own process uses for ``spec`` (to observe a case, to probe
+    after a life): loaded once per process."""
+    return load_adapter(spec)
 
 
 def observe(adapter: AgentAdapter, run: CaseRun) -> Observation:

@@ -1,25 +1,56 @@
-"""The scripted model and the mock tools as HTTP servers on 127.0.0.1, for agents that are
-not Python objects the harness can hand an ``httpx.Client`` to.
+"""The scripted model, the mock tools and the harness's HTTP services on 127.0.0.1, for agents
+that are not Python objects the harness can hand an ``httpx.Client`` to.
 
-Two routes, on one ``ThreadingHTTPServer`` bound to port 0 (the kernel picks a free port)::
+One ``ThreadingHTTPServer`` bound to port 0 (the kernel picks a free port) serves::
 
     POST /v1/chat/completions   OpenAI chat completions (no streaming), answered by the
                                 same ``ScriptedModel`` as in-process agents, request log included
     POST /tools/<name>          JSON arguments -> ToolObservation JSON, through ``MockToolbox``;
                                 headers X-Tool-Call-Id (required), X-Execution-Id,
                                 Idempotency-Key carry seed 000's three identities
+    GET|POST /orders[...]       the ``"orders"`` service (``mock_tools.order_api.OrderAPI``);
+                                ``orders_url`` is the base: ``POST {orders_url}/orders``
+    GET|POST /emails[...]       the ``"mail"`` service (``mock_tools.mail_api.MailAPI``);
+                                ``mail_url`` is the base: ``POST {mail_url}/emails``
+
+Both service base URLs are ``http://127.0.0.1:<port>``, the server's own: the services speak
+their real HTTP API (Idempotency-Key, ``Idempotent-Replayed``, 409/422, lookups by key),
+with the world's counting. A service request is forwarded as an ``httpx.Request`` (method,
+headers, query string, body) to the service's ``handle`` and its response written back.
+A fault the service raises is a broken connection, as on a real network: on
+``httpx.ConnectTimeout`` (``timeout_before``: nothing committed) or any other
+``httpx.TransportError`` (``response_lost``'s ``ReadTimeout``: committed, answer lost) the
+server closes the connection without writing a response. Retrying is the agent's business.
 
 Crash points are the edges the server sees. ``on_edge(boundary, tool_call_id)`` is called
 (and may never return: it is the life's hook)
 
-* ``after_running``         a tool request arrived; nothing was executed yet
-* ``after_side_effect``     the tool ran (its effect is committed); the response is not sent
+* ``after_running``         a tool request, or a side-effecting (non-GET) service request,
+                            arrived; nothing was executed yet
+* ``after_side_effect``     the tool or service ran (what it did is committed); the response
+                            is not sent (for a lost response: the connection is not closed yet)
 * ``after_tool_call_saved`` the model's reply with tool calls was sent
 
-Only the last edge leaves the agent free to act between the edge and its death, so the
-server brackets it with ``freeze``: the owner stops the agent before the reply is written
-and resumes it after the hook returned. A reply that reached the agent's socket but was never
-read is what "the process died right after the model answered" means.
+A service request carries no tool_call_id, so the server attributes it. It remembers the
+tool calls the model handed out (id and function name, from its replies) and the ones the
+agent answered (``role: tool`` messages in later chat requests). A request for tool T
+(``X-Tool-Name``, else ``service_tools``: orders -> ``create_order``, mail -> ``send_email``)
+belongs to its ``X-Tool-Call-Id`` header if it has one; else to the OLDEST call of T handed
+out and not answered; else to the LATEST call of T; with no call of T at all the request
+passes no edge. The service is told the id and tool (``X-Tool-Call-Id`` / ``X-Tool-Name``
+added when absent), so its events and faults carry them. A lookup (GET) is forwarded as it
+came: no edges, and no tool name, so it never consumes a fault armed for the sending tool.
+
+Only the ``after_tool_call_saved`` edge leaves the agent free to act between the edge and
+its death, so the server brackets it with ``freeze``: the owner stops the agent before the
+reply is written and resumes it after the hook returned. A reply that reached the agent's
+socket but was never read is what "the process died right after the model answered" means.
+
+``before_tool()`` runs before every tool and service request (the owner syncs the agent's
+session copy, so the world's events measure ``session_bytes``), and ``on_request(route)``
+at the arrival of every request, before anything else (even reading its body): ``"chat"``,
+``"tool:<name>"``, ``"orders"``, ``"mail"`` (whether or not that route is served here), or
+``"other"``. Both are called on the server's request threads, one per connection.
 """
 
 from __future__ import annotations
@@ -31,6 +62,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import httpx
@@ -38,16 +70,27 @@ import httpx
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.tools import ToolContext, ToolObservation
+from crashmatrix.harness.errors import InputError
 from crashmatrix.mock_tools.model import ScriptedModel
 
-__all__ = ["EDGES", "LoopbackServer", "ToolRunner"]
+__all__ = ["EDGES", "MOUNTS", "SERVICE_TOOLS", "LoopbackServer", "ServiceHandler", "ToolRunner"]
 
 EDGES = ("after_tool_call_saved", "after_running", "after_side_effect")
+# Service name -> the path it answers under (the paths OrderAPI and MailAPI serve).
+MOUNTS: Mapping[str, str] = MappingProxyType({"orders": "/orders", "mail": "/emails"})
+# Service name -> the tool a side-effecting request to it stands for, by default.
+SERVICE_TOOLS: Mapping[str, str] = MappingProxyType({"orders": "create_order", "mail": "send_email"})
 # An agent has no business sending more than this in one request; refusing bigger bodies
 # keeps a misbehaving agent from making the harness buffer without bound.
 MAX_BODY = 1 << 20
 # Seconds a connection may sit idle mid-request before the handler gives up on it.
 SOCKET_TIMEOUT = 30.0
+# Requests that change nothing: they pass no edge and are not attributed to a tool call.
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+# Headers of a service's response that describe its framing, not its content: the server
+# frames the body it writes itself (``httpx.Response.read`` has already decoded it).
+_FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "content-encoding"})
+_NO_SERVICES: Mapping[str, ServiceHandler] = MappingProxyType({})
 
 
 class ToolRunner(Protocol):
@@ -56,8 +99,18 @@ class ToolRunner(Protocol):
     def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation: ...
 
 
+class ServiceHandler(Protocol):
+    """A service the server mounts: ``mock_tools.order_api.OrderAPI``, ``mock_tools.mail_api.MailAPI``."""
+
+    def handle(self, request: httpx.Request) -> httpx.Response: ...
+
+
 def _no_freeze() -> AbstractContextManager[None]:
     return contextlib.nullcontext()
+
+
+def _no_request(route: str) -> None:
+    """The default ``on_request``: nobody is watching."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +136,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         self.wfile.flush()
 
+    def _send_response(self, response: httpx.Response) -> None:
+        """A service's answer, as it gave it (status, its headers, its body bytes)."""
+        data = response.read()
+        self.send_response(response.status_code)
+        for name, value in response.headers.multi_items():
+            if name.lower() not in _FRAMING_HEADERS:
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+    def _drop(self) -> None:
+        """Answer nothing: the client sees the connection closed without a response."""
+        self.close_connection = True
+
     def _body(self) -> bytes | None:
         length = int(self.headers.get("Content-Length") or 0)
         if length > MAX_BODY:
@@ -91,25 +160,35 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return self.rfile.read(length)
 
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
     def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
         app = self.server.app
-        body = self._body()
-        if body is None:
-            return
         path = self.path.split("?", 1)[0]
+        route = _route_of(path)
+        body: bytes | None = None
         try:
-            if path.endswith("/chat/completions"):
+            app.on_request(route)
+            body = self._body()
+            if body is None:
+                return
+            if route == "chat" and method == "POST":
                 app.chat(self, body)
-            elif path.startswith("/tools/") and app.tools is not None:
-                self._send(
-                    app.tool(
-                        path.removeprefix("/tools/"), {k.lower(): v for k, v in self.headers.items()}, body
-                    )
-                )
+            elif route.startswith("tool:") and method == "POST" and app.tools is not None:
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                self._send(app.tool(route.removeprefix("tool:"), headers, body))
+            elif route in app.services:
+                app.service(self, route, method, body)
             else:
-                self._send(_Reply(404, _error(f"no route {path}; see harness/agents/loopback.py")))
+                self._send(_Reply(404, _error(f"no route {method} {path}; see harness/agents/loopback.py")))
         except Exception as error:  # a harness bug must reach the agent as a 500, not a hang
             app.errors.append(f"{path}: {type(error).__name__}: {error}")
+            if body is None:
+                self.close_connection = True  # its body is still unread: the stream is lost
             self._send(_Reply(500, _error(f"crashmatrix loopback error: {error}")))
 
 
@@ -123,12 +202,84 @@ def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "crashmatrix"}}
 
 
-class LoopbackServer:
-    """The model (and, with ``tools``, the mock tools) on ``127.0.0.1:<port>``.
+def _route_of(path: str) -> str:
+    """The short name ``on_request`` is told: the route the path names (served or not)."""
+    if path.endswith("/chat/completions"):
+        return "chat"
+    if path.startswith("/tools/"):
+        return f"tool:{path.removeprefix('/tools/')}"
+    for name, mount in MOUNTS.items():
+        if path == mount or path.startswith(f"{mount}/"):
+            return name
+    return "other"
 
-    Binding happens in the constructor, serving in ``start()``: the owner can start a child
-    process between the two while it is still single-threaded (a fork from a threaded
-    process may inherit a lock held by another thread)."""
+
+@dataclass(frozen=True, slots=True)
+class _HandedOut:
+    """One tool call the model handed out (an id may come again in a later turn: models
+    reuse ``call_0``; each time is a call of its own)."""
+
+    call_id: str
+    tool: str
+
+
+class _ToolCalls:
+    """The tool calls the model handed out and the ones the agent answered, as this server
+    saw them (one life's worth: a restarted agent meets a new server)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handed_out: list[_HandedOut] = []
+        self._answered: set[int] = set()  # indexes into _handed_out
+
+    def saw_request(self, body: Any) -> None:
+        """A chat request: a ``role: tool`` message answers the call whose id it names, if
+        it comes after the last assistant message that handed that id out."""
+        messages = body.get("messages") if isinstance(body, dict) else None
+        answered: set[str] = set()
+        for message in messages if isinstance(messages, list) else ():
+            if not isinstance(message, dict):
+                continue
+            if message.get("role") == "assistant":
+                calls = message.get("tool_calls")
+                for call in calls if isinstance(calls, list) else ():
+                    if isinstance(call, dict):
+                        answered.discard(str(call.get("id")))
+            elif message.get("role") == "tool" and message.get("tool_call_id"):
+                answered.add(str(message["tool_call_id"]))
+        with self._lock:
+            self._answered |= {i for i, call in enumerate(self._handed_out) if call.call_id in answered}
+
+    def saw_reply(self, completion: Mapping[str, Any]) -> None:
+        """A chat reply: its tool calls are handed out."""
+        calls = [
+            _HandedOut(str(call.get("id")), str((call.get("function") or {}).get("name")))
+            for choice in completion.get("choices") or ()
+            for call in (choice.get("message") or {}).get("tool_calls") or ()
+        ]
+        with self._lock:
+            self._handed_out.extend(calls)
+
+    def attribute(self, tool: str) -> str | None:
+        """The call a request for ``tool`` belongs to: the oldest one not answered yet (the
+        agent is executing it), else the latest (a retry after its result), else None."""
+        with self._lock:
+            mine = [(i, call.call_id) for i, call in enumerate(self._handed_out) if call.tool == tool]
+            pending = [call_id for i, call_id in mine if i not in self._answered]
+        if pending:
+            return pending[0]
+        return mine[-1][1] if mine else None
+
+
+class LoopbackServer:
+    """The model (and, with ``tools`` and ``services``, the mock tools and the harness's HTTP
+    services) on ``127.0.0.1:<port>``; see the module docstring for routes and edges.
+
+    ``services`` maps a name of ``MOUNTS`` (``"orders"``, ``"mail"``) to its handler;
+    ``service_tools`` overrides ``SERVICE_TOOLS`` (the tool each service's side-effecting
+    requests stand for). Binding happens in the constructor, serving in ``start()``: the
+    owner can start a child process between the two while it is still single-threaded (a
+    fork from a threaded process may inherit a lock held by another thread)."""
 
     def __init__(
         self,
@@ -136,22 +287,35 @@ class LoopbackServer:
         *,
         tools: ToolRunner | None = None,
         idempotency: Mapping[str, str] | None = None,
+        services: Mapping[str, ServiceHandler] = _NO_SERVICES,
+        service_tools: Mapping[str, str] = SERVICE_TOOLS,
         on_edge: BoundaryHook,
         edges: frozenset[str] = frozenset(EDGES),
         freeze: Callable[[], AbstractContextManager[None]] = _no_freeze,
         before_tool: Callable[[], None] = lambda: None,
+        on_request: Callable[[str], None] = _no_request,
     ) -> None:
+        unknown = sorted(set(services) - set(MOUNTS))
+        if unknown:
+            raise InputError(
+                f"LoopbackServer: no mount point for service {unknown[0]!r}; "
+                f"name services {' or '.join(repr(name) for name in MOUNTS)}"
+            )
         self.model = model
         self.tools = tools
         self.idempotency = dict(idempotency or {})
+        self.services = dict(services)
+        self.service_tools = {**SERVICE_TOOLS, **service_tools}
         self.on_edge = on_edge
         self.edges = edges
         self.freeze = freeze
         self.before_tool = before_tool
+        self.on_request = on_request
         self.errors: list[str] = []
         # One edge at a time: two threads racing into the hook would make "the n-th time this
         # boundary was reached" depend on scheduling.
         self._edge_lock = threading.Lock()
+        self._calls = _ToolCalls()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.app = self
         self._thread: threading.Thread | None = None
@@ -168,6 +332,18 @@ class LoopbackServer:
     @property
     def tools_url(self) -> str:
         return f"{self.base_url}/tools"
+
+    @property
+    def orders_url(self) -> str:
+        """The order API's base URL, ``http://127.0.0.1:<port>``: ``POST {orders_url}/orders``,
+        ``GET {orders_url}/orders?idempotency_key=K`` (404 unless ``services`` has "orders")."""
+        return self.base_url
+
+    @property
+    def mail_url(self) -> str:
+        """The mail API's base URL, ``http://127.0.0.1:<port>``: ``POST {mail_url}/emails``,
+        ``GET {mail_url}/emails?idempotency_key=K`` (404 unless ``services`` has "mail")."""
+        return self.base_url
 
     def start(self) -> None:
         self._thread = threading.Thread(
@@ -203,11 +379,15 @@ class LoopbackServer:
         if isinstance(parsed, dict) and parsed.get("stream"):
             handler._send(_Reply(400, _error("the scripted model does not stream; send stream: false")))
             return
+        self._calls.saw_request(parsed)
         response = self.model.handle(
             httpx.Request("POST", f"{self.model_url}/chat/completions", content=body)
         )
         reply = _Reply(response.status_code, response.json())
         calls = _tool_call_ids(reply.body) if response.status_code == 200 else []
+        if calls:
+            # Before the reply is written: the agent may act on it at once.
+            self._calls.saw_reply(reply.body)
         if not calls or "after_tool_call_saved" not in self.edges:
             handler._send(reply)
             return
@@ -242,6 +422,38 @@ class LoopbackServer:
             execution_id=ctx.execution_id, idempotency=self.idempotency.get(name, "non_idempotent")
         )
         return _Reply(200, result)
+
+    def service(self, handler: _Handler, name: str, method: str, body: bytes) -> None:
+        """Forward one request to the service ``name`` and write its answer back (or, for a
+        fault on the wire, close the connection without one)."""
+        headers = list(handler.headers.items())
+        given = {key.lower() for key, _ in headers}
+        call_id: str | None = None
+        if method not in _SAFE_METHODS:
+            tool = handler.headers.get("X-Tool-Name") or self.service_tools[name]
+            call_id = handler.headers.get("X-Tool-Call-Id") or self._calls.attribute(tool)
+            if "x-tool-name" not in given:
+                headers.append(("X-Tool-Name", tool))
+            if call_id is not None and "x-tool-call-id" not in given:
+                headers.append(("X-Tool-Call-Id", call_id))
+        request = httpx.Request(method, f"{self.base_url}{handler.path}", headers=headers, content=body)
+        self.before_tool()
+        if call_id is not None:
+            self._edge("after_running", call_id)
+        try:
+            response = self.services[name].handle(request)
+        except httpx.ConnectTimeout:
+            handler._drop()  # the request "never reached the service": nothing ran, no edge
+            return
+        except httpx.TransportError:
+            # The service committed and its answer is lost on the way back.
+            if call_id is not None:
+                self._edge("after_side_effect", call_id)
+            handler._drop()
+            return
+        if call_id is not None:
+            self._edge("after_side_effect", call_id)
+        handler._send_response(response)
 
 
 def _tool_call_ids(completion: Mapping[str, Any]) -> list[str]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -53,6 +53,9 @@ class LifeContext:
     # Give to a ScriptedModel the adapter serves itself (loopback): it marks in the trace
     # where the agent asked the model.
     model_request: Callable[[], None] = lambda: None
+    # Adds an event to the life's trace (one line, written so that it survives a SIGKILL):
+    # e.g. the session size at each probe of the agent's own effects.
+    trace: Callable[[Mapping[str, Any]], None] = lambda event: None
 
 
 class AgentAdapter(Protocol):

@@ -1,25 +1,29 @@
-"""Kind 2: boundaries in an unmodified Python agent's own functions (wrapped by name before
-its ``main`` runs)."""
+"""Kind 2: an unmodified Python agent, imported in the life process. Its functions named by
+the adapter file are replaced on the module object before its ``main`` runs: wrapped to
+mark boundaries, or (``intercept:``) replaced by the harness's mock tools. The agent's code
+looks its functions up by name at call time, so not a line of it changes, on disk or in
+memory."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import json
+import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from crashmatrix.harness.agents.adapter_file import (
-    BoundaryRule,
-    ForeignSpec,
-    Where,
-)
+from crashmatrix.harness.agents.adapter_file import BoundaryRule, ForeignSpec, Intercept, Where
+from crashmatrix.harness.agents.effects import EffectProbe
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.errors import InputError
 
-__all__ = []
+__all__ = ["Marks", "RunTool", "import_agent", "install_boundaries", "install_intercepts", "probing_fsyncs"]
 
 
 # -- kind 2: boundaries in the agent's own functions -----------------------------------------
@@ -54,7 +58,7 @@ def _holds(cond: Where, arguments: Mapping[str, Any]) -> bool:
     return present == bool(cond.value)
 
 
-class _Boundaries:
+class Marks:
     """Calls the life's hook where the agent's wrapped functions say a boundary is."""
 
     def __init__(self, hook: BoundaryHook) -> None:
@@ -74,9 +78,7 @@ class _Boundaries:
                 self.hook(rule.boundary, call_id)
 
 
-def _wrap(
-    original: Callable[..., Any], rules: Sequence[BoundaryRule], marks: _Boundaries
-) -> Callable[..., Any]:
+def _wrap(original: Callable[..., Any], rules: Sequence[BoundaryRule], marks: Marks) -> Callable[..., Any]:
     signature = inspect.signature(original)
     before = [r for r in rules if r.at == "call"]
     after = [r for r in rules if r.at == "return"]
@@ -98,26 +100,92 @@ def _wrap(
     return wrapper
 
 
-def install_boundaries(module: ModuleType, rules: Sequence[BoundaryRule], hook: BoundaryHook) -> None:
+def _resolve(module: ModuleType, dotted: str, what: str) -> tuple[Any, str, Callable[..., Any]]:
+    """(owner, attribute, function) for ``name`` or ``Class.method`` in ``module``."""
+    owner: Any = module
+    *parents, attr = dotted.split(".")
+    for part in parents:
+        owner = getattr(owner, part, None)
+    original = getattr(owner, attr, None) if owner is not None else None
+    if not callable(original):
+        raise InputError(f"{module.__name__} has no function {dotted!r}; fix {what}")
+    return owner, attr, original
+
+
+def install_boundaries(
+    module: ModuleType, rules: Sequence[BoundaryRule], hook: BoundaryHook, marks: Marks | None = None
+) -> Marks:
     """Replace each named function of ``module`` (or ``Class.method``) by a wrapper that
     calls ``hook``. The agent's code looks its functions up by name at call time, so it calls
-    the wrappers without a line of it changing."""
-    marks = _Boundaries(hook)
+    the wrappers without a line of it changing. Returns the marks (the last call id seen)."""
+    marks = marks or Marks(hook)
     by_function: dict[str, list[BoundaryRule]] = {}
     for rule in rules:
         by_function.setdefault(rule.function, []).append(rule)
     for dotted, group in by_function.items():
-        owner: Any = module
-        *parents, attr = dotted.split(".")
-        for part in parents:
-            owner = getattr(owner, part, None)
-        original = getattr(owner, attr, None) if owner is not None else None
-        if not callable(original):
-            raise InputError(f"{module.__name__} has no function {dotted!r}; fix boundaries[].function")
+        owner, attr, original = _resolve(module, dotted, "boundaries[].function")
         setattr(owner, attr, _wrap(original, group, marks))
+    return marks
 
 
-def _import_agent(spec: ForeignSpec) -> ModuleType:
+# The harness's side of an intercepted call: (tool, arguments, tool_call_id) -> the tool
+# result object (``ToolObservation.to_result``).
+RunTool = Callable[[str, Mapping[str, Any], str], Mapping[str, Any]]
+
+
+def _shaper(returns: str, here: Path) -> Callable[[Mapping[str, Any]], Any]:
+    if returns == "result":
+        return dict
+    if returns == "json":
+        return lambda result: json.dumps(dict(result), ensure_ascii=False)
+    module_name, _, attr = returns.partition(":")
+    if str(here) not in sys.path:
+        sys.path.insert(0, str(here))  # a hook module beside the adapter file
+    hook: Callable[[Mapping[str, Any]], Any] = getattr(importlib.import_module(module_name), attr)
+    return hook
+
+
+def install_intercepts(
+    module: ModuleType, intercepts: Sequence[Intercept], marks: Marks, run_tool: RunTool, here: Path
+) -> None:
+    """Replace the agent's own tool functions by calls to the harness's mock tools: the
+    effect lands in the counted world, at the exact moment, with the session's size then.
+    Only the module object in this process changes; the agent's files are never touched."""
+    for intercept in intercepts:
+        owner, attr, original = _resolve(module, intercept.function, f"intercept.{intercept.tool}.function")
+        setattr(
+            owner, attr, _replacement(original, intercept, marks, run_tool, _shaper(intercept.returns, here))
+        )
+
+
+def _replacement(
+    original: Callable[..., Any],
+    intercept: Intercept,
+    marks: Marks,
+    run_tool: RunTool,
+    shape: Callable[[Mapping[str, Any]], Any],
+) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    def replacement(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)  # a wrong call raises the agent's own TypeError
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        arguments = {
+            tool_arg: given[param] for tool_arg, param in intercept.arguments.items() if param in given
+        }
+        call_id = marks.last_call_id
+        if intercept.call_id is not None:
+            found = [str(v) for v in _lookup(given.get(intercept.call_id[0]), intercept.call_id[1]) if v]
+            call_id = found[0] if found else call_id
+        return shape(run_tool(intercept.tool, arguments, call_id))
+
+    replacement.__wrapped__ = original  # type: ignore[attr-defined]
+    replacement.__name__ = getattr(original, "__name__", "intercepted")
+    return replacement
+
+
+def import_agent(spec: ForeignSpec) -> ModuleType:
     if spec.module:
         return importlib.import_module(spec.module)
     assert spec.script is not None
@@ -131,3 +199,27 @@ def _import_agent(spec: ForeignSpec) -> ModuleType:
     sys.modules[name] = module
     loaded.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def probing_fsyncs(probe: EffectProbe) -> Iterator[None]:
+    """Probe the agent's own effects after every ``os.fsync`` / ``os.fdatasync`` in this
+    process: an agent that makes an effect durable is seen right then, before its next
+    session line (a ``running`` written after the effect is then caught, not undecided)."""
+    originals = os.fsync, os.fdatasync
+
+    def wrap(original: Callable[[Any], None]) -> Callable[[Any], None]:
+        def synced(fd: Any) -> None:
+            original(fd)
+            probe.probe("fsync")
+
+        return synced
+
+    # setattr: the module attributes the agent's code looks up at call time.
+    setattr(os, "fsync", wrap(originals[0]))  # noqa: B010
+    setattr(os, "fdatasync", wrap(originals[1]))  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(os, "fsync", originals[0])  # noqa: B010
+        setattr(os, "fdatasync", originals[1])  # noqa: B010

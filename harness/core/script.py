@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NoRuleMatched", "Reply", "Rule", "When", "chat_completion"]
+__all__ = ["NoRuleMatched", "Reply", "Rule", "When", "chat_completion", "reply_message", "reply_to"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +113,20 @@ def _already_fired(reply: Reply, messages: Sequence[Mapping[str, Any]]) -> bool:
     return any(call_id in seen for call_id, _, _ in reply.tool_calls)
 
 
-def chat_completion(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
-    """An OpenAI chat.completion object for ``reply``."""
+def reply_to(rules: Sequence[Rule], messages: Sequence[Mapping[str, Any]]) -> Reply:
+    """The scripted model's answer to a conversation: the first rule that matches the latest
+    message and has not fired in this turn. Stateless, so anyone can ask again: the harness
+    recomputes the last answer of a case from its request log."""
+    if not messages:
+        raise NoRuleMatched({})
+    for rule in rules:
+        if _matches(rule.when, messages) and not _already_fired(rule.reply, messages):
+            return rule.reply
+    raise NoRuleMatched(messages[-1])
+
+
+def reply_message(reply: Reply) -> dict[str, Any]:
+    """The assistant message of a reply, as an agent would save it."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
     if reply.tool_calls:
         message["tool_calls"] = [
@@ -125,6 +137,12 @@ def chat_completion(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
             }
             for call_id, name, args in reply.tool_calls
         ]
+    return message
+
+
+def chat_completion(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
+    """An OpenAI chat.completion object for ``reply``."""
+    message = reply_message(reply)
     return {
         "id": f"chatcmpl-crashmatrix-{serial}",
         "object": "chat.completion",

@@ -17,13 +17,11 @@ the kill matrix share it). Every case goes through the stages once, in order:
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from crashmatrix.harness.agents.loading import load_adapter, observe
-from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun
@@ -62,12 +60,6 @@ class Enumeration:
         )
 
 
-@functools.cache
-def _adapter(agent: str) -> AgentAdapter:
-    """The adapter that reads a case back (a foreign agent's session is not in our format)."""
-    return load_adapter(agent)
-
-
 def _judged(
     run: CaseRun,
     scenario: Scenario,
@@ -78,7 +70,7 @@ def _judged(
     check_ledger: bool = True,
 ) -> tuple[Observation, Verdict]:
     """The observation and the verdict of a run: the stages after the lives."""
-    observation = observe(_adapter(agent), run)
+    observation = observe(adapter_for(agent), run)
     return observation, judge(observation, scenario, point, recovery=recovery, check_ledger=check_ledger)
 
 

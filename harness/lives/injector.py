@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from crashmatrix.harness.agents.loading import adapter_for
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
@@ -125,6 +126,11 @@ def run_case(
                 record.life, record.crash, "exited", record.exitcode, record.seconds, "not reached"
             )
         lives.append(record)
+        # The agent's own effects made after its last probe in that life (a killed life
+        # could not record them): found now, in this process.
+        after_life = getattr(adapter_for(agent), "after_life", None)
+        if callable(after_life):
+            after_life(case_dir, record, read_trace(case_dir))
         if power_loss and record.status == "crashed":
             from crashmatrix.harness.lives.power import SYNC_LOG, lose_unsynced
 

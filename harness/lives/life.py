@@ -167,6 +167,7 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
             approvals_again=spec.scenario.approvals_again,
             life=spec.life,
             model_request=tracer.model_request,
+            trace=lambda event: tracer.write({"life": spec.life, **event}),
         )
         adapter.run_life(ctx)
 

@@ -82,6 +82,9 @@ class Observation:
     between_lives: BetweenLives = field(default_factory=BetweenLives)
     keeps_ledger: bool = True  # False: the agent keeps no ledger the adapter can map
     session_problem: str = ""
+    # Why the adapter cannot read this agent's session at all ("" when it can). The verdict
+    # then judges the conversation the model saw, from its request log.
+    session_unavailable: str = ""
 
     @property
     def status(self) -> str:

@@ -62,17 +62,23 @@ def _between_lives(case_dir: Path) -> BetweenLives:
 
 
 def read_observation(
-    run: CaseRun, *, session: SessionSource = native_session, keeps_ledger: bool = True
+    run: CaseRun,
+    *,
+    session: SessionSource = native_session,
+    keeps_ledger: bool = True,
+    session_unavailable: str = "",
 ) -> Observation:
     """Everything ``run`` left, with the session read by ``session``. A session that cannot
     be read (corruption) is no session plus the reason, never an exception: the verdict
-    reports it, and the rest of the evidence is still judged."""
+    reports it, and the rest of the evidence is still judged. ``session_unavailable``: the
+    adapter cannot read this agent's session at all (why); none is read."""
     problem = ""
-    log: SessionLog | None
-    try:
-        log = session(run.case_dir)
-    except SessionCorruption as error:
-        log, problem = None, str(error)
+    log: SessionLog | None = None
+    if not session_unavailable:
+        try:
+            log = session(run.case_dir)
+        except SessionCorruption as error:
+            problem = str(error)
     return Observation(
         case_dir=run.case_dir,
         lives=tuple(run.lives),
@@ -81,6 +87,7 @@ def read_observation(
         world=read_world(run.case_dir),
         requests=read_requests(run.case_dir),
         between_lives=_between_lives(run.case_dir),
-        keeps_ledger=keeps_ledger,
+        keeps_ledger=keeps_ledger and not session_unavailable,
         session_problem=problem,
+        session_unavailable=session_unavailable,
     )

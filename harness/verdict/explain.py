@@ -28,6 +28,8 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
         lines.append(f"{indent}MISMATCH {mismatch.describe()}")
     for violation in verdict.violations:
         lines.append(f"{indent}INVARIANT {violation.invariant}: {violation.message}")
+    for item in verdict.not_applicable:
+        lines.append(f"{indent}not applicable: {item}")
     return lines
 
 

@@ -52,6 +52,8 @@ __all__ = [
     "Violation",
     "WorldEventLike",
     "check_all",
+    "not_applicable",
+    "undecided_effects",
 ]
 
 
@@ -94,6 +96,9 @@ class Evidence:
     turns: Sequence[str]  # the user messages the scenario sends, in order
     contracts: Mapping[str, ToolContract]  # by tool name; missing => default_contract
     has_ledger: bool = True  # False: the agent keeps no ledger, ledger invariants do not apply
+    # False: the adapter cannot read the agent's session; ``entries`` are the conversation as
+    # the model saw it (its last request and its answer), with no byte offsets (-1).
+    has_session: bool = True
 
     def __post_init__(self) -> None:
         if len(self.offsets) != len(self.entries):
@@ -327,17 +332,29 @@ def legal_transitions(evidence: Evidence) -> list[Violation]:
 
 
 def executions_closed(evidence: Evidence) -> list[Violation]:
-    """Every execution ends in rejected / succeeded / failed / unknown.
+    """Every execution ends in rejected / succeeded / failed / unknown -- or never started
+    and was superseded.
 
     Why: an execution left ``running`` is a side effect nobody accounted for (recovery must
-    close it as ``unknown`` before anything else); one left ``approved`` is an approval that
-    a later restart could still act on, long after the user gave it.
+    close it as ``unknown`` before anything else); one left ``approved`` that nothing
+    replaced is an approval that a later restart could still act on, long after the user
+    gave it. An ``approved`` (or ``planned``) execution that never reached ``running`` and
+    that a later execution of the same call superseded is seed 000's own recovery: "没有
+    Ledger / approved: 重新进入 Router" routes the call again under a new execution_id, and
+    nothing of the old one ever ran.
     """
     entries = evidence.entries
     ledger = _ledger(entries, _scopes(entries))
     out: list[Violation] = []
-    for scope, execution_id, indices in ledger.executions():
+    executions = list(ledger.executions())
+    for scope, execution_id, indices in executions:
         last = _status(entries[indices[-1]])
+        superseded = any(
+            other is scope and other_id != execution_id and other_indices[0] > indices[-1]
+            for other, other_id, other_indices in executions
+        )
+        if last in ("approved", "planned") and superseded:
+            continue
         if last not in TERMINAL:
             out.append(
                 Violation(
@@ -351,6 +368,85 @@ def executions_closed(evidence: Evidence) -> list[Violation]:
     return out
 
 
+def _bounds(event: WorldEventLike) -> tuple[int, int]:
+    """(at least, at most) the session's size when an effect happened. The world records the
+    exact size (both the same); an effect the harness found by probing the agent's own world
+    is known only to lie between two probes (``detail.seen_at_bytes`` is the later one)."""
+    seen = event.detail.get("seen_at_bytes") if isinstance(event.detail, Mapping) else None
+    upper = seen if isinstance(seen, int) and seen >= event.session_bytes else event.session_bytes
+    return event.session_bytes, upper
+
+
+def _running_records(evidence: Evidence, event: WorldEventLike) -> list[int]:
+    """The ``running`` lines that could have opened the window of this effect: its execution's
+    when the effect names one; else those of its tool call, of its idempotency key, or (an
+    effect that names nothing) of any call to its tool."""
+    entries = evidence.entries
+    running = [
+        index
+        for index, entry in enumerate(entries)
+        if isinstance(entry, ExecutionRecord) and normalise_status(entry.status) == "running"
+    ]
+
+    def record(index: int) -> ExecutionRecord:
+        return _record(entries, index)
+
+    if event.execution_id:
+        return [
+            i
+            for i in running
+            if record(i).execution_id == event.execution_id
+            and (not event.tool_call_id or record(i).tool_call_id == event.tool_call_id)
+        ]
+    if event.tool_call_id:
+        return [i for i in running if record(i).tool_call_id == event.tool_call_id]
+    if event.idempotency_key:
+        return [i for i in running if record(i).idempotency_key == event.idempotency_key]
+    return [i for i in running if record(i).tool_name == event.tool]
+
+
+def _running_before(evidence: Evidence) -> tuple[list[Violation], list[str]]:
+    entries = evidence.entries
+    offsets = evidence.offsets
+    name = "running_before_side_effect"
+    out: list[Violation] = []
+    undecided: list[str] = []
+    for event in evidence.events:
+        if not _is_side_effect(event):
+            continue
+        running = _running_records(evidence, event)
+        if event.execution_id:
+            attempt = f"execution {event.execution_id!r}"
+        elif event.tool_call_id:
+            attempt = f"call {event.tool_call_id!r}"
+        else:
+            attempt = f"key {event.idempotency_key!r}" if event.idempotency_key else "no call named"
+        what = f"{event.kind} event seq {event.seq} ({event.tool}, {attempt})"
+        lower, upper = _bounds(event)
+        first = min((offsets[i] for i in running), default=None)
+        if first is None:
+            problem = "has no running record for its execution in the ledger"
+        elif lower < 0 and upper < 0:
+            problem = "has an unknown session size (-1), so its running record cannot be shown durable"
+        elif first <= lower:
+            continue
+        elif upper < first:
+            problem = (
+                f"happened at session byte {upper if upper != lower else lower}, before the running "
+                f"record (line {_line(entries, running[0])}) was on disk (it ends at byte {first})"
+            )
+        else:
+            # Seen between two probes of the agent's own world, the running line written in
+            # between: whether it came first is not known, so it is reported, not judged.
+            undecided.append(
+                f"{what} was first seen between session bytes {lower} and {upper}, and its running "
+                f"record ends at byte {first}, in between"
+            )
+            continue
+        out.append(Violation(name, f"{what} {problem}", event.tool_call_id))
+    return out, undecided
+
+
 def running_before_side_effect(evidence: Evidence) -> list[Violation]:
     """Every side effect was preceded by its execution's ``running`` line ON DISK.
 
@@ -359,37 +455,20 @@ def running_before_side_effect(evidence: Evidence) -> list[Violation]:
     started, and it runs again: two emails, two charges. The world records the session
     file's size at the moment of the effect; the ``running`` line must end at or before it.
     An unknown size (-1) proves nothing, so it is reported rather than assumed fine.
+
+    An effect of the agent's own world (``effects:`` of an adapter) is attributed by the
+    execution, tool call or idempotency key it names, else by its tool, and is known only
+    between two probes: judged where those bounds decide, listed by ``undecided_effects``
+    where they do not.
     """
-    entries = evidence.entries
-    offsets = evidence.offsets
-    name = "running_before_side_effect"
-    out: list[Violation] = []
-    for event in evidence.events:
-        execution_id = event.execution_id
-        if not execution_id or not _is_side_effect(event):
-            continue
-        running = [
-            index
-            for index, entry in enumerate(entries)
-            if isinstance(entry, ExecutionRecord)
-            and entry.execution_id == execution_id
-            and normalise_status(entry.status) == "running"
-            and (not event.tool_call_id or entry.tool_call_id == event.tool_call_id)
-        ]
-        what = f"{event.kind} event seq {event.seq} ({event.tool}, execution {execution_id!r})"
-        if not running:
-            problem = "has no running record for its execution in the ledger"
-        elif event.session_bytes < 0:
-            problem = "has an unknown session size (-1), so its running record cannot be shown durable"
-        elif offsets[running[0]] > event.session_bytes:
-            problem = (
-                f"happened at session byte {event.session_bytes}, before the running record "
-                f"(line {_line(entries, running[0])}) was on disk (it ends at byte {offsets[running[0]]})"
-            )
-        else:
-            continue
-        out.append(Violation(name, f"{what} {problem}", event.tool_call_id))
-    return out
+    return _running_before(evidence)[0]
+
+
+def undecided_effects(evidence: Evidence) -> list[str]:
+    """Effects whose order against their running line the probes could not decide."""
+    if not evidence.has_ledger or not evidence.has_session:
+        return []
+    return _running_before(evidence)[1]
 
 
 def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
@@ -407,22 +486,32 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
     entries = evidence.entries
     scopes = _scopes(entries)
     by_execution: dict[str, int] = {}
-    for scope, execution_id, _ in _ledger(entries, scopes).executions():
+    by_key: dict[str, int] = {}
+    for scope, execution_id, indices in _ledger(entries, scopes).executions():
         by_execution.setdefault(execution_id, scopes.index(scope))
+        for index in indices:
+            if _record(entries, index).idempotency_key:
+                by_key.setdefault(_record(entries, index).idempotency_key or "", scopes.index(scope))
     counted: dict[int, list[int]] = {}
     for event in evidence.events:
         if not _is_side_effect(event):
             continue
         key = by_execution.get(event.execution_id or "")
+        if key is None and event.idempotency_key:
+            key = by_key.get(event.idempotency_key)
         if key is None:
+            _, upper = _bounds(event)
+            # By its tool call id, else (an effect that names no call) by its tool: the
+            # latest such call on disk when it was seen.
             candidates = [
                 k
                 for k, scope in enumerate(scopes)
-                if scope.site.call.id == event.tool_call_id
-                and (
-                    event.session_bytes < 0
-                    or evidence.offsets[scope.site.message_index] <= event.session_bytes
+                if (
+                    scope.site.call.id == event.tool_call_id
+                    if event.tool_call_id
+                    else (scope.site.call.name == event.tool and not event.idempotency_key)
                 )
+                and (upper < 0 or evidence.offsets[scope.site.message_index] <= upper)
             ]
             if not candidates:
                 continue
@@ -746,8 +835,24 @@ def check_all(evidence: Evidence, *, only: Iterable[str] | None = None) -> list[
             f"unknown invariant(s) {', '.join(map(repr, unknown))}; choose from: {', '.join(INVARIANTS)}"
         )
     violations: list[Violation] = []
+    skipped = dict(not_applicable(evidence))
     for name, check in INVARIANTS.items():
-        if name not in selected or (name in LEDGER_INVARIANTS and not evidence.has_ledger):
+        if name not in selected or name in skipped:
             continue
         violations.extend(check(evidence))
     return violations
+
+
+def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
+    """(invariant, why) for each invariant this evidence cannot judge: never a pass, never
+    a failure; reports list them with the reason."""
+    out: list[tuple[str, str]] = []
+    for name in INVARIANTS:
+        if name in LEDGER_INVARIANTS and not evidence.has_ledger:
+            why = (
+                "the agent's session cannot be read (judged on the model's requests)"
+                if not evidence.has_session
+                else "the agent keeps no ledger the adapter maps"
+            )
+            out.append((name, why))
+    return out

@@ -14,9 +14,17 @@ from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.expectations import Mismatch, Observed, compare, project
-from crashmatrix.harness.verdict.invariants import Evidence, Violation, check_all
+from crashmatrix.harness.verdict.invariants import (
+    Evidence,
+    Violation,
+    check_all,
+    not_applicable,
+    undecided_effects,
+)
 
 __all__ = ["Verdict", "evidence", "judge"]
 
@@ -31,15 +39,29 @@ class Verdict:
     problems: tuple[str, ...] = ()  # what stopped the case from being judged normally
     indeterminate: bool = False  # passed, but only because a set of values was allowed
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # "check: why" for every expectation or invariant this case could not judge: never a
+    # pass, never a failure (an agent that keeps no ledger, a session the adapter cannot read).
+    not_applicable: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
 
+def _conversation(observation: Observation, scenario: Scenario) -> SessionLog | None:
+    """The session the checks read: the agent's own, or (when the adapter cannot read one)
+    the conversation the model saw, from its requests."""
+    if observation.session is not None:
+        return observation.session
+    if observation.session_unavailable:
+        return conversation_from_requests(observation.requests_for_session(), scenario.rules)
+    return None
+
+
 def evidence(observation: Observation, scenario: Scenario) -> Evidence:
     """What the invariants look at: the observation, with the scenario's turns and contracts."""
-    log = observation.session
+    log = _conversation(observation, scenario)
+    has_session = observation.session is not None
     return Evidence(
         entries=log.entries if log else (),
         offsets=log.offsets if log else (),
@@ -47,7 +69,8 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         requests=observation.requests_for_session(),
         turns=scenario.turns,
         contracts=scenario.contracts,
-        has_ledger=observation.keeps_ledger,
+        has_ledger=observation.keeps_ledger and has_session,
+        has_session=has_session,
     )
 
 
@@ -63,14 +86,27 @@ def judge(
 
     ``recovery``: a depth-2 case (the ``recovery`` expectations apply). ``check_ledger``:
     compare the ledger sequence (not for a second crash, whose extra attempts no scenario
-    scripts). An agent that keeps no ledger has its ledger expectations reported as not
-    applicable -- never as passed."""
+    scripts). What this observation cannot show -- the ledger of an agent that keeps none,
+    anything of a session the adapter cannot read -- is reported as not applicable, never
+    as passed."""
     expected = scenario.expectation(point, recovery=recovery)
     notes: list[str] = []
+    skipped: list[str] = []
     if not check_ledger:
         expected.pop("ledger", None)
-    if not observation.keeps_ledger and expected.pop("ledger", None) is not None:
-        notes.append("ledger: not applicable (the agent keeps no ledger)")
+    if observation.session_unavailable:
+        notes.append(
+            f"session: not available ({observation.session_unavailable}); judged on the model's requests"
+        )
+    if "ledger" in expected and (not observation.keeps_ledger or observation.session_unavailable):
+        del expected["ledger"]
+        why = (
+            "the agent's session cannot be read"
+            if observation.session_unavailable
+            else "the agent keeps no ledger"
+        )
+        skipped.append(f"ledger: {why}")
+        notes.append(f"ledger: not applicable ({why})")
     status = observation.status
     if status == "not_reached":
         return Verdict(
@@ -81,12 +117,16 @@ def judge(
         for life in observation.lives
         if life.status in ("hung", "error", "died")
     ]
-    if observation.session is None:
+    log = _conversation(observation, scenario)
+    if log is None:
         return Verdict("failed", None, expected, problems=(*problems, observation.session_problem))
-    observed = project(observation.session, observation.world.as_expected())
+    observed = project(log, observation.world.as_expected())
     mismatches, indeterminate = compare(expected, observed)
+    facts = evidence(observation, scenario)
     # Invariants run even when a life hung or failed: the evidence often says why.
-    violations = check_all(evidence(observation, scenario))
+    violations = check_all(facts)
+    skipped += [f"{name}: {why}" for name, why in not_applicable(facts)]
+    skipped += [f"running_before_side_effect: {text}" for text in undecided_effects(facts)]
     ok = not mismatches and not violations and status == "ok"
     if status not in ("ok", "hung", "error", "died"):
         problems.append(f"the case did not finish: {status}")
@@ -102,4 +142,5 @@ def judge(
         tuple(problems),
         indeterminate and ok,
         tuple(notes),
+        tuple(skipped),
     )

@@ -333,14 +333,31 @@ def test_a_ledger_line_for_a_call_nobody_made_is_a_violation() -> None:
 # ---------------------------------------------------------------------------- 3. executions closed
 
 
-@pytest.mark.parametrize("left", [["approved"], ["approved", "running"]])
-def test_an_execution_left_open_is_a_violation(left: list[str]) -> None:
+def test_running_left_open_is_a_violation_even_when_a_later_execution_ran() -> None:
     args = {"path": "ledger-demo.txt", "content": "hello ledger"}
-    abandoned = [ledger("exec_abandoned", NORMAL_CALL, s, "write_file", args) for s in left]
+    abandoned = [ledger("exec_abandoned", NORMAL_CALL, s, "write_file", args) for s in ("approved", "running")]
     lines = [*NORMAL[:2], *abandoned, *NORMAL[2:]]
-    events = normal_events(lines, after_line=4 + len(left))
+    events = normal_events(lines, after_line=6)
     v = only_violation(evidence(lines, events), "executions_closed", naming="exec_abandoned")
-    assert f"ends {left[-1]!r}" in v.message
+    assert "ends 'running'" in v.message
+
+
+def test_an_approval_that_nothing_superseded_is_a_violation() -> None:
+    # The call succeeded, then an approval was written for it and left: nothing ever closed
+    # or replaced it, so a later restart could act on it.
+    args = {"path": "ledger-demo.txt", "content": "hello ledger"}
+    lines = [*NORMAL[:5], ledger("exec_abandoned", NORMAL_CALL, "approved", "write_file", args), *NORMAL[5:]]
+    v = only_violation(evidence(lines, normal_events()), "executions_closed", naming="exec_abandoned")
+    assert "ends 'approved'" in v.message
+
+
+@pytest.mark.parametrize("status", ["approved", "planned"])
+def test_an_approval_a_later_execution_superseded_is_seed_000s_recovery(status: str) -> None:
+    # Seed 000: "approved -> 重新进入 Router": the call is routed again under a new execution
+    # id; the old one never started.
+    args = {"path": "ledger-demo.txt", "content": "hello ledger"}
+    lines = [*NORMAL[:2], ledger("exec_old", NORMAL_CALL, status, "write_file", args), *NORMAL[2:]]
+    assert names(check_all(evidence(lines, normal_events(lines, after_line=5)))) == set()
 
 
 # ---------------------------------------------------------------------------- 4. running before effect
@@ -599,7 +616,7 @@ def test_an_honest_uncertain_result_is_fine() -> None:
 
 def test_agents_without_a_ledger_are_not_judged_on_ledger_invariants() -> None:
     # Broken in every ledger way at once: left approved, side effect before running.
-    lines = [*NORMAL[:2], ledger("exec_x", NORMAL_CALL, "approved", "write_file", {}), *NORMAL[2:]]
+    lines = [*NORMAL[:5], ledger("exec_x", NORMAL_CALL, "approved", "write_file", {}), *NORMAL[5:]]
     events = normal_events(lines, after_line=1)
     assert names(check_all(evidence(lines, events))) >= {"executions_closed", "running_before_side_effect"}
     assert check_all(evidence(lines, events, has_ledger=False)) == []
