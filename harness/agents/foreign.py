@@ -83,6 +83,10 @@ def _ordered(names: set[str]) -> tuple[str, ...]:
 class ForeignAdapter:
     """``AgentAdapter`` for an adapter YAML (kind 2 ``python:``, kind 3 ``command:``)."""
 
+    # Its agent keeps its own session: crashmatrix's copy is rebuilt from it, so faults that
+    # edit the native session (tamper_arguments) cannot act on this agent.
+    edits_native_session = False
+
     def __init__(self, spec: ForeignSpec) -> None:
         self.spec = spec
         self.name = spec.name

@@ -14,14 +14,18 @@ from crashmatrix.harness.lives.casedir import session_path_of
 __all__ = ["apply_between_lives"]
 
 
-def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
+def apply_between_lives(case_dir: Path, scenario: Scenario, *, session_editable: bool = True) -> None:
     """Faults that are not crashes, done after the crash and before the restart.
 
     What the judge needs to read the edited evidence is kept in ``between_lives.json``:
     how many model requests came before the edit (they cannot match the edited session)
     and, for each rewritten session line, where it starts and how many bytes it grew by,
     with the last world event seq before the edit (those events' ``session_bytes`` are in
-    the file's old coordinates)."""
+    the file's old coordinates).
+
+    ``session_editable``: False for an agent whose session is its own file (a foreign
+    adapter): crashmatrix's normalised copy is rebuilt from it, so an edit of the copy would
+    do nothing; the tamper is recorded as not having acted."""
     if not scenario.between_lives:
         return
     from crashmatrix.mock_tools.world import World
@@ -43,6 +47,15 @@ def apply_between_lives(case_dir: Path, scenario: Scenario) -> None:
                 )
             if "tamper_arguments" in step:
                 tamper = step["tamper_arguments"]
+                if not session_editable:
+                    mark["applied"].append(
+                        {
+                            "fault": "tamper_arguments",
+                            "acted": False,
+                            "detail": "the agent keeps its own session; crashmatrix edits only its own copy",
+                        }
+                    )
+                    continue
                 shifts = _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
                 mark["shifts"] += shifts
                 mark["applied"].append(

@@ -139,7 +139,9 @@ def run_case(
         if record.status in ("hung", "error", "died", "exited", "not_reached"):
             break
         if index == 1:
-            apply_between_lives(case_dir, scenario)
+            # A foreign adapter's agent reads its own session, not crashmatrix's copy.
+            editable = getattr(adapter_for(agent), "edits_native_session", True)
+            apply_between_lives(case_dir, scenario, session_editable=editable)
     trace = read_trace(case_dir)
     errors = {e["life"]: e["error"] for e in trace if e.get("event") == "error"}
     lives = [

@@ -39,7 +39,7 @@ from crashmatrix.harness.core.ledger import (
     normalise_status,
     tool_call_sites,
 )
-from crashmatrix.harness.core.records import Entry, ExecutionRecord, MessageEntry
+from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry
 from crashmatrix.harness.core.session_log import prompt_view
 from crashmatrix.harness.core.world_events import NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.errors import InputError
@@ -402,7 +402,10 @@ def _running_records(evidence: Evidence, event: WorldEventLike) -> list[int]:
         return [i for i in running if record(i).tool_call_id == event.tool_call_id]
     if event.idempotency_key:
         return [i for i in running if record(i).idempotency_key == event.idempotency_key]
-    return [i for i in running if record(i).tool_name == event.tool]
+    # An effect that names nothing: the running lines of calls to its tool (by the ledger's
+    # tool name, or, when the ledger does not say, by the tool call the line belongs to).
+    names = {site.call.id: site.call.name for site in tool_call_sites(entries)}
+    return [i for i in running if (record(i).tool_name or names.get(record(i).tool_call_id)) == event.tool]
 
 
 def _running_before(evidence: Evidence) -> tuple[list[Violation], list[str]]:
@@ -702,7 +705,7 @@ def no_ledger_in_prompt(evidence: Evidence) -> list[Violation]:
             )
             continue
         for position, (sent, saved) in enumerate(zip(shown, view, strict=False)):
-            if sent != saved:
+            if _canonical(sent) != saved:
                 out.append(
                     Violation(
                         name,
@@ -713,6 +716,16 @@ def no_ledger_in_prompt(evidence: Evidence) -> list[Violation]:
                 )
                 break
     return out
+
+
+def _canonical(message: Mapping[str, Any]) -> Any:
+    """A sent message in the session's shape: agents echo what the API returned (``content:
+    null``, ``refusal``, ``annotations``) and save only what matters; the same message is the
+    same whatever the spelling."""
+    try:
+        return Message.from_json(message).to_json()
+    except (KeyError, TypeError, ValueError):
+        return message
 
 
 def _not_chat_message(messages: Sequence[Any]) -> tuple[int, str] | None:

@@ -127,6 +127,11 @@ def judge(
     violations = check_all(facts)
     skipped += [f"{name}: {why}" for name, why in not_applicable(facts)]
     skipped += [f"running_before_side_effect: {text}" for text in undecided_effects(facts)]
+    skipped += [
+        f"between_lives.{fault.fault}: it did not act ({fault.detail})"
+        for fault in observation.between_lives.applied
+        if not fault.acted
+    ]
     ok = not mismatches and not violations and status == "ok"
     if status not in ("ok", "hung", "error", "died"):
         problems.append(f"the case did not finish: {status}")

@@ -156,3 +156,15 @@ def test_run_shares_each_first_crash_between_a_point_and_its_recovery_item(
     assert kept.returncode == 0, kept.stdout + kept.stderr
     assert not (tmp_path / "kept" / "first-crashes").exists()  # --keep: every case whole
     assert all((tmp_path / "kept" / name).is_dir() for name in crashed)
+
+
+def test_a_bad_adapter_declaration_is_one_line_and_exit_2_before_anything_runs(
+    scenario: Path, tmp_path: Path
+) -> None:
+    broken = Path(__file__).parents[1] / "data" / "broken" / "a01_effect_query_invalid.yaml"
+    keep = tmp_path / "kept"
+    done = crashmatrix("run", str(scenario), "--agent", str(broken), "--keep", str(keep), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "effects[0].sqlite.query: the query is not valid SQL" in done.stderr
+    assert not keep.exists()  # nothing ran

@@ -29,6 +29,7 @@ from crashmatrix.harness.verdict.invariants import (
     Evidence,
     Violation,
     check_all,
+    undecided_effects,
 )
 
 DATA = Path(__file__).parents[1] / "data" / "invariants"
@@ -335,7 +336,9 @@ def test_a_ledger_line_for_a_call_nobody_made_is_a_violation() -> None:
 
 def test_running_left_open_is_a_violation_even_when_a_later_execution_ran() -> None:
     args = {"path": "ledger-demo.txt", "content": "hello ledger"}
-    abandoned = [ledger("exec_abandoned", NORMAL_CALL, s, "write_file", args) for s in ("approved", "running")]
+    abandoned = [
+        ledger("exec_abandoned", NORMAL_CALL, s, "write_file", args) for s in ("approved", "running")
+    ]
     lines = [*NORMAL[:2], *abandoned, *NORMAL[2:]]
     events = normal_events(lines, after_line=6)
     v = only_violation(evidence(lines, events), "executions_closed", naming="exec_abandoned")
@@ -395,6 +398,55 @@ def test_faults_external_writes_and_reads_are_not_side_effects() -> None:
     assert check_all(evidence(NORMAL, events)) == []
 
 
+# Effects of the agent's own world (adapter ``effects:``): found by probes, known only between
+# the session size at the previous probe (session_bytes) and at the probe that saw them.
+
+
+def probed(seq: int, tool: str, *, at_least: int, at_most: int, **ids: str | None) -> Event:
+    return Event(
+        seq,
+        "effect",
+        tool,
+        ids.get("tool_call_id"),
+        ids.get("execution_id"),
+        at_least,
+        ids.get("idempotency_key"),
+        {"seen_at_bytes": at_most},
+    )
+
+
+def test_a_probed_effect_after_its_running_line_is_fine() -> None:
+    event = probed(
+        1, "write_file", at_least=size(NORMAL, 4), at_most=size(NORMAL, 5), tool_call_id=NORMAL_CALL
+    )
+    facts = evidence(NORMAL, [event])
+    assert check_all(facts) == [] and undecided_effects(facts) == []
+
+
+def test_a_probed_effect_seen_before_running_was_written_is_a_violation() -> None:
+    # Probed at `approved` (nothing) and right after the effect: running was not there yet.
+    event = probed(
+        1, "write_file", at_least=size(NORMAL, 3), at_most=size(NORMAL, 3), tool_call_id=NORMAL_CALL
+    )
+    v = only_violation(evidence(NORMAL, [event]), "running_before_side_effect", naming="seq 1")
+    assert f"call {NORMAL_CALL!r}" in v.message
+
+
+def test_a_probed_effect_whose_bounds_straddle_running_is_undecided_not_judged() -> None:
+    event = probed(
+        1, "write_file", at_least=size(NORMAL, 3), at_most=size(NORMAL, 5), tool_call_id=NORMAL_CALL
+    )
+    facts = evidence(NORMAL, [event])
+    assert check_all(facts) == []
+    (why,) = undecided_effects(facts)
+    assert "first seen between session bytes" in why and "seq 1" in why
+
+
+def test_a_probed_effect_that_names_nothing_is_tied_to_its_tools_calls() -> None:
+    event = probed(1, "write_file", at_least=size(NORMAL, 3), at_most=size(NORMAL, 3))
+    only_violation(evidence(NORMAL, [event]), "running_before_side_effect", naming="no call named")
+
+
 # ---------------------------------------------------------------------------- 5. at most once
 
 EMAIL = {"to": "a@example.com", "subject": "hi", "body": "hello"}
@@ -441,6 +493,30 @@ def test_one_email_per_turn_under_a_reused_call_id_is_fine() -> None:
         Event(2, "email", "send_email", "call_0", "exec_2", size(lines, len(first) + 4)),
     ]
     assert check_all(evidence(lines, events)) == []
+
+
+def test_effects_under_two_keys_of_one_call_are_counted_against_that_call() -> None:
+    # A new idempotency key per attempt: the orders database sees two keys, and the ledger
+    # says both belong to call_mail's executions.
+    lines = email_session(
+        [("exec_1", ["approved", "running", "unknown"]), ("exec_2", ["approved", "running", "succeeded"])]
+    )
+    lines[2] = lines[2] | {"idempotency_key": "k1"}
+    lines[3] = lines[3] | {"idempotency_key": "k1"}
+    lines[5] = lines[5] | {"idempotency_key": "k2"}
+    lines[6] = lines[6] | {"idempotency_key": "k2"}
+    events = [
+        probed(1, "send_email", at_least=size(lines, 4), at_most=size(lines, 4), idempotency_key="k1"),
+        probed(2, "send_email", at_least=size(lines, 7), at_most=size(lines, 7), idempotency_key="k2"),
+    ]
+    v = only_violation(evidence(lines, events), "non_idempotent_at_most_once", naming="call_mail")
+    assert "2 side effects" in v.message
+
+
+def test_effects_that_name_no_call_are_counted_against_their_tools_latest_call() -> None:
+    lines = email_session([("exec_1", ["approved", "running", "succeeded"])])
+    events = [probed(n, "send_email", at_least=size(lines, 4), at_most=size(lines, 5)) for n in (1, 2)]
+    only_violation(evidence(lines, events), "non_idempotent_at_most_once", naming="call_mail")
 
 
 def test_run_command_is_classified_per_call() -> None:

@@ -1,0 +1,167 @@
+"""The agent's own effects: what a source shows, what a probe records, and the bounds on when.
+
+These read real files and databases in a temporary workspace and record into a real world;
+the end-to-end proof that a doubled effect of a foreign agent turns a case red is in
+test_foreign_examples.py (desk, HTTP and state agents) and, for files, below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.harness.agents.effects import EFFECT_KIND, EffectProbe, EffectSpec, count_effects, scan
+from crashmatrix.harness.errors import HarnessError
+from crashmatrix.mock_tools.world import World
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World.create(tmp_path / "world", session_path=tmp_path / "world" / "workspace" / "s.jsonl")
+
+
+def _line(path: Path, record: object, *, newline: bool = True) -> None:
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(json.dumps(record) + ("\n" if newline else ""))
+
+
+def test_a_jsonl_source_counts_complete_matching_lines_only(tmp_path: Path) -> None:
+    outbox = tmp_path / "outbox.jsonl"
+    _line(outbox, {"kind": "email", "to": "a"})
+    _line(outbox, {"kind": "sms", "to": "b"})
+    outbox.write_text(outbox.read_text() + "not json\n")
+    _line(outbox, {"kind": "email", "to": "c"}, newline=False)  # being written: not yet an effect
+    spec = EffectSpec("send_email", "jsonl", "outbox.jsonl", where={"kind": "email"}, counts="emails")
+    found = scan(spec, tmp_path)
+    assert [f.record["to"] for f in found] == ["a"]
+    assert count_effects([spec], tmp_path) == {"emails": 1}
+
+
+def test_a_repeated_identical_line_is_a_second_effect(tmp_path: Path) -> None:
+    # The same email twice is two emails: identity is the line, not only its content.
+    for _ in range(2):
+        _line(tmp_path / "outbox.jsonl", {"to": "a", "subject": "s"})
+    spec = EffectSpec("send_email", "jsonl", "outbox.jsonl", counts="emails")
+    assert len({f.identity for f in scan(spec, tmp_path)}) == 2
+
+
+def test_a_sqlite_source_is_identified_by_the_first_column(tmp_path: Path) -> None:
+    spec = EffectSpec("create_order", "sqlite", "orders.db", "SELECT id, k FROM orders", counts="orders")
+    assert scan(spec, tmp_path) == []  # no database yet: no effect
+    with sqlite3.connect(tmp_path / "orders.db") as db:
+        db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, k TEXT)")
+        db.execute("INSERT INTO orders (k) VALUES ('x'), ('x')")
+    found = scan(spec, tmp_path)
+    assert [f.record["id"] for f in found] == [1, 2] and len({f.identity for f in found}) == 2
+
+
+def test_a_query_that_fails_on_the_agents_database_names_the_declaration(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "orders.db") as db:
+        db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    spec = EffectSpec(
+        "create_order", "sqlite", "orders.db", "SELECT nope FROM orders", where_declared="a.yaml:9:7"
+    )
+    with pytest.raises(HarnessError, match=r"^a\.yaml:9:7: the effects query on orders\.db failed"):
+        scan(spec, tmp_path)
+
+
+def test_a_file_written_twice_with_the_same_content_is_two_effects(tmp_path: Path) -> None:
+    spec = EffectSpec("write_file", "files", "notes/*.md")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("hello")
+    first = {f.identity for f in scan(spec, tmp_path)}
+    temporary = tmp_path / "notes" / "a.md.tmp"
+    temporary.write_text("hello")
+    os.replace(temporary, tmp_path / "notes" / "a.md")  # a second atomic write, same bytes
+    second = {f.identity for f in scan(spec, tmp_path)}
+    assert len(first) == len(second) == 1 and first != second
+
+
+def test_crashmatrix_s_own_session_copy_is_never_an_effect(tmp_path: Path) -> None:
+    (tmp_path / ".agent_state").mkdir()
+    (tmp_path / ".agent_state" / "session-case.jsonl").write_text("{}\n")
+    (tmp_path / "x.jsonl").write_text("{}\n")
+    assert [f.record["path"] for f in scan(EffectSpec("write_file", "files", "*"), tmp_path)] == ["x.jsonl"]
+
+
+def test_a_probe_records_each_new_effect_once_with_the_bounds_of_its_moment(world: World) -> None:
+    workspace = world.workspace
+    sizes = iter([100, 250, 400])
+    recorded: list[int] = []
+    spec = EffectSpec("send_email", "jsonl", "outbox.jsonl", counts="emails", ids={"tool_call_id": "call"})
+    probe = EffectProbe(
+        [spec], workspace, world, lambda: next(sizes), last_bytes=-1, recorded=recorded.append
+    )
+    probe.probe("start")  # nothing yet
+    _line(workspace / "outbox.jsonl", {"to": "a", "call": "call_1"})
+    probe.probe("after_running[call_1]")
+    probe.probe("after_side_effect[call_1]")  # seen already: not recorded again
+    events = world.events(EFFECT_KIND)
+    assert len(events) == 1
+    event = events[0]
+    # It happened after the probe that saw 100 bytes and before the one that saw 250.
+    assert (event.session_bytes, event.detail["seen_at_bytes"]) == (100, 250)
+    assert event.tool == "send_email" and event.tool_call_id == "call_1"
+    assert event.detail["seen_at"] == "after_running[call_1]"
+    assert recorded == [100, 250, 400]
+
+
+def test_a_new_probe_knows_what_an_earlier_life_recorded(world: World) -> None:
+    spec = EffectSpec("send_email", "jsonl", "outbox.jsonl")
+    _line(world.workspace / "outbox.jsonl", {"to": "a"})
+    EffectProbe([spec], world.workspace, world, lambda: 10).probe("life 1")
+    EffectProbe([spec], world.workspace, world, lambda: 20).probe("life 2")
+    assert len(world.events(EFFECT_KIND)) == 1
+
+
+def test_a_probe_records_the_pid_it_is_given(world: World) -> None:
+    # After a life was killed, the harness probes for it: the events are the dead life's.
+    _line(world.workspace / "outbox.jsonl", {"to": "a"})
+    probe = EffectProbe(
+        [EffectSpec("send_email", "jsonl", "outbox.jsonl")], world.workspace, world, lambda: 5
+    )
+    probe.probe("after life 1 (crashed)", pid=4242)
+    assert world.events(EFFECT_KIND)[0].pid == 4242
+
+
+# ---------------------------------------------------------------------------- end to end
+
+NOTE_AGENT = Path(__file__).parent / "data" / "note_agent"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("bug", "red"), [("", False), ("twice", True)], ids=["correct", "writes_twice"])
+def test_a_note_file_written_twice_by_a_black_box_turns_every_case_red(
+    tmp_path: Path, bug: str, red: bool
+) -> None:
+    from crashmatrix.harness.front.cases import enumerate_points, run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    adapter = tmp_path / "adapter.yaml"
+    adapter.write_text(
+        (NOTE_AGENT / "adapter.yaml")
+        .read_text(encoding="utf-8")
+        .replace("{here}/agent.py", str(NOTE_AGENT / "agent.py"))
+        .replace("contracts_dir: contracts", f"contracts_dir: {NOTE_AGENT / 'contracts'}")
+        + f"env: {{NOTE_AGENT_BUG: '{bug}'}}\n",
+        encoding="utf-8",
+    )
+    scenario = load_scenario(NOTE_AGENT / "scenario.yaml")
+    launcher = LifeLauncher("fork", preload=["crashmatrix.mock_tools.toolbox"])
+    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=str(adapter))
+    cases = [enum.clean_case()] + [
+        run_point(scenario, p, launcher, tmp_path / p.id, agent=str(adapter)) for p in enum.points
+    ]
+    assert len(cases) == 2  # clean, and the model edge (its tools are its own: no tool edges)
+    for case in cases:
+        broken = [v.invariant for v in case.verdict.violations]
+        assert broken == (["non_idempotent_at_most_once"] if red else []), case.point_id
+        # The notes are the agent's own files, seen by the probes as effects of file_note.
+        assert case.verdict.observed is not None
+        notes = [path for path in case.verdict.observed.world["files"] if path.startswith("notes/")]
+        assert len(notes) == (2 if red else 1)

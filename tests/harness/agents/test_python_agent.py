@@ -1,0 +1,131 @@
+"""Kind 2 in one process: interception replaces a tool function on the module object only,
+maps its arguments and shapes its result; fsyncs of the agent become probe moments."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crashmatrix.harness.agents.adapter_file import BoundaryRule, ForeignSpec, Intercept
+from crashmatrix.harness.agents.python_agent import (
+    Marks,
+    import_agent,
+    install_boundaries,
+    install_intercepts,
+    probing_fsyncs,
+)
+
+AGENT = """
+def send_message(recipient, title, text, call=None):
+    raise RuntimeError("the real mail server must never be reached in a test")
+
+
+def main():
+    return send_message("a@example.com", "Hi", "Hello", call="call_7")
+"""
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> tuple[types.ModuleType, Path]:
+    script = tmp_path / "mail_agent.py"
+    script.write_text(AGENT, encoding="utf-8")
+    spec = ForeignSpec(path=tmp_path / "adapter.yaml", name="mail", kind="python", script=script)
+    return import_agent(spec), script
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_an_intercepted_function_runs_the_mock_tool_with_mapped_arguments(
+    agent: tuple[types.ModuleType, Path],
+) -> None:
+    module, script = agent
+    before = _digest(script)
+    calls: list[tuple[str, Mapping[str, Any], str]] = []
+
+    def run_tool(tool: str, arguments: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
+        calls.append((tool, dict(arguments), call_id))
+        return {"ok": True, "status": "succeeded"}
+
+    marks = Marks(lambda boundary, call_id: None)
+    intercept = Intercept(
+        "send_email",
+        "send_message",
+        {"to": "recipient", "subject": "title", "body": "text"},
+        returns="json",
+        call_id=("call", ""),
+    )
+    install_intercepts(module, [intercept], marks, run_tool, script.parent)
+    assert json.loads(module.main()) == {"ok": True, "status": "succeeded"}
+    assert calls == [("send_email", {"to": "a@example.com", "subject": "Hi", "body": "Hello"}, "call_7")]
+    assert _digest(script) == before  # the agent's file is untouched
+
+
+def test_without_a_call_id_argument_the_last_boundary_call_is_used(
+    agent: tuple[types.ModuleType, Path],
+) -> None:
+    module, script = agent
+    seen: list[str] = []
+    marks = Marks(lambda boundary, call_id: None)
+    marks.last_call_id = "call_from_boundary"
+    install_intercepts(
+        module,
+        [Intercept("send_email", "send_message", {"to": "recipient"})],
+        marks,
+        lambda tool, arguments, call_id: seen.append(call_id) or {"ok": True},
+        script.parent,
+    )
+    assert module.send_message("b@example.com", "t", "x") == {"ok": True}
+    assert seen == ["call_from_boundary"]
+
+
+def test_a_boundary_rule_on_an_intercepted_function_wraps_the_replacement(
+    agent: tuple[types.ModuleType, Path],
+) -> None:
+    module, script = agent
+    order: list[str] = []
+    marks = Marks(lambda boundary, call_id: order.append(f"{boundary}[{call_id}]"))
+
+    def run_tool(tool: str, arguments: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
+        order.append("mock tool")
+        return {"ok": True}
+
+    install_intercepts(
+        module,
+        [Intercept("send_email", "send_message", {}, call_id=("call", ""))],
+        marks,
+        run_tool,
+        script.parent,
+    )
+    rule = BoundaryRule("send_message", "after_side_effect", call_id=("call", ""))
+    install_boundaries(module, [rule], marks.hook, marks)
+    module.main()
+    assert order == ["mock tool", "after_side_effect[call_7]"]
+
+
+def test_fsyncs_are_probe_moments_only_inside_the_block(tmp_path: Path) -> None:
+    class Probe:
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def probe(self, where: str) -> None:
+            self.seen.append(where)
+
+    probe = Probe()
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    try:
+        with probing_fsyncs(probe):  # type: ignore[arg-type]
+            os.fsync(fd)
+            os.fdatasync(fd)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    assert probe.seen == ["fsync", "fsync"]

@@ -1,0 +1,100 @@
+"""The verdict as a pure function of (scenario, observation), including an agent whose
+session the adapter cannot read: it is judged on the conversation the model saw, and what
+that cannot show is reported as not applicable -- never as passed, never as failed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.script import Reply, Rule, When
+from crashmatrix.harness.core.trace import LifeRecord
+from crashmatrix.harness.observation.observation import Observation, WorldView
+from crashmatrix.harness.verdict.verdict import judge
+
+CALL = {"id": "call_mail", "type": "function", "function": {"name": "send_email", "arguments": "{}"}}
+SCENARIO = Scenario(
+    path=Path("mail.yaml"),
+    name="mail",
+    tools=("send_email",),
+    contracts={"send_email": ToolContract(name="send_email")},
+    turns=("Send it",),
+    rules=(
+        Rule(When(role="user"), Reply(tool_calls=(("call_mail", "send_email", {}),))),
+        Rule(When(role="tool"), Reply(content="Sent.")),
+    ),
+    expect={
+        "default": {"world": {"emails": 1}, "ledger": {"call_mail": ["approved", "running", "succeeded"]}}
+    },
+)
+
+
+def _request(*messages: dict[str, Any]) -> dict[str, Any]:
+    return {"model": "scripted", "messages": list(messages)}
+
+
+def _result(ok: bool = True) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": "call_mail", "content": json.dumps({"ok": ok})}
+
+
+USER = {"role": "user", "content": "Send it"}
+ASKED = {"role": "assistant", "content": "", "tool_calls": [CALL]}
+
+
+def _unreadable(*requests: dict[str, Any], emails: int = 1) -> Observation:
+    return Observation(
+        case_dir=Path("/nonexistent"),
+        lives=(LifeRecord(1, None, "exited", 0, 0.1),),
+        trace=(),
+        session=None,
+        world=WorldView({"emails": emails}, {}, ()),
+        requests=requests,
+        keeps_ledger=False,
+        session_unavailable="adapter says session: readable: false",
+    )
+
+
+def test_an_unreadable_session_is_judged_on_the_models_requests_and_says_what_it_cannot_check() -> None:
+    seen = _unreadable(_request(USER), _request(USER, ASKED, _result()))
+    verdict = judge(seen, SCENARIO, None)
+    assert verdict.passed, verdict
+    assert "ledger" not in verdict.expected
+    assert "ledger: the agent's session cannot be read" in verdict.not_applicable
+    skipped = {item.split(":")[0] for item in verdict.not_applicable}
+    assert {"running_before_side_effect", "executions_closed", "legal_transitions"} <= skipped
+    assert any("session: not available" in note for note in verdict.notes)
+
+
+def test_two_tool_results_the_model_was_sent_are_caught_without_a_session() -> None:
+    seen = _unreadable(_request(USER), _request(USER, ASKED, _result(), _result()))
+    verdict = judge(seen, SCENARIO, None)
+    assert [v.invariant for v in verdict.violations] == ["one_tool_result_per_call"]
+
+
+def test_a_turn_the_model_never_finished_is_caught_without_a_session() -> None:
+    # The agent never came back with the tool result: the model's last answer was a call.
+    seen = _unreadable(_request(USER))
+    verdict = judge(seen, SCENARIO, None)
+    assert "turn_ends_with_final" in {v.invariant for v in verdict.violations}
+
+
+def test_the_world_still_counts_without_a_session() -> None:
+    verdict = judge(_unreadable(_request(USER), _request(USER, ASKED, _result()), emails=2), SCENARIO, None)
+    assert [m.field for m in verdict.mismatches] == ["world.emails"]
+
+
+def test_a_session_the_adapter_reads_is_judged_as_before() -> None:
+    # Without session_unavailable, a missing session is not silently replaced by requests.
+    seen = Observation(
+        case_dir=Path("/nonexistent"),
+        lives=(LifeRecord(1, None, "exited", 0, 0.1),),
+        trace=(),
+        session=None,
+        world=WorldView(),
+        session_problem="s.jsonl:3: (byte 90) line is not JSON",
+    )
+    verdict = judge(seen, SCENARIO, None)
+    assert verdict.status == "failed" and verdict.problems == ("s.jsonl:3: (byte 90) line is not JSON",)
