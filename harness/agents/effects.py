@@ -34,9 +34,11 @@ from typing import Any, Literal
 
 from crashmatrix.harness.errors import HarnessError
 
-__all__ = ["EFFECT_KIND", "EffectProbe", "EffectSpec", "Found", "count_effects", "scan"]
+__all__ = ["EFFECT_KIND", "EXISTING_KIND", "EffectProbe", "EffectSpec", "Found", "count_effects", "scan"]
 
 EFFECT_KIND = "effect"
+# What a source already showed before the agent's first life (seeded files): not an effect.
+EXISTING_KIND = "effect_existing"
 # What of a found record an event keeps (the timeline and failure texts show it).
 _RECORD_CHARS = 300
 
@@ -206,13 +208,16 @@ class EffectProbe:
         if self._seen is None:
             self._seen = {
                 str(event.detail.get("identity"))
-                for event in self.world.events(EFFECT_KIND)
+                for kind in (EFFECT_KIND, EXISTING_KIND)
+                for event in self.world.events(kind)
                 if isinstance(event.detail, Mapping)
             }
         return self._seen
 
-    def probe(self, where: str, *, pid: int | None = None) -> None:
-        """Record, as world events, the effects not seen before."""
+    def probe(self, where: str, *, pid: int | None = None, baseline: bool = False) -> None:
+        """Record, as world events, the effects not seen before. ``baseline``: what the
+        sources show is the world before the agent's first life (files the scenario seeded),
+        recorded as such, never as the agent's effects."""
         if not self.specs or self._busy:
             return
         self._busy = True
@@ -225,7 +230,7 @@ class EffectProbe:
                     for found in fresh:
                         self.world.record_event(
                             conn,
-                            EFFECT_KIND,
+                            EXISTING_KIND if baseline else EFFECT_KIND,
                             found.spec.tool,
                             tool_call_id=found.id_field("tool_call_id"),
                             execution_id=found.id_field("execution_id"),

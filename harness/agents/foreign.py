@@ -224,8 +224,9 @@ class ForeignAdapter:
         probe = self._probe(
             ctx.case_dir, world, -1, lambda size: ctx.trace({"event": "probe", "bytes": size})
         )
-        # Effects found now appeared while no life ran (after the last probe of the life before).
-        probe.probe(f"start of life {ctx.life}")
+        # Before the first life: the world as the scenario made it. Later: effects found now
+        # appeared while no life ran (after the harness's probe of the life before).
+        probe.probe(f"start of life {ctx.life}", baseline=ctx.life == 1)
         hook = self._hooked(ctx.hook, probe)
         from crashmatrix.mock_tools.toolbox import MockToolbox
 

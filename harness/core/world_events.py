@@ -17,8 +17,9 @@ from typing import Any
 __all__ = ["NON_SIDE_EFFECT_KINDS", "WorldEvent"]
 
 # Event kinds that are not a side effect of the agent's tools: an armed fault firing,
-# another writer touching the workspace, a read.
-NON_SIDE_EFFECT_KINDS = frozenset({"fault", "external_write", "read"})
+# another writer touching the workspace, a read, and what the agent's own world already held
+# before its first life (``effect_existing``: the baseline of an effect probe).
+NON_SIDE_EFFECT_KINDS = frozenset({"fault", "external_write", "read", "effect_existing"})
 
 
 @dataclass(frozen=True, slots=True)

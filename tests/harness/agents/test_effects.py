@@ -118,6 +118,17 @@ def test_a_new_probe_knows_what_an_earlier_life_recorded(world: World) -> None:
     assert len(world.events(EFFECT_KIND)) == 1
 
 
+def test_what_the_world_held_before_the_first_life_is_no_effect(world: World) -> None:
+    # The scenario seeded a note: the agent did not write it.
+    (world.workspace / "notes").mkdir()
+    (world.workspace / "notes" / "seeded.txt").write_text("old")
+    spec = EffectSpec("write_file", "files", "notes/*.txt")
+    EffectProbe([spec], world.workspace, world, lambda: 0).probe("start of life 1", baseline=True)
+    (world.workspace / "notes" / "new.txt").write_text("new")
+    EffectProbe([spec], world.workspace, world, lambda: 50).probe("after_side_effect[call_1]")
+    assert [json.loads(e.detail["record"])["path"] for e in world.events(EFFECT_KIND)] == ["notes/new.txt"]
+
+
 def test_a_probe_records_the_pid_it_is_given(world: World) -> None:
     # After a life was killed, the harness probes for it: the events are the dead life's.
     _line(world.workspace / "outbox.jsonl", {"to": "a"})
