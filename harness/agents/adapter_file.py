@@ -54,6 +54,7 @@ class Intercept:
     arguments: Mapping[str, str]  # the tool's argument -> the function's parameter
     returns: str = "result"  # "result" | "json" | "module:function"
     call_id: tuple[str, str] | None = None  # (argument, key)
+    key: str = ""  # the function's parameter holding the idempotency key it would send
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,4 +369,5 @@ def _intercept(
         {name: arguments.get(name, name) for name in (parameters or arguments)},
         returns,
         (call["argument"], call.get("key", "")) if call else None,
+        raw.get("key", ""),
     )

@@ -59,13 +59,14 @@ from crashmatrix.harness.agents.supervised import _pump, _stopped
 from crashmatrix.harness.core.boundaries import BOUNDARIES, BoundaryHook
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
-from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.session_log import SessionLog, prompt_view
 from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError, InputError
 from crashmatrix.harness.lives.parent_death import die_with_parent
+from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
-from crashmatrix.harness.observation.reading import read_observation
+from crashmatrix.harness.observation.reading import read_observation, read_requests
 from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.mock_tools.world import World
 
@@ -91,7 +92,8 @@ class ForeignAdapter:
         self.spec = spec
         self.name = spec.name
         self.keeps_ledger = spec.keeps_ledger
-        edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" else set()
+        # The tool and service requests it makes are edges the harness sees.
+        edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
         if spec.kind == "python":
             mapped = {rule.boundary for rule in spec.rules}
             self.loopback_edges = frozenset(edges - mapped)
@@ -184,7 +186,7 @@ class ForeignAdapter:
         """An intercepted call, run by the mock tools under the identities the agent's ledger
         gives it now (its latest record of the call: the attempt that is running)."""
 
-        def run(tool: str, arguments: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
+        def run(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
             log = self._sync(ctx)  # the world measures session_bytes on the fresh copy
             latest = next(
                 (
@@ -195,11 +197,11 @@ class ForeignAdapter:
                 None,
             )
             execution_id = latest.execution_id if latest else f"{call_id}:exec"
+            # The key the function was given when it takes one (what production would send);
+            # else the one the agent's ledger recorded for the running attempt.
+            ledger_key = (latest.idempotency_key or "") if latest else ""
             tool_ctx = ToolContext(
-                call_id,
-                execution_id,
-                (latest.idempotency_key or "") if latest else "",
-                arguments_sha256(arguments),
+                call_id, execution_id, key if key is not None else ledger_key, arguments_sha256(arguments)
             )
             observation = toolbox.execute(tool, arguments, tool_ctx)
             contract = ctx.scenario.contracts.get(tool)
@@ -213,8 +215,15 @@ class ForeignAdapter:
 
     # -- a life -----------------------------------------------------------------------------
 
+    def _conversation(self, ctx: LifeContext, log: SessionLog) -> SessionLog:
+        """What the agent has said and been told so far: its session, or, when the harness
+        cannot read that, the conversation the model saw (its requests)."""
+        if self.spec.source.readable:
+            return log
+        return conversation_from_requests(read_requests(ctx.case_dir), ctx.scenario.rules)
+
     def run_life(self, ctx: LifeContext) -> None:
-        log = self._sync(ctx)
+        log = self._conversation(ctx, self._sync(ctx))
         received = sum(1 for e in log.entries if isinstance(e, MessageEntry) and e.message.role == "user")
         conversation = Conversation(self.spec, ctx.scenario.turns[received:], ctx)
         model = ScriptedModel(
@@ -252,6 +261,7 @@ class ForeignAdapter:
             before_tool=lambda: self._copy(ctx),
             on_request=lambda route: probe.probe(f"request {route}"),
         )
+        server.remember(prompt_view(log.entries))
         workspace = ctx.world_dir / "workspace"
         values = {
             "model_url": server.model_url,

@@ -58,7 +58,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -260,6 +260,25 @@ class _ToolCalls:
         with self._lock:
             self._handed_out.extend(calls)
 
+    def saw_conversation(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """What a previous life already did: its tool calls, and the ones it answered (a
+        restarted agent retries a request for a call this server never handed out)."""
+        with self._lock:
+            for message in messages:
+                if message.get("role") == "assistant":
+                    for call in message.get("tool_calls") or ():
+                        if isinstance(call, Mapping):
+                            name = str((call.get("function") or {}).get("name"))
+                            self._handed_out.append(_HandedOut(str(call.get("id")), name))
+                elif message.get("role") == "tool":
+                    latest = [
+                        i
+                        for i, call in enumerate(self._handed_out)
+                        if call.call_id == str(message.get("tool_call_id"))
+                    ]
+                    if latest:
+                        self._answered.add(latest[-1])
+
     def attribute(self, tool: str) -> str | None:
         """The call a request for ``tool`` belongs to: the oldest one not answered yet (the
         agent is executing it), else the latest (a retry after its result), else None."""
@@ -319,6 +338,11 @@ class LoopbackServer:
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.app = self
         self._thread: threading.Thread | None = None
+
+    def remember(self, messages: Sequence[Mapping[str, Any]]) -> None:
+        """Tell the server the conversation so far (a restarted life's): service requests
+        for calls handed out before this server existed are attributed to them."""
+        self._calls.saw_conversation(messages)
 
     @property
     def base_url(self) -> str:

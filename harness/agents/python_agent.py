@@ -128,9 +128,9 @@ def install_boundaries(
     return marks
 
 
-# The harness's side of an intercepted call: (tool, arguments, tool_call_id) -> the tool
-# result object (``ToolObservation.to_result``).
-RunTool = Callable[[str, Mapping[str, Any], str], Mapping[str, Any]]
+# The harness's side of an intercepted call: (tool, arguments, tool_call_id, the idempotency
+# key the function was given or None) -> the tool result object (``ToolObservation.to_result``).
+RunTool = Callable[[str, Mapping[str, Any], str, str | None], Mapping[str, Any]]
 
 
 def _shaper(returns: str, here: Path) -> Callable[[Mapping[str, Any]], Any]:
@@ -178,7 +178,8 @@ def _replacement(
         if intercept.call_id is not None:
             found = [str(v) for v in _lookup(given.get(intercept.call_id[0]), intercept.call_id[1]) if v]
             call_id = found[0] if found else call_id
-        return shape(run_tool(intercept.tool, arguments, call_id))
+        key = given.get(intercept.key) if intercept.key else None
+        return shape(run_tool(intercept.tool, arguments, call_id, None if key is None else str(key)))
 
     replacement.__wrapped__ = original  # type: ignore[attr-defined]
     replacement.__name__ = getattr(original, "__name__", "intercepted")

@@ -204,6 +204,17 @@ def run_recovery(
     first_observation, base = _judged(first, scenario, point, agent)
     if not seconds_points and base.status == "not_reached":
         verdict = base
+    elif not seconds_points:
+        # Nothing was crashed a second time: a pass here would claim what never happened.
+        verdict = Verdict(
+            "not_reached",
+            base.observed,
+            base.expected,
+            problems=(
+                f"recovery@{point.id}: the restarted agent passed no crash point while it recovered "
+                "(before it asked the model again), so there was nothing to crash a second time",
+            ),
+        )
     elif failed:
         verdict = failed[0][1]
     else:

@@ -138,11 +138,14 @@ def _run(args: argparse.Namespace) -> int:
         )
         print(result.verdict.status)
         results.append(result)
-    failed = [r for r in results if not r.passed]
-    for result in failed:
+    unreached = [r for r in results if r.verdict.status == "not_reached"]
+    failed = [r for r in results if not r.passed and r not in unreached]
+    for result in [*failed, *unreached]:
         print()
         print(explain(result, args.agent))
-    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed; case directories under {base}")
+    passed = len(results) - len(failed) - len(unreached)
+    tail = f", {len(unreached)} not reached" if unreached else ""
+    print(f"\n{passed} passed, {len(failed)} failed{tail}; case directories under {base}")
     return EXIT_FAILED if failed else EXIT_OK
 
 

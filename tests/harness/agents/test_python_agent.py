@@ -51,7 +51,7 @@ def test_an_intercepted_function_runs_the_mock_tool_with_mapped_arguments(
     before = _digest(script)
     calls: list[tuple[str, Mapping[str, Any], str]] = []
 
-    def run_tool(tool: str, arguments: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
+    def run_tool(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
         calls.append((tool, dict(arguments), call_id))
         return {"ok": True, "status": "succeeded"}
 
@@ -80,7 +80,7 @@ def test_without_a_call_id_argument_the_last_boundary_call_is_used(
         module,
         [Intercept("send_email", "send_message", {"to": "recipient"})],
         marks,
-        lambda tool, arguments, call_id: seen.append(call_id) or {"ok": True},
+        lambda tool, arguments, call_id, key: seen.append(call_id) or {"ok": True},
         script.parent,
     )
     assert module.send_message("b@example.com", "t", "x") == {"ok": True}
@@ -94,7 +94,7 @@ def test_a_boundary_rule_on_an_intercepted_function_wraps_the_replacement(
     order: list[str] = []
     marks = Marks(lambda boundary, call_id: order.append(f"{boundary}[{call_id}]"))
 
-    def run_tool(tool: str, arguments: Mapping[str, Any], call_id: str) -> Mapping[str, Any]:
+    def run_tool(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
         order.append("mock tool")
         return {"ok": True}
 
@@ -109,6 +109,24 @@ def test_a_boundary_rule_on_an_intercepted_function_wraps_the_replacement(
     install_boundaries(module, [rule], marks.hook, marks)
     module.main()
     assert order == ["mock tool", "after_side_effect[call_7]"]
+
+
+def test_the_key_the_function_was_given_reaches_the_mock_tool(tmp_path: Path) -> None:
+    script = tmp_path / "order_agent.py"
+    script.write_text(
+        "def place(item, qty, key):\n    raise RuntimeError('real service')\n", encoding="utf-8"
+    )
+    module = import_agent(ForeignSpec(path=tmp_path / "a.yaml", name="o", kind="python", script=script))
+    keys: list[str | None] = []
+    install_intercepts(
+        module,
+        [Intercept("create_order", "place", {"item": "item", "quantity": "qty"}, key="key")],
+        Marks(lambda boundary, call_id: None),
+        lambda tool, arguments, call_id, key: keys.append(key) or {"ok": True},
+        tmp_path,
+    )
+    module.place("chair", 2, "k-random-1")
+    assert keys == ["k-random-1"]
 
 
 def test_fsyncs_are_probe_moments_only_inside_the_block(tmp_path: Path) -> None:

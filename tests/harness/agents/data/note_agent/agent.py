@@ -56,7 +56,9 @@ def file_note(text: str) -> None:
 
 
 def ledger(call_id: str, execution_id: str, status: str) -> None:
-    append({"type": "tool_execution", "execution_id": execution_id, "tool_call_id": call_id, "status": status})
+    append(
+        {"type": "tool_execution", "execution_id": execution_id, "tool_call_id": call_id, "status": status}
+    )
 
 
 def run(call: dict[str, Any]) -> None:
@@ -65,7 +67,12 @@ def run(call: dict[str, Any]) -> None:
     ledger(call["id"], execution_id, "running")
     file_note(json.loads(call["function"]["arguments"])["text"])
     ledger(call["id"], execution_id, "succeeded")
-    append({"type": "message", "message": {"role": "tool", "tool_call_id": call["id"], "content": '{"ok": true}'}})
+    append(
+        {
+            "type": "message",
+            "message": {"role": "tool", "tool_call_id": call["id"], "content": '{"ok": true}'},
+        }
+    )
 
 
 def loop() -> None:
@@ -84,11 +91,18 @@ def recover() -> None:
         for call in (entry.get("message") or {}).get("tool_calls") or ():
             if call["id"] in done:
                 continue
-            history = [e for e in entries() if e["type"] == "tool_execution" and e["tool_call_id"] == call["id"]]
+            history = [
+                e for e in entries() if e["type"] == "tool_execution" and e["tool_call_id"] == call["id"]
+            ]
             if history and history[-1]["status"] == "running":
                 ledger(call["id"], history[-1]["execution_id"], "unknown")
                 result = '{"ok": false, "code": "SIDE_EFFECT_UNCERTAIN"}'
-                append({"type": "message", "message": {"role": "tool", "tool_call_id": call["id"], "content": result}})
+                append(
+                    {
+                        "type": "message",
+                        "message": {"role": "tool", "tool_call_id": call["id"], "content": result},
+                    }
+                )
             else:
                 run(call)
     messages = [e["message"] for e in entries() if e["type"] == "message"]
