@@ -14,7 +14,10 @@ from typing import Any
 
 from crashmatrix.harness.agents.effects import EffectSpec
 from crashmatrix.harness.agents.foreign_session import LedgerMap, SessionSource
+from crashmatrix.harness.core.categories import BUILTIN_MAPPINGS, CategoryRule, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.dialect import Dialect
+from crashmatrix.harness.core.toolmap import ToolMap, ToolName
 from crashmatrix.harness.input.yamlfile import Located, load_yaml, validate
 
 __all__ = ["DEFAULT_SESSION", "SERVICES", "BoundaryRule", "ForeignSpec", "Intercept", "load_foreign"]
@@ -82,13 +85,14 @@ class ForeignSpec:
     effects: tuple[EffectSpec, ...] = ()
     services: tuple[str, ...] = ()
     intercepts: tuple[Intercept, ...] = ()
+    dialect: Dialect = field(default_factory=Dialect)
 
     @property
     def here(self) -> Path:
         return self.path.parent
 
 
-def _regex(doc: Located, key: tuple[str, ...], text: str, groups: Sequence[str] = ()) -> None:
+def _regex(doc: Located, key: tuple[str | int, ...], text: str, groups: Sequence[str] = ()) -> None:
     try:
         compiled = re.compile(text)
     except re.error as error:
@@ -141,6 +145,9 @@ def load_foreign(path: Path | str) -> ForeignSpec:
     )
     intercepts = tuple(
         _intercept(doc, tool, raw, contracts) for tool, raw in (data.get("intercept") or {}).items()
+    )
+    dialect = Dialect(
+        _results(doc, data.get("results", "auto")), _catalogue(doc, data.get("catalogue"), contracts)
     )
     if intercepts and python is None:
         raise doc.error(("intercept",), "intercept replaces Python functions: only a 'python:' agent has it")
@@ -202,6 +209,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         effects=effects,
         services=tuple(data.get("services") or ()),
         intercepts=intercepts,
+        dialect=dialect,
     )
 
 
@@ -371,3 +379,61 @@ def _intercept(
         (call["argument"], call.get("key", "")) if call else None,
         raw.get("key", ""),
     )
+
+
+def _results(doc: Located, raw: Any) -> ResultMapping:
+    """``results:``: a built-in mapping by name, or rules tried in order."""
+    if isinstance(raw, str):
+        return BUILTIN_MAPPINGS[raw]
+    rules: list[CategoryRule] = []
+    default = "error"
+    for index, item in enumerate(raw):
+        key: tuple[str | int, ...] = ("results", index)
+        if "default" in item:
+            if index != len(raw) - 1 or len(item) != 1:
+                raise doc.error(key, "default: stands alone, as the last item")
+            default = item["default"]
+            continue
+        if "category" not in item:
+            raise doc.error(key, "each rule names the category it gives (category: uncertain)")
+        tests = [name for name in ("equals", "in", "present", "regex") if name in item]
+        if len(tests) != 1 or (tests != ["regex"]) != ("field" in item):
+            raise doc.error(key, "give field: with one of equals:, in:, present:, or a regex: alone")
+        if "regex" in item:
+            _regex(doc, (*key, "regex"), item["regex"])
+            rules.append(CategoryRule(item["category"], regex=item["regex"]))
+        elif "in" in item:
+            rules.append(CategoryRule(item["category"], item["field"], one_of=tuple(item["in"])))
+        elif "present" in item:
+            rules.append(CategoryRule(item["category"], item["field"], present=item["present"]))
+        else:
+            rules.append(CategoryRule(item["category"], item["field"], item["equals"]))
+    return ResultMapping("adapter", tuple(rules), default)
+
+
+def _catalogue(doc: Located, raw: Any, contracts: Mapping[str, ToolContract]) -> ToolMap:
+    """``catalogue:``: the suite's tools this agent has, in its own names."""
+    if raw is None:
+        return ToolMap.identity()
+    tools: dict[str, ToolName] = {}
+    seen: dict[str, str] = {}
+    for suite, entry in raw.items():
+        key: tuple[str | int, ...] = ("catalogue", suite)
+        _known_tool(doc, key, suite, contracts)
+        entry = entry or {}
+        name = entry.get("name", suite)
+        if name in seen:
+            raise doc.error(
+                key, f"the agent's tool {name!r} is already mapped to {seen[name]!r}; map each once"
+            )
+        seen[name] = suite
+        arguments = dict(entry.get("arguments") or {})
+        parameters = set((contracts[suite].parameters.get("properties") or {}).keys())
+        for argument in arguments:
+            if parameters and argument not in parameters:
+                raise doc.error(
+                    (*key, "arguments", argument),
+                    f"{suite} has no argument {argument!r}; its arguments: {', '.join(sorted(parameters))}",
+                )
+        tools[suite] = ToolName(name, arguments)
+    return ToolMap(tools)

@@ -92,6 +92,7 @@ class ForeignAdapter:
         self.spec = spec
         self.name = spec.name
         self.keeps_ledger = spec.keeps_ledger
+        self.dialect = spec.dialect
         # The tool and service requests it makes are edges the harness sees.
         edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
         if spec.kind == "python":
@@ -127,7 +128,11 @@ class ForeignAdapter:
         and its own effects counted in the suite's terms."""
         unreadable = "" if self.spec.source.readable else f"adapter {self.name} says session: readable: false"
         observation = read_observation(
-            run, session=self.read_session, keeps_ledger=self.keeps_ledger, session_unavailable=unreadable
+            run,
+            session=self.read_session,
+            keeps_ledger=self.keeps_ledger,
+            session_unavailable=unreadable,
+            dialect=self.dialect,
         )
         counts = count_effects(self.spec.effects, self.workspace(run.case_dir))
         if not counts:
@@ -220,14 +225,19 @@ class ForeignAdapter:
         cannot read that, the conversation the model saw (its requests)."""
         if self.spec.source.readable:
             return log
-        return conversation_from_requests(read_requests(ctx.case_dir), ctx.scenario.rules)
+        return conversation_from_requests(
+            read_requests(ctx.case_dir), ctx.scenario.rules, dialect=self.dialect
+        )
 
     def run_life(self, ctx: LifeContext) -> None:
         log = self._conversation(ctx, self._sync(ctx))
         received = sum(1 for e in log.entries if isinstance(e, MessageEntry) and e.message.role == "user")
         conversation = Conversation(self.spec, ctx.scenario.turns[received:], ctx)
         model = ScriptedModel(
-            ctx.scenario.rules, log_path=ctx.case_dir / "model_requests.jsonl", on_request=ctx.model_request
+            ctx.scenario.rules,
+            log_path=ctx.case_dir / "model_requests.jsonl",
+            on_request=ctx.model_request,
+            dialect=self.dialect,
         )
         world = World(ctx.world_dir)
         probe = self._probe(

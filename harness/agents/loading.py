@@ -33,9 +33,12 @@ def observe(adapter: AgentAdapter, run: CaseRun) -> Observation:
     if callable(method):
         observation: Observation = method(run)
         return observation
+    from crashmatrix.harness.core.dialect import NATIVE
     from crashmatrix.harness.observation.reading import read_observation
 
-    return read_observation(run, keeps_ledger=adapter.keeps_ledger)
+    return read_observation(
+        run, keeps_ledger=adapter.keeps_ledger, dialect=getattr(adapter, "dialect", NATIVE)
+    )
 
 
 def load_adapter(spec: str, **options: Any) -> AgentAdapter:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.core.boundaries import BOUNDARIES
+from crashmatrix.harness.core.dialect import NATIVE
 from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.observation.reading import read_observation
@@ -20,6 +21,7 @@ class ReferenceAdapter:
     name = "reference"
     boundaries = BOUNDARIES
     keeps_ledger = True
+    dialect = NATIVE  # the suite's own tool names and Tool Result shape
     tears_writes = True  # appends through ctx.before_append: the injector can tear a line
     agent_class: type[Agent] = Agent
 

@@ -98,4 +98,4 @@ class Scenario:
 
 
 def _calls_named(body: Mapping[str, Any]) -> set[str]:
-    return {call for name in ("outcome", "ledger", "code") for call in (body.get(name) or {})}
+    return {call for name in ("told", "outcome", "ledger", "code") for call in (body.get(name) or {})}

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from crashmatrix.harness.core.dialect import NATIVE, Dialect
+
 __all__ = ["NoRuleMatched", "Reply", "Rule", "When", "chat_completion", "reply_message", "reply_to"]
 
 
@@ -26,8 +28,11 @@ class When:
     """Conditions on the latest message. Unset fields match anything.
 
     ``role``: "user" or "tool". ``contains``: substring of its content. For tool results:
-    ``tool`` (the tool's name), ``call`` (tool_call_id), ``ok``, ``code``, ``status``,
-    ``recovery`` -- read from the JSON content.
+    ``tool`` (the suite's name of the tool), ``call`` (tool_call_id), ``category`` (what the
+    model was told, read through the agent's dialect: succeeded, replayed, error, uncertain,
+    conflict, rejected; see ``harness.core.categories``) -- portable to any agent -- and
+    ``ok``, ``code``, ``status``, ``recovery``, read from the JSON content of crashmatrix's
+    own shape (a rule using them drives only agents that answer in that shape).
     """
 
     role: str | None = None
@@ -38,6 +43,7 @@ class When:
     code: str | None = None
     status: str | None = None
     recovery: str | None = None
+    category: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +74,7 @@ def _tool_name_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> str | 
     return None
 
 
-def _matches(when: When, messages: Sequence[Mapping[str, Any]]) -> bool:
+def _matches(when: When, messages: Sequence[Mapping[str, Any]], dialect: Dialect) -> bool:
     latest = messages[-1]
     role = latest.get("role")
     content = latest.get("content") or ""
@@ -78,7 +84,7 @@ def _matches(when: When, messages: Sequence[Mapping[str, Any]]) -> bool:
         return False
     if when.contains is not None and when.contains not in content:
         return False
-    tool_fields = (when.tool, when.call, when.ok, when.code, when.status, when.recovery)
+    tool_fields = (when.tool, when.call, when.ok, when.code, when.status, when.recovery, when.category)
     if all(value is None for value in tool_fields):
         return True
     if role != "tool":
@@ -86,7 +92,11 @@ def _matches(when: When, messages: Sequence[Mapping[str, Any]]) -> bool:
     call_id = str(latest.get("tool_call_id"))
     if when.call is not None and call_id != when.call:
         return False
-    if when.tool is not None and _tool_name_of(messages, call_id) != when.tool:
+    if when.tool is not None:
+        called = _tool_name_of(messages, call_id)
+        if called is None or dialect.tools.suite_name(called) != when.tool:
+            return False
+    if when.category is not None and dialect.results.category(content) != when.category:
         return False
     try:
         body = json.loads(content)
@@ -113,36 +123,43 @@ def _already_fired(reply: Reply, messages: Sequence[Mapping[str, Any]]) -> bool:
     return any(call_id in seen for call_id, _, _ in reply.tool_calls)
 
 
-def reply_to(rules: Sequence[Rule], messages: Sequence[Mapping[str, Any]]) -> Reply:
+def reply_to(
+    rules: Sequence[Rule], messages: Sequence[Mapping[str, Any]], dialect: Dialect = NATIVE
+) -> Reply:
     """The scripted model's answer to a conversation: the first rule that matches the latest
     message and has not fired in this turn. Stateless, so anyone can ask again: the harness
-    recomputes the last answer of a case from its request log."""
+    recomputes the last answer of a case from its request log. The reply is in the suite's
+    terms; ``reply_message`` puts it in the agent's."""
     if not messages:
         raise NoRuleMatched({})
     for rule in rules:
-        if _matches(rule.when, messages) and not _already_fired(rule.reply, messages):
+        if _matches(rule.when, messages, dialect) and not _already_fired(rule.reply, messages):
             return rule.reply
     raise NoRuleMatched(messages[-1])
 
 
-def reply_message(reply: Reply) -> dict[str, Any]:
-    """The assistant message of a reply, as an agent would save it."""
+def reply_message(reply: Reply, dialect: Dialect = NATIVE) -> dict[str, Any]:
+    """The assistant message of a reply, as the agent would save it: its tool names and
+    argument shapes."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content or None}
     if reply.tool_calls:
         message["tool_calls"] = [
             {
                 "id": call_id,
                 "type": "function",
-                "function": {"name": name, "arguments": json.dumps(dict(args), ensure_ascii=False)},
+                "function": {
+                    "name": dialect.tools.agent_name(name),
+                    "arguments": json.dumps(dialect.tools.agent_arguments(name, args), ensure_ascii=False),
+                },
             }
             for call_id, name, args in reply.tool_calls
         ]
     return message
 
 
-def chat_completion(reply: Reply, *, model: str, serial: int) -> dict[str, Any]:
-    """An OpenAI chat.completion object for ``reply``."""
-    message = reply_message(reply)
+def chat_completion(reply: Reply, *, model: str, serial: int, dialect: Dialect = NATIVE) -> dict[str, Any]:
+    """An OpenAI chat.completion object for ``reply``, in the agent's dialect."""
+    message = reply_message(reply, dialect)
     return {
         "id": f"chatcmpl-crashmatrix-{serial}",
         "object": "chat.completion",

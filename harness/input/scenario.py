@@ -15,13 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+from crashmatrix.harness.core.categories import CATEGORIES
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.scenario import SPECIAL_KEYS, Scenario
 from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.input.contract_files import load_contracts
 from crashmatrix.harness.input.yamlfile import Located, load_yaml, validate
 
-__all__ = ["load_scenario"]
+__all__ = ["NO_RESULT", "load_scenario"]
+
+# What ``told:`` (and ``outcome:``) expect of a call the model never got a Tool Result for.
+NO_RESULT = "(no tool result)"
 
 _POINT_ID = re.compile(r"^(?P<boundary>[a-z_]+)\[(?P<inner>[^\]]+)\]$")
 
@@ -102,7 +106,16 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 f"unknown expectation key {key!r}; write default, clean, recovery, a boundary name "
                 "or a point id such as after_running[call_1]",
             )
-        for name in ("outcome", "ledger", "code"):
+        for call_id, told in (data["expect"][key].get("told") or {}).items():
+            options = told["in"] if isinstance(told, dict) and set(told) == {"in"} else [told]
+            for option in options:
+                if option not in (*CATEGORIES, NO_RESULT):
+                    raise doc.error(
+                        ("expect", key, "told", call_id),
+                        f"{option!r} is not a category; write one of {', '.join(CATEGORIES)} "
+                        f"or {NO_RESULT!r}",
+                    )
+        for name in ("told", "outcome", "ledger", "code"):
             for call_id in data["expect"][key].get(name) or {}:
                 if call_id not in call_ids:
                     raise doc.error(

@@ -27,6 +27,7 @@ import respx
 from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.lives.casedir import session_path_of
 from crashmatrix.harness.lives.parent_death import die_with_parent
@@ -109,9 +110,14 @@ class _Mocks:
                 self._kept_started = True
 
     @contextlib.contextmanager
-    def serving(self, spec: LifeSpec, case_dir: Path, tracer: Tracer) -> Iterator[httpx.Client]:
+    def serving(
+        self, spec: LifeSpec, case_dir: Path, tracer: Tracer, dialect: Dialect = NATIVE
+    ) -> Iterator[httpx.Client]:
         model = ScriptedModel(
-            spec.scenario.rules, log_path=case_dir / "model_requests.jsonl", on_request=tracer.model_request
+            spec.scenario.rules,
+            log_path=case_dir / "model_requests.jsonl",
+            on_request=tracer.model_request,
+            dialect=dialect,
         )
         with self._lock:
             self._serving = (model, None)
@@ -152,7 +158,7 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
     the agent raises (``life_main`` turns that into the life's verdict)."""
     case_dir = Path(spec.case_dir)
     adapter = load_adapter(spec.agent)
-    with mocks().serving(spec, case_dir, tracer) as http:
+    with mocks().serving(spec, case_dir, tracer, getattr(adapter, "dialect", NATIVE)) as http:
         ctx = LifeContext(
             case_dir=case_dir,
             session_path=session_path_of(case_dir),

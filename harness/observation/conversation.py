@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.records import Entry, Message, MessageEntry
 from crashmatrix.harness.core.script import NoRuleMatched, Rule, reply_message, reply_to
 from crashmatrix.harness.core.session_log import SessionLog
@@ -25,7 +26,11 @@ __all__ = ["conversation_from_requests"]
 
 
 def conversation_from_requests(
-    requests: Sequence[Mapping[str, Any]], rules: Sequence[Rule], *, path: Path = Path("(model requests)")
+    requests: Sequence[Mapping[str, Any]],
+    rules: Sequence[Rule],
+    *,
+    dialect: Dialect = NATIVE,
+    path: Path = Path("(model requests)"),
 ) -> SessionLog:
     """The last request's messages and the model's answer to it, as session entries with no
     byte offsets (-1). No request at all: an empty conversation."""
@@ -35,7 +40,7 @@ def conversation_from_requests(
     raw: list[Mapping[str, Any]] = list(messages)
     # A refused last request has no answer: the turn did not end, and the checks say so.
     with contextlib.suppress(NoRuleMatched):
-        raw.append(reply_message(reply_to(rules, messages)))
+        raw.append(reply_message(reply_to(rules, messages, dialect), dialect))
     entries: list[Entry] = []
     for index, message in enumerate(raw):
         try:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.session_log import SessionLog
 from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, case_status
 from crashmatrix.harness.core.world_events import WorldEvent
@@ -85,6 +86,8 @@ class Observation:
     # Why the adapter cannot read this agent's session at all ("" when it can). The verdict
     # then judges the conversation the model saw, from its request log.
     session_unavailable: str = ""
+    # How the agent words tools and results: the verdict reads its session and requests so.
+    dialect: Dialect = NATIVE
 
     @property
     def status(self) -> str:

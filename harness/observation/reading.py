@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.session_log import SessionLog
 from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.errors import SessionCorruption
@@ -67,6 +68,7 @@ def read_observation(
     session: SessionSource = native_session,
     keeps_ledger: bool = True,
     session_unavailable: str = "",
+    dialect: Dialect = NATIVE,
 ) -> Observation:
     """Everything ``run`` left, with the session read by ``session``. A session that cannot
     be read (corruption) is no session plus the reason, never an exception: the verdict
@@ -90,4 +92,5 @@ def read_observation(
         keeps_ledger=keeps_ledger and not session_unavailable,
         session_problem=problem,
         session_unavailable=session_unavailable,
+        dialect=dialect,
     )

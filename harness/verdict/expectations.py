@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.ledger import executions_by_call, tool_call_sites
 from crashmatrix.harness.core.records import MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog
 
-__all__ = ["Mismatch", "Observed", "compare", "matches", "project"]
+__all__ = ["LEDGER_FIELDS", "PORTABLE_FIELDS", "Mismatch", "Observed", "compare", "matches", "project"]
+
+
+# The fields of an expectation, by tier. Portable: what any agent must get right, seen from
+# outside (what the model was told, as a category; the world). Ledger: crashmatrix's own
+# vocabulary (the ledger's statuses, the ``recovery`` outcome and the ``code`` of its Tool
+# Results), applied when the agent keeps a ledger the adapter maps and answers in that shape.
+PORTABLE_FIELDS = ("told", "world")
+LEDGER_FIELDS = ("ledger", "outcome", "code")
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +30,7 @@ class Observed:
     code: Mapping[str, str | None]
     world: Mapping[str, Any]
     session_lines: int = 0
+    told: Mapping[str, str] = field(default_factory=dict)  # call id -> category
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +55,15 @@ def matches(expected: Any, observed: Any) -> bool:
     return bool(expected == observed)
 
 
-def project(log: SessionLog, world: Mapping[str, Any]) -> Observed:
+def project(log: SessionLog, world: Mapping[str, Any], results: ResultMapping = CRASHMATRIX) -> Observed:
     """What the expectations compare: per call, the ledger statuses, the recovery outcome
-    and error code the model was told; and the world."""
+    and error code the model was told, and the category of what it was told (read through
+    the agent's ``results`` mapping); and the world."""
     entries = log.entries
     ledger: dict[str, list[str]] = {}
     outcome: dict[str, str] = {}
     code: dict[str, str | None] = {}
+    told: dict[str, str] = {}
     for site in tool_call_sites(entries):
         call_id = site.call.id
         statuses = [r.status for _, history in executions_by_call(entries, site) for r in history]
@@ -70,18 +82,19 @@ def project(log: SessionLog, world: Mapping[str, Any]) -> Observed:
                 body = body if isinstance(body, dict) else {}
                 outcome[call_id] = str(body.get("recovery", "completed"))
                 code[call_id] = body.get("code")
-    return Observed(ledger, outcome, code, world, len(entries))
+                told[call_id] = results.category(message.content)
+    return Observed(ledger, outcome, code, world, len(entries), told)
 
 
 def compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Mismatch], bool]:
     """The mismatches, and whether a match relied on a set of allowed values."""
     mismatches: list[Mismatch] = []
     indeterminate = False
-    for name in ("outcome", "ledger", "code"):
+    for name in ("told", "outcome", "ledger", "code"):
         table: Mapping[str, Any] = getattr(observed, name)
         for call_id, want in (expected.get(name) or {}).items():
             got = table.get(call_id, None if name != "ledger" else [])
-            if name == "outcome" and call_id not in table:
+            if name in ("outcome", "told") and call_id not in table:
                 got = "(no tool result)"
             if not matches(want, got):
                 mismatches.append(Mismatch(f"{name}[{call_id}]", want, got))

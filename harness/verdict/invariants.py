@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -99,6 +99,9 @@ class Evidence:
     # False: the adapter cannot read the agent's session; ``entries`` are the conversation as
     # the model saw it (its last request and its answer), with no byte offsets (-1).
     has_session: bool = True
+    # The agent's tool name -> the suite's, where they differ (its ``catalogue:``): contracts
+    # and world events speak the suite's names, the session the agent's.
+    tool_names: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if len(self.offsets) != len(self.entries):
@@ -107,8 +110,12 @@ class Evidence:
                 "pass SessionLog.offsets from the same read_session() as the entries"
             )
 
+    def suite(self, name: str) -> str:
+        """The suite's name of a tool the agent called."""
+        return self.tool_names.get(name, name)
+
     def contract(self, name: str) -> ToolContract:
-        return self.contracts.get(name) or default_contract(name)
+        return self.contracts.get(self.suite(name)) or default_contract(name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,7 +412,11 @@ def _running_records(evidence: Evidence, event: WorldEventLike) -> list[int]:
     # An effect that names nothing: the running lines of calls to its tool (by the ledger's
     # tool name, or, when the ledger does not say, by the tool call the line belongs to).
     names = {site.call.id: site.call.name for site in tool_call_sites(entries)}
-    return [i for i in running if (record(i).tool_name or names.get(record(i).tool_call_id)) == event.tool]
+    return [
+        i
+        for i in running
+        if evidence.suite(record(i).tool_name or names.get(record(i).tool_call_id) or "") == event.tool
+    ]
 
 
 def _running_before(evidence: Evidence) -> tuple[list[Violation], list[str]]:
@@ -512,7 +523,7 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
                 if (
                     scope.site.call.id == event.tool_call_id
                     if event.tool_call_id
-                    else (scope.site.call.name == event.tool and not event.idempotency_key)
+                    else (evidence.suite(scope.site.call.name) == event.tool and not event.idempotency_key)
                 )
                 and (upper < 0 or evidence.offsets[scope.site.message_index] <= upper)
             ]

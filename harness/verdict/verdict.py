@@ -28,6 +28,9 @@ from crashmatrix.harness.verdict.invariants import (
 
 __all__ = ["Verdict", "evidence", "judge"]
 
+# Which ledger-tier fields a Tool Result mapping can answer.
+_VOCABULARY = {"crashmatrix": ("outcome", "code"), "seed004": ("code",)}
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -54,7 +57,9 @@ def _conversation(observation: Observation, scenario: Scenario) -> SessionLog | 
     if observation.session is not None:
         return observation.session
     if observation.session_unavailable:
-        return conversation_from_requests(observation.requests_for_session(), scenario.rules)
+        return conversation_from_requests(
+            observation.requests_for_session(), scenario.rules, dialect=observation.dialect
+        )
     return None
 
 
@@ -71,6 +76,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         contracts=scenario.contracts,
         has_ledger=observation.keeps_ledger and has_session,
         has_session=has_session,
+        tool_names=observation.dialect.tools.suite_names(),
     )
 
 
@@ -98,6 +104,14 @@ def judge(
         notes.append(
             f"session: not available ({observation.session_unavailable}); judged on the model's requests"
         )
+    # The ledger tier's words: the outcome (a ``recovery`` field) and the error code exist
+    # only in Tool Results of crashmatrix's (and, for codes, seed 004's) shape.
+    spoken = _VOCABULARY.get(observation.dialect.results.name, ())
+    for name in ("outcome", "code"):
+        if name in expected and name not in spoken:
+            del expected[name]
+            why = f"the agent's Tool Results do not say it (results: {observation.dialect.results.name})"
+            skipped.append(f"{name}: {why}")
     if "ledger" in expected and (not observation.keeps_ledger or observation.session_unavailable):
         del expected["ledger"]
         why = (
@@ -120,7 +134,7 @@ def judge(
     log = _conversation(observation, scenario)
     if log is None:
         return Verdict("failed", None, expected, problems=(*problems, observation.session_problem))
-    observed = project(log, observation.world.as_expected())
+    observed = project(log, observation.world.as_expected(), observation.dialect.results)
     mismatches, indeterminate = compare(expected, observed)
     facts = evidence(observation, scenario)
     # Invariants run even when a life hung or failed: the evidence often says why.
