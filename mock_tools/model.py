@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.script import (
     NoRuleMatched,
     Reply,
@@ -32,9 +33,11 @@ class ScriptedModel:
     # Told of every request before it is answered: the life's trace records where, among
     # the boundaries, the agent asked the model (``harness.plan.enumeration.recovery_window``).
     on_request: Callable[[], None] | None = None
+    # The agent's words for tools and results (the suite's own by default).
+    dialect: Dialect = NATIVE
 
     def reply(self, messages: Sequence[Mapping[str, Any]]) -> Reply:
-        return reply_to(self.rules, messages)
+        return reply_to(self.rules, messages, self.dialect)
 
     def _log(self, body: Mapping[str, Any], raw: bytes | None = None) -> None:
         self.requests.append(dict(body))
@@ -66,4 +69,5 @@ class ScriptedModel:
             reply = self.reply(messages)
         except NoRuleMatched as error:
             return httpx.Response(400, json={"error": {"message": str(error), "type": "crashmatrix_no_rule"}})
-        return httpx.Response(200, json=chat_completion(reply, model=self.model, serial=len(self.requests)))
+        completion = chat_completion(reply, model=self.model, serial=len(self.requests), dialect=self.dialect)
+        return httpx.Response(200, json=completion)

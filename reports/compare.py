@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 _EMPTY = Tally()
-_HTML_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·"}
+_HTML_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·", "not_applicable": "–"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,12 +23,13 @@ from crashmatrix.reports.results import CaseRecord, Results
 
 __all__ = ["CSS", "SCRIPT", "case_anchor", "matrix_table", "page", "render_html", "text"]
 
-_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·"}
+_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·", "not_applicable": "–"}
 _STATE_NAMES = {
     "pass": "pass",
     "fail": "fail",
     "indeterminate": "allowed-indeterminate",
     "not_reached": "not reached",
+    "not_applicable": "not applicable",
 }
 
 CSS = """
@@ -64,6 +65,7 @@ td.cell a:hover{text-decoration:underline}
 .fail{background:var(--fail-bg);color:var(--fail);font-weight:700}
 .indeterminate{background:var(--ind-bg);color:var(--ind)}
 .not_reached{background:var(--nr-bg);color:var(--nr)}
+.not_applicable{background:var(--nr-bg);color:var(--nr);font-style:italic}
 td.differs{outline:3px solid #e0a800;outline-offset:-3px}
 td.total{font-variant-numeric:tabular-nums}
 #failures ul{margin:0;padding-left:18px}
@@ -178,7 +180,7 @@ def page(title: str, body: str, *, script: str = SCRIPT) -> str:
 def _legend() -> str:
     items = "".join(
         f'<span><span class="swatch {state}">{_MARKS[state]}</span>{_STATE_NAMES[state]}</span>'
-        for state in ("pass", "fail", "indeterminate", "not_reached")
+        for state in ("pass", "fail", "indeterminate", "not_reached", "not_applicable")
     )
     return (
         f'<div class="legend">{items}<span class="dim">a cell holds every case of that crash point '
@@ -348,8 +350,8 @@ def _case(case: CaseRecord, anchor: str) -> str:
     state = (
         "fail"
         if case.failing
-        else "not_reached"
-        if case.status == "not_reached"
+        else case.status
+        if case.status in ("not_reached", "not_applicable")
         else "indeterminate"
         if case.indeterminate
         else "pass"

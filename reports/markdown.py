@@ -14,11 +14,11 @@ from crashmatrix.reports.results import CaseRecord
 
 __all__ = ["MARKS", "render_markdown"]
 
-MARKS = {"pass": "✅", "fail": "❌", "indeterminate": "🟨", "not_reached": "⬜"}
+MARKS = {"pass": "✅", "fail": "❌", "indeterminate": "🟨", "not_reached": "⬜", "not_applicable": "➖"}
 _LEGEND = (
     f"{MARKS['pass']} pass · {MARKS['fail']} fail · {MARKS['indeterminate']} allowed-indeterminate "
     f"(passed; the expectation allowed a set of outcomes) · {MARKS['not_reached']} not reached "
-    "(no case, or its point never happened)"
+    f"(no case, or its point never happened) · {MARKS['not_applicable']} not applicable to this agent"
 )
 
 

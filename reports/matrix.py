@@ -6,6 +6,8 @@ all depth-2 recovery cases. Its state, worst first:
 
 * ``fail``           some case failed, hung or errored;
 * ``not_reached``    no case, or none of them reached its point;
+* ``not_applicable`` the scenario does not apply to this agent (a tool it does not have, a
+                     fault the harness cannot inject into it), with the reason;
 * ``indeterminate``  all passed, at least one only because the expectation allowed a set
                      of outcomes (``Verdict.indeterminate``: "the email may or may not
                      have been sent, and the agent said so");
@@ -61,7 +63,7 @@ SHORT = {
     TORN_WRITE: "TW",
     "recovery": "RC",
 }
-STATES = ("pass", "fail", "indeterminate", "not_reached")
+STATES = ("pass", "fail", "indeterminate", "not_reached", "not_applicable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,7 @@ class Tally:
     failed: int = 0  # failed, hung or errored
     indeterminate: int = 0  # passed, with an allowed set of outcomes
     not_reached: int = 0
+    not_applicable: int = 0
 
     @classmethod
     def of(cls, cases: Iterable[CaseRecord]) -> Tally:
@@ -81,6 +84,7 @@ class Tally:
             failed=sum(c.failing for c in cases),
             indeterminate=sum(c.passed and c.indeterminate for c in cases),
             not_reached=sum(c.status == "not_reached" for c in cases),
+            not_applicable=sum(c.status == "not_applicable" for c in cases),
         )
 
     def __add__(self, other: Tally) -> Tally:
@@ -90,12 +94,15 @@ class Tally:
             self.failed + other.failed,
             self.indeterminate + other.indeterminate,
             self.not_reached + other.not_reached,
+            self.not_applicable + other.not_applicable,
         )
 
     @property
     def state(self) -> str:
         if self.failed:
             return "fail"
+        if not self.passed and self.not_applicable and self.not_applicable == self.cases:
+            return "not_applicable"
         if not self.passed:
             return "not_reached"
         return "indeterminate" if self.indeterminate else "pass"
@@ -162,6 +169,8 @@ class Matrix:
             extras.append(f"{t.failed} failed")
         if t.not_reached:
             extras.append(f"{t.not_reached} not reached")
+        if t.not_applicable:
+            extras.append(f"{t.not_applicable} not applicable")
         if t.indeterminate:
             extras.append(f"{t.indeterminate} allowed-indeterminate")
         text += f" ({', '.join(extras)})" if extras else ""

@@ -47,7 +47,7 @@ __all__ = [
 FORMAT = "crashmatrix-results"
 VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
-STATUSES = ("passed", "failed", "not_reached", "hung", "error")
+STATUSES = ("passed", "failed", "not_reached", "not_applicable", "hung", "error")
 FAILING = frozenset({"failed", "hung", "error"})
 
 # A world view keeps file texts so a diff can show them; a generated file can be large, and

@@ -10,8 +10,8 @@ from crashmatrix.reports.matrix import COLUMNS, SHORT, Matrix
 
 __all__ = ["render_terminal", "symbols"]
 
-_UNICODE = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·"}
-_ASCII = {"pass": "+", "fail": "X", "indeterminate": "~", "not_reached": "."}
+_UNICODE = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·", "not_applicable": "-"}
+_ASCII = {"pass": "+", "fail": "X", "indeterminate": "~", "not_reached": ".", "not_applicable": "-"}
 _NAME_WIDTH = 30
 _CELL = 4
 
@@ -64,6 +64,7 @@ def render_terminal(matrix: Matrix, *, encoding: str | None = "utf-8", max_failu
         f"{marks['pass']} pass  {marks['fail']} fail (number: how many)  "
         f"{marks['indeterminate']} allowed-indeterminate  {marks['not_reached']} not reached"
     )
+    lines.append(f"{marks['not_applicable']} not applicable to this agent")
     legend = [f"{SHORT[c]} {c}" for c in COLUMNS]
     lines += [", ".join(legend[:4]), ", ".join(legend[4:7]), ", ".join(legend[7:])]
     return lines

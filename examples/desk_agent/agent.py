@@ -114,6 +114,16 @@ def create_order(workspace: Path, item: str, quantity: int, key: str, call_id: s
     return {"ok": True, "status": "succeeded", "order": f"ord_{order_id}"}
 
 
+def _scope_end(entries: list[dict[str, Any]], index: int, call_id: str) -> int:
+    """Where the call made at ``index`` stops owning the session: the next user message, or
+    the next assistant message that reuses its id."""
+    for j in range(index + 1, len(entries)):
+        message = entries[j].get("message") or {}
+        if message.get("role") == "user" or call_id in [c["id"] for c in message.get("tool_calls") or ()]:
+            return j
+    return len(entries)
+
+
 # -- the loop and its ledger -----------------------------------------------------------------
 
 
@@ -130,7 +140,9 @@ class Agent:
     def key_for(self, call: dict[str, Any], execution_id: str) -> str:
         """The runtime builds the key (seed 004): the business action is the tool call."""
         arguments = json.loads(call["function"]["arguments"] or "{}")
-        parts = ["desk", call["id"], arguments_sha256(arguments)[:16]]
+        # The turn is part of the action: providers reuse call ids (call_0) in every turn, and
+        # the same request in a later turn is a new business action.
+        parts = ["desk", str(call.get("turn", 0)), call["id"], arguments_sha256(arguments)[:16]]
         if BUG == "new_key_per_attempt":
             parts.append(execution_id)  # BUG: every attempt is a new business action
         return ":".join(parts)
@@ -174,11 +186,14 @@ class Agent:
             call["id"],
         )
 
-    def run_call(self, call: dict[str, Any], *, again: bool = False) -> None:
+    def run_call(self, call: dict[str, Any], *, again: bool = False, acted: str = "") -> None:
+        """Run a call as a new execution. ``acted``: an earlier execution that may have acted
+        (closed unknown): if the user now refuses, the model is told that, not "rejected"."""
         execution_id = f"exec_{uuid.uuid4().hex[:12]}"
         if not self.approve(call, again=again):
             self.ledger(call, execution_id, "rejected")
-            self.publish(call, {"ok": False, "code": "REJECTED", "content": "the user said no"})
+            refused = {"ok": False, "code": "REJECTED", "content": "the user said no"}
+            self.publish(call, self.uncertain(call, acted) if acted else refused)
             return
         self.ledger(call, execution_id, "approved")
         if BUG == "running_after_effect":
@@ -218,7 +233,7 @@ class Agent:
         if status in ("running", "unknown"):
             if name == "create_order":
                 # Keyed idempotency: a new attempt under the same key places at most one order.
-                self.run_call(call, again=True)
+                self.run_call(call, again=True, acted=execution_id)
                 return
             if status == "unknown" and BUG == "blind_retry_after_unknown":
                 self.run_call(call, again=True)  # BUG: unknown treated as "did not happen"
@@ -227,21 +242,24 @@ class Agent:
         self.publish(call, result or self.uncertain(call, execution_id))
 
     def recover(self) -> None:
-        """Finish what a previous process left: every tool call without a result, then the turn."""
+        """Finish what a previous process left: every tool call without a result, then the turn.
+
+        A call is a call SITE: the assistant message that made it, up to the next user message
+        or the next assistant message reusing its id (providers reuse call_0 every turn)."""
         entries = load_entries(self.session)
-        answered = {e["message"].get("tool_call_id") for e in entries if e.get("type") == "message"}
-        for entry in entries:
+        for index, entry in enumerate(entries):
             for call in (entry.get("message") or {}).get("tool_calls") or ():
-                if call["id"] in answered and BUG != "duplicate_tool_result":
-                    continue
+                scope = entries[index + 1 : _scope_end(entries, index, call["id"])]
+                answered = any((e.get("message") or {}).get("tool_call_id") == call["id"] for e in scope)
                 history = [
-                    e
-                    for e in entries
-                    if e.get("type") == "tool_execution" and e["tool_call_id"] == call["id"]
+                    e for e in scope if e.get("type") == "tool_execution" and e["tool_call_id"] == call["id"]
                 ]
-                if call["id"] in answered and not (history and history[-1]["status"] in TERMINAL):
+                if answered and BUG != "duplicate_tool_result":
                     continue
-                self.recover_call(call, history)
+                if answered and not (history and history[-1]["status"] in TERMINAL):
+                    continue
+                turn = sum(1 for e in entries[:index] if (e.get("message") or {}).get("role") == "user")
+                self.recover_call({**call, "turn": turn}, history)
         messages = self.messages()
         if messages and (messages[-1]["role"] != "assistant" or messages[-1].get("tool_calls")):
             self.loop()
@@ -272,8 +290,9 @@ class Agent:
             if not calls:
                 print(reply.content)
                 return
+            turn = sum(1 for m in self.messages() if m["role"] == "user")
             for call in calls:
-                self.run_call(call)
+                self.run_call({**call, "turn": turn})
 
     def turn(self, text: str) -> None:
         append_line(self.session, {"type": "message", "message": {"role": "user", "content": text}})

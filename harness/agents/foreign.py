@@ -39,10 +39,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from crashmatrix.harness.agents.adapter_file import (
-    ForeignSpec,
-    load_foreign,
-)
+from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign
 from crashmatrix.harness.agents.conversation import Conversation, _Console
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects
 from crashmatrix.harness.agents.foreign_session import _write_copy, read_foreign
@@ -57,6 +54,7 @@ from crashmatrix.harness.agents.python_agent import (
 )
 from crashmatrix.harness.agents.supervised import _pump, _stopped
 from crashmatrix.harness.core.boundaries import BOUNDARIES, BoundaryHook
+from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog, prompt_view
@@ -93,6 +91,15 @@ class ForeignAdapter:
         self.name = spec.name
         self.keeps_ledger = spec.keeps_ledger
         self.dialect = spec.dialect
+        served: frozenset[str] | None = None
+        if spec.tools != "harness":
+            served = frozenset(SERVICES[name] for name in spec.services) | {i.tool for i in spec.intercepts}
+        self.capabilities = Capabilities(
+            tools=spec.dialect.tools,
+            served=served,
+            approvals=spec.approval_prompt is not None,
+            edits_native_session=False,
+        )
         # The tool and service requests it makes are edges the harness sees.
         edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
         if spec.kind == "python":

@@ -7,13 +7,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES, Capabilities
 from crashmatrix.harness.errors import InputError
 
 if TYPE_CHECKING:
     from crashmatrix.harness.core.trace import CaseRun
     from crashmatrix.harness.observation.observation import Observation
 
-__all__ = ["BUILTIN", "adapter_for", "load_adapter", "observe"]
+__all__ = ["BUILTIN", "adapter_for", "capabilities_of", "load_adapter", "observe"]
 
 BUILTIN = {"reference": "crashmatrix.harness.agents.reference:ReferenceAdapter"}
 
@@ -23,6 +24,12 @@ def adapter_for(spec: str) -> AgentAdapter:
     """The adapter the harness's own process uses for ``spec`` (to observe a case, to probe
     after a life): loaded once per process."""
     return load_adapter(spec)
+
+
+def capabilities_of(adapter: AgentAdapter) -> Capabilities:
+    """What the harness can do to this agent; an adapter that does not say is a native one."""
+    capabilities: Capabilities = getattr(adapter, "capabilities", NATIVE_CAPABILITIES)
+    return capabilities
 
 
 def observe(adapter: AgentAdapter, run: CaseRun) -> Observation:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.core.boundaries import BOUNDARIES
+from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES
 from crashmatrix.harness.core.dialect import NATIVE
 from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.observation.observation import Observation
@@ -22,6 +23,7 @@ class ReferenceAdapter:
     boundaries = BOUNDARIES
     keeps_ledger = True
     dialect = NATIVE  # the suite's own tool names and Tool Result shape
+    capabilities = NATIVE_CAPABILITIES  # every tool, run by the harness
     tears_writes = True  # appends through ctx.before_append: the injector can tear a line
     agent_class: type[Agent] = Agent
 

@@ -13,7 +13,8 @@ replayed       the stored result of an earlier execution (nothing ran again)
 error          it failed, nothing was done (timeout before sending, not found,
                permission denied, invalid arguments)
 uncertain      it may or may not have happened (SIDE_EFFECT_UNCERTAIN, manual check)
-conflict       it was refused because the world or the saved arguments changed
+conflict       it was refused because the world or the saved arguments changed (an
+               earlier attempt may have acted)
 rejected       the user refused it
 =============  ==================================================================
 

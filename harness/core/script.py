@@ -43,7 +43,7 @@ class When:
     code: str | None = None
     status: str | None = None
     recovery: str | None = None
-    category: str | None = None
+    category: tuple[str, ...] | None = None  # any of these
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,7 @@ def _matches(when: When, messages: Sequence[Mapping[str, Any]], dialect: Dialect
         called = _tool_name_of(messages, call_id)
         if called is None or dialect.tools.suite_name(called) != when.tool:
             return False
-    if when.category is not None and dialect.results.category(content) != when.category:
+    if when.category is not None and dialect.results.category(content) not in when.category:
         return False
     try:
         body = json.loads(content)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.agents.loading import capabilities_of, load_adapter
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
@@ -30,6 +30,7 @@ from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_p
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.plan.applicability import not_applicable
 from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
@@ -114,6 +115,13 @@ class ScenarioFile(pytest.File):
             raise ScenarioError(str(error)) from error
         for tool in scenario.tools:  # registered before use: the suite runs --strict-markers
             config.addinivalue_line("markers", f"{tool_marker(tool)}: cases of scenarios using {tool}")
+        reasons = not_applicable(scenario, capabilities_of(adapter))
+        if reasons:
+            # Nothing runs: one item says why the scenario does not apply to this agent.
+            yield CrashCase.from_parent(
+                self, name="clean", scenario=scenario, point=None, kind="clean", not_applicable=reasons
+            )
+            return
         launcher = launcher_for(config)
         stem = self.path.stem
         enum = enumerate_points(
@@ -190,6 +198,7 @@ class CrashCase(pytest.Item):
         kind: str,
         reachable: bool = True,
         enumeration: Enumeration | None = None,
+        not_applicable: tuple[str, ...] = (),
         shares_first_crash: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -203,6 +212,7 @@ class CrashCase(pytest.Item):
         self.point = point
         self.kind = kind
         self.reachable = reachable
+        self.not_applicable = not_applicable
         self.result: CaseResult | None = None
         self.report_record: str | None = None  # the case's record for the report, as JSON
         self.add_marker("crashmatrix")
@@ -220,6 +230,10 @@ class CrashCase(pytest.Item):
         deadline = config.getoption("case_deadline")
         if not self.reachable:
             self._not_reachable(agent, case_dir)
+        if self.not_applicable:
+            self._skip_as(
+                "not_applicable", agent, case_dir, "not applicable: " + "; ".join(self.not_applicable)
+            )
         result: CaseResult
         if self.enumeration is not None and self.enumeration.agent == agent:
             result = self.enumeration.clean_case()
@@ -255,10 +269,14 @@ class CrashCase(pytest.Item):
             raise CaseFailed(result)
 
     def _not_reachable(self, agent: str, case_dir: Path) -> None:
-        """Record the cell as not reachable (the matrix shows it so) and skip with the reason."""
         assert self.point is not None
         why = f"not reachable: agent {agent} cannot be killed at {self.point.boundary}"
-        verdict = Verdict("not_reached", None, {}, problems=(why,))
+        self._skip_as("not_reached", agent, case_dir, why)
+
+    def _skip_as(self, status: str, agent: str, case_dir: Path, why: str) -> None:
+        """Record the cell as not reached or not applicable (the matrix shows it so, with the
+        reason) and skip: neither a pass nor a failure."""
+        verdict = Verdict(status, None, {}, problems=(why,))
         result = CaseResult(self.scenario, self.name, self.kind, verdict, 0.0, 0, case_dir, agent)
         if not self.config.getoption("no_report"):
             from crashmatrix.reports.collector import case_record

@@ -33,7 +33,11 @@ _POINT_ID = re.compile(r"^(?P<boundary>[a-z_]+)\[(?P<inner>[^\]]+)\]$")
 def _rule(raw: Mapping[str, Any], line: int) -> Rule:
     reply = raw["reply"]
     calls = tuple((c["id"], c["name"], dict(c.get("arguments") or {})) for c in reply.get("tool_calls") or ())
-    return Rule(When(**raw["when"]), Reply(content=reply.get("content", ""), tool_calls=calls), line)
+    when = dict(raw["when"])
+    if "category" in when:  # one category, or any of a list
+        category = when["category"]
+        when["category"] = (category,) if isinstance(category, str) else tuple(category)
+    return Rule(When(**when), Reply(content=reply.get("content", ""), tool_calls=calls), line)
 
 
 def _known_key(key: str) -> bool:

@@ -98,7 +98,9 @@ def compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Misma
                 got = "(no tool result)"
             if not matches(want, got):
                 mismatches.append(Mismatch(f"{name}[{call_id}]", want, got))
-            elif isinstance(want, Mapping) and len(want["in"]) > 1:
+            elif isinstance(want, Mapping) and len(want["in"]) > 1 and name != "told":
+                # A set of categories is the suite being fair to every agent's wording
+                # (succeeded or replayed), not an outcome the case left undetermined.
                 indeterminate = True
     world_want = expected.get("world") or {}
     for key, want in world_want.items():

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract, default_contract
 from crashmatrix.harness.core.ledger import (
     TERMINAL,
@@ -99,6 +100,8 @@ class Evidence:
     # False: the adapter cannot read the agent's session; ``entries`` are the conversation as
     # the model saw it (its last request and its answer), with no byte offsets (-1).
     has_session: bool = True
+    # How to read what a Tool Result told the model (the agent's ``results:``).
+    results: ResultMapping = CRASHMATRIX
     # The agent's tool name -> the suite's, where they differ (its ``catalogue:``): contracts
     # and world events speak the suite's names, the session the agent's.
     tool_names: Mapping[str, str] = field(default_factory=dict)
@@ -485,18 +488,11 @@ def undecided_effects(evidence: Evidence) -> list[str]:
     return _running_before(evidence)[1]
 
 
-def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
-    """A non-idempotent tool call causes at most one side effect, over all its executions.
-
-    Why: this is the harm itself, counted in the world rather than inferred from the
-    ledger: a blind retry of send_email after a crash is a second email, whatever the
-    ledger says. The contract is taken per call (``for_call``), so ``run_command("ls")``
-    may run twice but ``run_command("echo x >> audit.log")`` may not.
-
-    Events are attributed to a call by execution_id through the ledger; without one (or
-    without a ledger) by tool_call_id, and when a provider reused that id, to the latest
-    call that was on disk when the event happened.
-    """
+def _effects_by_call(evidence: Evidence) -> tuple[list[_Scope], dict[int, list[int]]]:
+    """Each side effect attributed to the tool call that caused it (index into the scopes):
+    by execution_id through the ledger; else by the idempotency key the ledger gave a call;
+    else by tool_call_id, and when a provider reused that id, to the latest call that was on
+    disk when the effect happened; an effect that names nothing, by its tool, likewise."""
     entries = evidence.entries
     scopes = _scopes(entries)
     by_execution: dict[str, int] = {}
@@ -531,6 +527,22 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
                 continue
             key = candidates[-1]
         counted.setdefault(key, []).append(event.seq)
+    return scopes, counted
+
+
+def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
+    """A non-idempotent tool call causes at most one side effect, over all its executions.
+
+    Why: this is the harm itself, counted in the world rather than inferred from the
+    ledger: a blind retry of send_email after a crash is a second email, whatever the
+    ledger says. The contract is taken per call (``for_call``), so ``run_command("ls")``
+    may run twice but ``run_command("echo x >> audit.log")`` may not.
+
+    Events are attributed to a call by execution_id through the ledger; without one (or
+    without a ledger) by tool_call_id, and when a provider reused that id, to the latest
+    call that was on disk when the event happened.
+    """
+    scopes, counted = _effects_by_call(evidence)
     out: list[Violation] = []
     for key, seqs in sorted(counted.items()):
         call = scopes[key].site.call
@@ -544,6 +556,51 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
                     call.id,
                 )
             )
+    return out
+
+
+def told_the_truth(evidence: Evidence) -> list[Violation]:
+    """What the model was told about a non-idempotent call agrees with the world.
+
+    Why: seed 004 "给模型看的错误要明确": the model acts on what its Tool Result says. Told
+    the call succeeded (or its stored result was replayed) when nothing of it happened, the
+    model goes on as if the email went out; told it failed or was refused when it did
+    happen, the model may ask for it again -- the second charge. Told uncertain is always the
+    truth, and so is conflict (recovery refused to act on a call whose world or arguments
+    changed: an earlier attempt may well have acted). Read through the agent's result
+    mapping, so any agent's wording is judged; the effects are the world's (or the agent's
+    own, probed), attributed to calls as ``non_idempotent_at_most_once`` attributes them.
+    """
+    entries = evidence.entries
+    scopes, counted = _effects_by_call(evidence)
+    out: list[Violation] = []
+    for index, scope in enumerate(scopes):
+        call = scope.site.call
+        contract = evidence.contract(call.name).for_call(call.parsed_arguments())
+        if contract.idempotency != "non_idempotent":
+            continue
+        results = [i for i, call_id in _tool_results(entries) if call_id == call.id and scope.owns(i)]
+        if not results:
+            continue  # no Tool Result at all: one_tool_result_per_call says so
+        message = entries[results[0]]
+        assert isinstance(message, MessageEntry)
+        told = evidence.results.category(message.message.content)
+        effects = counted.get(index, [])
+        if told in ("succeeded", "replayed") and not effects:
+            problem = f"the model was told {told!r}, but the world holds no side effect of it"
+        elif told in ("error", "rejected") and effects:
+            seqs = ", ".join(map(str, effects))
+            problem = f"the model was told {told!r}, but it happened (world seq {seqs})"
+        else:
+            continue
+        out.append(
+            Violation(
+                "told_the_truth",
+                f"tool call {call.id!r} ({call.name}, Tool Result line {_line(entries, results[0])}): "
+                + problem,
+                call.id,
+            )
+        )
     return out
 
 
@@ -828,6 +885,7 @@ INVARIANTS: Mapping[str, Check] = MappingProxyType(
         "executions_closed": executions_closed,
         "running_before_side_effect": running_before_side_effect,
         "non_idempotent_at_most_once": non_idempotent_at_most_once,
+        "told_the_truth": told_the_truth,
         "no_result_for_other_arguments": no_result_for_other_arguments,
         "no_user_message_from_recovery": no_user_message_from_recovery,
         "turn_ends_with_final": turn_ends_with_final,

@@ -28,8 +28,12 @@ from crashmatrix.harness.verdict.invariants import (
 
 __all__ = ["Verdict", "evidence", "judge"]
 
-# Which ledger-tier fields a Tool Result mapping can answer.
-_VOCABULARY = {"crashmatrix": ("outcome", "code"), "seed004": ("code",)}
+# Which ledger-tier fields apply to an agent, by the vocabulary of its Tool Results: the
+# exact ledger sequences, recovery outcomes and error codes a scenario expects at each point
+# are crashmatrix's reference design. Any other agent is judged on the portable tier (what
+# it told the model, as a category; the world) and on the invariants, which are
+# agent-neutral, ledger invariants included when it keeps a ledger.
+_VOCABULARY = {"crashmatrix": ("outcome", "code", "ledger")}
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         has_ledger=observation.keeps_ledger and has_session,
         has_session=has_session,
         tool_names=observation.dialect.tools.suite_names(),
+        results=observation.dialect.results,
     )
 
 
@@ -104,13 +109,13 @@ def judge(
         notes.append(
             f"session: not available ({observation.session_unavailable}); judged on the model's requests"
         )
-    # The ledger tier's words: the outcome (a ``recovery`` field) and the error code exist
-    # only in Tool Results of crashmatrix's (and, for codes, seed 004's) shape.
+    # The ledger tier: crashmatrix's own vocabulary (see _VOCABULARY).
     spoken = _VOCABULARY.get(observation.dialect.results.name, ())
-    for name in ("outcome", "code"):
+    for name in ("outcome", "code", "ledger"):
         if name in expected and name not in spoken:
             del expected[name]
-            why = f"the agent's Tool Results do not say it (results: {observation.dialect.results.name})"
+            vocabulary = observation.dialect.results.name
+            why = f"crashmatrix's reference vocabulary; this agent's is results: {vocabulary}"
             skipped.append(f"{name}: {why}")
     if "ledger" in expected and (not observation.keeps_ledger or observation.session_unavailable):
         del expected["ledger"]

@@ -1,0 +1,28 @@
+"""What an agent's adapter lets the harness do to it: which of the suite's tools the agent
+has, which of them the harness runs for it (so that a fault can be injected there),
+whether it asks for approvals, and whether its session is crashmatrix's own file.
+
+A scenario that needs more than an agent's capabilities is not applicable to it, with the
+reason (``harness.plan.applicability``): never failed, never passed. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crashmatrix.harness.core.toolmap import ToolMap
+
+__all__ = ["NATIVE_CAPABILITIES", "Capabilities"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    tools: ToolMap = field(default_factory=ToolMap.identity)  # the suite's tools it has
+    # The suite's tools the harness runs for it (mock tools, services, intercepted functions):
+    # None is every tool (a native agent, or one calling the mock tools over loopback).
+    served: frozenset[str] | None = None
+    approvals: bool = True  # it asks for approval, so a scenario's "no" reaches it
+    edits_native_session: bool = True  # tamper_arguments can edit what it will read
+
+
+NATIVE_CAPABILITIES = Capabilities()
