@@ -36,7 +36,8 @@ class Conversation:
 
     def _approve(self, match: re.Match[str]) -> str:
         table = self.again if match.groupdict().get("again") else self.approvals
-        tool = match.group("tool")
+        # The prompt names the agent's tool; the scenario's approvals name the suite's.
+        tool = self.spec.dialect.tools.suite_name(match.group("tool"))
         answer = table.get(tool, table.get("*", "yes"))
         return (
             self.spec.approval_yes if str(answer).lower() in ("yes", "y", "true") else self.spec.approval_no

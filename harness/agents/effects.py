@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.errors import HarnessError
 
 __all__ = ["EFFECT_KIND", "EXISTING_KIND", "EffectProbe", "EffectSpec", "Found", "count_effects", "scan"]
@@ -117,7 +118,7 @@ def _sqlite(spec: EffectSpec, workspace: Path) -> list[Found]:
         return []
     try:
         # Read-only, and never creating the file: the agent's database is the agent's.
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+        conn = connect_readonly(path)
     except sqlite3.Error as error:
         raise HarnessError(f"{spec.where_declared}: cannot open {spec.path} ({error})") from error
     try:
@@ -133,6 +134,9 @@ def _sqlite(spec: EffectSpec, workspace: Path) -> list[Found]:
     finally:
         conn.close()
     return [Found(spec, f"{spec.path}#{json.dumps(row[0], default=str)}", dict(row)) for row in rows]
+
+
+_INODE = "|inode="  # a file effect's identity ends with its inode
 
 
 def _files(spec: EffectSpec, workspace: Path) -> list[Found]:
@@ -151,7 +155,9 @@ def _files(spec: EffectSpec, workspace: Path) -> list[Found]:
             except OSError:
                 continue  # removed between the listing and the read
             digest = _digest(data)
-            identity = f"{relative}:{digest}:{info.st_ino}:{info.st_mtime_ns}"
+            # The inode tells a second atomic write of the same bytes from the first; it is
+            # last because a copied case has new inodes (see EffectProbe._known).
+            identity = f"{relative}:{digest}:{info.st_mtime_ns}{_INODE}{info.st_ino}"
             found.append(Found(spec, identity, {"path": relative, "sha256": digest, "bytes": len(data)}))
     return found
 
@@ -204,15 +210,36 @@ class EffectProbe:
         self._seen: set[str] | None = None
         self._busy = False  # a probe's own reads must not probe again (fsync wrapper)
 
+    def _here(self) -> str:
+        """This workspace as a directory on disk: a case copied from a shared first crash
+        (``shutil.copytree``) is another directory, whose files have other inodes."""
+        try:
+            info = self.workspace.stat()
+        except OSError:
+            return ""
+        return f"{info.st_dev}:{info.st_ino}"
+
     def _known(self) -> set[str]:
+        """The identities already recorded. One recorded in another directory (the first life
+        of a copied case) is known without its inode part: same path, bytes and mtime."""
         if self._seen is None:
-            self._seen = {
-                str(event.detail.get("identity"))
-                for kind in (EFFECT_KIND, EXISTING_KIND)
-                for event in self.world.events(kind)
-                if isinstance(event.detail, Mapping)
-            }
+            here = self._here()
+            self._seen = set()
+            for kind in (EFFECT_KIND, EXISTING_KIND):
+                for event in self.world.events(kind):
+                    if not isinstance(event.detail, Mapping):
+                        continue
+                    identity = str(event.detail.get("identity"))
+                    self._seen.add(identity)
+                    copied = event.detail.get("workspace", here) != here
+                    if copied and str(event.detail.get("source", "")).startswith("files:"):
+                        self._seen.add(identity.partition(_INODE)[0])
         return self._seen
+
+    def _is_known(self, found: Found, known: set[str]) -> bool:
+        if found.identity in known:
+            return True
+        return found.spec.source == "files" and found.identity.partition(_INODE)[0] in known
 
     def probe(self, where: str, *, pid: int | None = None, baseline: bool = False) -> None:
         """Record, as world events, the effects not seen before. ``baseline``: what the
@@ -223,7 +250,10 @@ class EffectProbe:
         self._busy = True
         try:
             known = self._known()
-            fresh = [f for spec in self.specs for f in scan(spec, self.workspace) if f.identity not in known]
+            fresh = [
+                f for spec in self.specs for f in scan(spec, self.workspace) if not self._is_known(f, known)
+            ]
+            here = self._here()
             now = self.session_size()
             if fresh:
                 with self.world.transaction() as conn:
@@ -237,6 +267,7 @@ class EffectProbe:
                             idempotency_key=found.id_field("idempotency_key"),
                             detail={
                                 "identity": found.identity,
+                                "workspace": here,
                                 "source": found.spec.label,
                                 "counts": found.spec.counts,
                                 "seen_at": where,

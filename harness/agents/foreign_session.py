@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.core.ledger import TERMINAL, normalise_status
 from crashmatrix.harness.core.records import Entry, entry_from_json
 from crashmatrix.harness.core.session_log import SessionLog, encode_line, split_lines
@@ -161,7 +162,7 @@ def _normalised(
 def _sqlite_records(path: Path, query: str) -> list[tuple[int, Any]]:
     if not path.exists():
         return []
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    conn = connect_readonly(path)
     try:
         try:
             cursor = conn.execute(query)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -116,6 +117,26 @@ def test_a_new_probe_knows_what_an_earlier_life_recorded(world: World) -> None:
     EffectProbe([spec], world.workspace, world, lambda: 10).probe("life 1")
     EffectProbe([spec], world.workspace, world, lambda: 20).probe("life 2")
     assert len(world.events(EFFECT_KIND)) == 1
+
+
+def test_a_case_copied_from_a_shared_first_crash_does_not_count_its_files_again(tmp_path: Path) -> None:
+    # pytest shares one first crash between cases and copies it (shutil.copytree): every
+    # file gets a new inode. The mail the first life wrote is still one mail; a mail the
+    # second life writes after the copy is a second one.
+    first = World.create(tmp_path / "first" / "world", session_path=tmp_path / "first" / "s.jsonl")
+    spec = EffectSpec("send_email", "files", "outbox/new/*.eml", counts="emails")
+    (first.workspace / "outbox" / "new").mkdir(parents=True)
+    (first.workspace / "outbox" / "new" / "1.eml").write_text("Subject: report")
+    EffectProbe([spec], first.workspace, first, lambda: 10).probe("life 1")
+    first.close()
+    shutil.copytree(tmp_path / "first", tmp_path / "case", symlinks=True)
+    with World(tmp_path / "case" / "world") as case:
+        EffectProbe([spec], case.workspace, case, lambda: 10).probe("life 2 starts")
+        assert len(case.events(EFFECT_KIND)) == 1
+        (case.workspace / "outbox" / "new" / "2.eml").write_text("Subject: report")
+        EffectProbe([spec], case.workspace, case, lambda: 20).probe("life 2 sends again")
+        paths = [json.loads(e.detail["record"])["path"] for e in case.events(EFFECT_KIND)]
+        assert paths == ["outbox/new/1.eml", "outbox/new/2.eml"]
 
 
 def test_what_the_world_held_before_the_first_life_is_no_effect(world: World) -> None:
