@@ -91,6 +91,19 @@ class ForeignSpec:
     def here(self) -> Path:
         return self.path.parent
 
+    @property
+    def watched(self) -> frozenset[str] | None:
+        """The suite's tools whose side effects the world records, None for every tool (the
+        agent calls the harness's mock tools). A tool outside it may act unseen: "it happened
+        twice" and "told success, nothing happened" cannot be judged for it."""
+        if self.tools == "harness":
+            return None
+        return frozenset(
+            [effect.tool for effect in self.effects]
+            + [SERVICES[name] for name in self.services if name in SERVICES]
+            + [intercept.tool for intercept in self.intercepts]
+        )
+
 
 def _regex(doc: Located, key: tuple[str | int, ...], text: str, groups: Sequence[str] = ()) -> None:
     try:
@@ -429,11 +442,20 @@ def _catalogue(doc: Located, raw: Any, contracts: Mapping[str, ToolContract]) ->
         seen[name] = suite
         arguments = dict(entry.get("arguments") or {})
         parameters = set((contracts[suite].parameters.get("properties") or {}).keys())
-        for argument in arguments:
+        taken: dict[str, str] = {}
+        for argument, theirs in arguments.items():
             if parameters and argument not in parameters:
                 raise doc.error(
                     (*key, "arguments", argument),
                     f"{suite} has no argument {argument!r}; its arguments: {', '.join(sorted(parameters))}",
                 )
+            if theirs in taken:
+                # Two of the suite's arguments in one of the agent's: the call could not be
+                # read back, and one value would overwrite the other.
+                raise doc.error(
+                    (*key, "arguments", argument),
+                    f"the agent's argument {theirs!r} already holds {taken[theirs]!r}; map each once",
+                )
+            taken[theirs] = argument
         tools[suite] = ToolName(name, arguments)
     return ToolMap(tools)

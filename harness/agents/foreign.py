@@ -142,12 +142,11 @@ class ForeignAdapter:
             dialect=self.dialect,
         )
         counts = count_effects(self.spec.effects, self.workspace(run.case_dir))
-        if not counts:
-            return observation
         merged = dict(observation.world.counts)
         for key, value in counts.items():
             merged[key] = merged.get(key, 0) + value
-        return dataclasses.replace(observation, world=dataclasses.replace(observation.world, counts=merged))
+        world = dataclasses.replace(observation.world, counts=merged, watched=self.spec.watched)
+        return dataclasses.replace(observation, world=world)
 
     def _sync(self, ctx: LifeContext) -> SessionLog:
         log, lines = read_foreign(self.spec.source, self.workspace(ctx.case_dir))

@@ -38,6 +38,13 @@ class WorldView:
     counts: Mapping[str, int] = field(default_factory=dict)
     files: Mapping[str, str | None] = field(default_factory=dict)
     events: tuple[WorldEvent, ...] = ()
+    # The suite's tools whose side effects are among ``events``; None: every tool's (the
+    # agent's tools are the harness's mock tools). An agent's own tool with no declared
+    # effect source acts where the harness cannot see.
+    watched: frozenset[str] | None = None
+
+    def sees(self, tool: str) -> bool:
+        return self.watched is None or tool in self.watched
 
     def as_expected(self) -> dict[str, Any]:
         """The shape scenario expectations are written against (``world: {emails: 1,

@@ -105,6 +105,13 @@ class Evidence:
     # The agent's tool name -> the suite's, where they differ (its ``catalogue:``): contracts
     # and world events speak the suite's names, the session the agent's.
     tool_names: Mapping[str, str] = field(default_factory=dict)
+    # The suite's tools whose side effects are among ``events`` (WorldView.watched); None:
+    # every tool's. For any other tool, no event is no evidence.
+    watched: frozenset[str] | None = None
+
+    def sees(self, name: str) -> bool:
+        """Whether the side effects of the agent's tool ``name`` are recorded as events."""
+        return self.watched is None or self.suite(name) in self.watched
 
     def __post_init__(self) -> None:
         if len(self.offsets) != len(self.entries):
@@ -577,8 +584,8 @@ def told_the_truth(evidence: Evidence) -> list[Violation]:
     for index, scope in enumerate(scopes):
         call = scope.site.call
         contract = evidence.contract(call.name).for_call(call.parsed_arguments())
-        if contract.idempotency != "non_idempotent":
-            continue
+        if contract.idempotency != "non_idempotent" or not evidence.sees(call.name):
+            continue  # an unwatched tool's missing effect proves nothing (see not_applicable)
         results = [i for i, call_id in _tool_results(entries) if call_id == call.id and scope.owns(i)]
         if not results:
             continue  # no Tool Result at all: one_tool_result_per_call says so
@@ -937,4 +944,19 @@ def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
                 else "the agent keeps no ledger the adapter maps"
             )
             out.append((name, why))
+    calls = [scope.site.call for scope in _scopes(evidence.entries)]
+    unseen = sorted(
+        {
+            evidence.suite(call.name)
+            for call in calls
+            if not evidence.sees(call.name)
+            and evidence.contract(call.name).for_call(call.parsed_arguments()).idempotency == "non_idempotent"
+        }
+    )
+    if unseen:
+        why = (
+            f"the effects of {', '.join(unseen)} are not observed "
+            "(declare them under effects: in the adapter, or serve them as services:)"
+        )
+        out += [("non_idempotent_at_most_once", why), ("told_the_truth", why)]
     return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.categories import told_for_code
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import SessionLog
 from crashmatrix.harness.observation.conversation import conversation_from_requests
@@ -82,6 +83,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         has_session=has_session,
         tool_names=observation.dialect.tools.suite_names(),
         results=observation.dialect.results,
+        watched=observation.world.watched,
     )
 
 
@@ -109,6 +111,13 @@ def judge(
         notes.append(
             f"session: not available ({observation.session_unavailable}); judged on the model's requests"
         )
+    # What the model must be told, where the scenario says it only as a code: the portable
+    # reading of that code (categories.told_for_code), kept for calls that got a result.
+    implied = {
+        call_id: told_for_code(code)
+        for call_id, code in (expected.get("code") or {}).items()
+        if call_id not in (expected.get("told") or {})
+    }
     # The ledger tier: crashmatrix's own vocabulary (see _VOCABULARY).
     spoken = _VOCABULARY.get(observation.dialect.results.name, ())
     for name in ("outcome", "code", "ledger"):
@@ -140,6 +149,9 @@ def judge(
     if log is None:
         return Verdict("failed", None, expected, problems=(*problems, observation.session_problem))
     observed = project(log, observation.world.as_expected(), observation.dialect.results)
+    implied = {call_id: told for call_id, told in implied.items() if call_id in observed.told}
+    if implied:
+        expected["told"] = {**implied, **(expected.get("told") or {})}
     mismatches, indeterminate = compare(expected, observed)
     facts = evidence(observation, scenario)
     # Invariants run even when a life hung or failed: the evidence often says why.

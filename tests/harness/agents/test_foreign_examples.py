@@ -357,7 +357,9 @@ def test_unreadable_session_is_judged_on_the_model_requests(launcher: LifeLaunch
     # Same boundaries as the readable adapter: only the reading differs.
     assert [p.id for p in enumeration.points] == list(STATE_UNREADABLE.points)
     skipped = {line.partition(":")[0] for line in verdict.not_applicable}
-    assert skipped == {"ledger", *LEDGER_INVARIANTS}, verdict.not_applicable
+    # The scenario states what the model is told (portable), no ledger: only the ledger
+    # invariants are left unjudged, each with its reason.
+    assert skipped == set(LEDGER_INVARIANTS), verdict.not_applicable
     assert any(line.startswith("session: not available") for line in verdict.notes)
     assert result.observation is not None and result.observation.session is None
     # What was judged instead: the conversation the model saw, both results in it.

@@ -243,6 +243,7 @@ def test_registry_names_and_order_are_the_documented_ones() -> None:
         "executions_closed",
         "running_before_side_effect",
         "non_idempotent_at_most_once",
+        "told_the_truth",
         "no_result_for_other_arguments",
         "no_user_message_from_recovery",
         "turn_ends_with_final",
@@ -564,8 +565,14 @@ def test_a_result_naming_another_calls_execution_is_a_violation() -> None:
     second += [tool_result("call_0", ok_result("exec_1")), final()]
     lines = first + second
     events = [Event(1, "email", "send_email", "call_0", "exec_1", size(lines, 4))]
-    v = only_violation(evidence(lines, events), "no_result_for_other_arguments", naming="exec_1")
-    assert "belongs to tool call 'call_0'" in v.message
+    violations = check_all(evidence(lines, events))
+    # Two truths broken: turn 1's result was published for turn 2's call, and so the model
+    # was told that the mail to b went out, which never happened.
+    assert names(violations) == {"no_result_for_other_arguments", "told_the_truth"}, violations
+    [v] = [v for v in violations if v.invariant == "no_result_for_other_arguments"]
+    assert "exec_1" in v.message and "belongs to tool call 'call_0'" in v.message
+    [told] = [v for v in violations if v.invariant == "told_the_truth"]
+    assert "told 'succeeded', but the world holds no side effect" in told.message
 
 
 # ---------------------------------------------------------------------------- 7. user messages

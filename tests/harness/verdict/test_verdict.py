@@ -12,6 +12,7 @@ from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.core.trace import LifeRecord
+from crashmatrix.harness.core.world_events import WorldEvent
 from crashmatrix.harness.observation.observation import Observation, WorldView
 from crashmatrix.harness.verdict.verdict import judge
 
@@ -44,13 +45,18 @@ USER = {"role": "user", "content": "Send it"}
 ASKED = {"role": "assistant", "content": "", "tool_calls": [CALL]}
 
 
+def _email(seq: int) -> WorldEvent:
+    """One email the world saw, tied to the call (the world counts what its events say)."""
+    return WorldEvent(seq, "email", "send_email", "call_mail", None, None, -1, {}, 0)
+
+
 def _unreadable(*requests: dict[str, Any], emails: int = 1) -> Observation:
     return Observation(
         case_dir=Path("/nonexistent"),
         lives=(LifeRecord(1, None, "exited", 0, 0.1),),
         trace=(),
         session=None,
-        world=WorldView({"emails": emails}, {}, ()),
+        world=WorldView({"emails": emails}, {}, tuple(_email(seq) for seq in range(1, emails + 1))),
         requests=requests,
         keeps_ledger=False,
         session_unavailable="adapter says session: readable: false",
