@@ -162,7 +162,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
         names: list[str] = value if isinstance(value, list) else [value]
         wanted = " or ".join(_TYPE_WORDS.get(name, name) for name in names)
         got = _TYPE_WORDS.get(_json_type(instance), type(instance).__name__)
-        return f"expected {wanted}, got {got} {instance!r}"
+        return f"expected {wanted}, got {got}" + ("" if instance is None else f" {instance!r}")
     if error.validator == "minItems":
         return f"needs at least {value} item(s), got {len(instance)}"
     if error.validator == "pattern":
