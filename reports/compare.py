@@ -1,6 +1,8 @@
 """Two results files side by side (``crashmatrix report --compare A.json B.json``): the same
 matrix, each cell showing A then B, and the cells whose verdict differs highlighted and
-listed with the cases that changed. Rows and cells present in only one file differ too."""
+listed with the cases that changed. Rows and cells present in only one file differ too.
+The two scorecards (``reports.scorecard``) are set side by side the same way, eval by eval:
+the view for "is agent B as good as agent A", whatever their scenarios' rows were named."""
 
 from __future__ import annotations
 
@@ -11,10 +13,12 @@ from crashmatrix.reports.html import page, text
 from crashmatrix.reports.markdown import MARKS
 from crashmatrix.reports.matrix import COLUMNS, LABELS, Cell, Matrix, Tally, build_matrix, row_label
 from crashmatrix.reports.results import Results
+from crashmatrix.reports.scorecard import EvalRow
 
 __all__ = [
     "CellPair",
     "Comparison",
+    "EvalPair",
     "RowPair",
     "compare",
     "render_compare_html",
@@ -68,16 +72,41 @@ class RowPair:
 
 
 @dataclass(frozen=True, slots=True)
+class EvalPair:
+    id: str
+    title: str
+    a: EvalRow | None
+    b: EvalRow | None
+
+    @property
+    def a_state(self) -> str:
+        return self.a.state if self.a else "not_reached"
+
+    @property
+    def b_state(self) -> str:
+        return self.b.state if self.b else "not_reached"
+
+    @property
+    def differs(self) -> bool:
+        return self.a_state != self.b_state
+
+
+@dataclass(frozen=True, slots=True)
 class Comparison:
     a_name: str
     b_name: str
     a: Matrix
     b: Matrix
     rows: tuple[RowPair, ...]
+    evals: tuple[EvalPair, ...] = ()
 
     @property
     def differing(self) -> tuple[tuple[RowPair, CellPair], ...]:
         return tuple((row, cell) for row in self.rows for cell in row.cells if cell.differs)
+
+    @property
+    def differing_evals(self) -> tuple[EvalPair, ...]:
+        return tuple(pair for pair in self.evals if pair.differs)
 
 
 def compare(a: Results, b: Results, a_name: str = "A", b_name: str = "B") -> Comparison:
@@ -94,7 +123,22 @@ def compare(a: Results, b: Results, a_name: str = "A", b_name: str = "B") -> Com
             for column in COLUMNS
         )
         pairs.append(RowPair(path, group, cells))
-    return Comparison(a_name, b_name, ma, mb, tuple(pairs))
+    evals_a = {row.id: row for row in ma.scorecard.rows}
+    evals_b = {row.id: row for row in mb.scorecard.rows}
+    evals = tuple(
+        EvalPair(
+            eval_id,
+            (evals_a.get(eval_id) or evals_b[eval_id]).title,
+            evals_a.get(eval_id),
+            evals_b.get(eval_id),
+        )
+        for eval_id in [*evals_a, *(e for e in evals_b if e not in evals_a)]
+    )
+    return Comparison(a_name, b_name, ma, mb, tuple(pairs), evals)
+
+
+def _md_eval(state: str) -> str:
+    return f"{MARKS[state]} {state}"
 
 
 def _md_cell(tally: Tally) -> str:
@@ -106,12 +150,21 @@ def _md_cell(tally: Tally) -> str:
 def render_compare_markdown(comparison: Comparison) -> str:
     c = comparison
     lines = [
-        f"## crashmatrix comparison: {len(c.differing)} cells differ",
+        f"## crashmatrix comparison: {len(c.differing)} cells differ, {len(c.differing_evals)} evals differ",
         "",
-        f"- **A** {c.a_name}: {c.a.headline}",
-        f"- **B** {c.b_name}: {c.b.headline}",
+        f"- **A** {c.a_name}: {c.a.headline}; {c.a.scorecard.summary}",
+        f"- **B** {c.b_name}: {c.b.headline}; {c.b.scorecard.summary}",
         "",
     ]
+    if c.evals:
+        lines += ["### Scorecard (A / B)", "", "| eval | A | B | why (B) |", "|---|---|---|---|"]
+        for pair in c.evals:
+            why = pair.b.why if pair.b else ""
+            a, b = _md_eval(pair.a_state), _md_eval(pair.b_state)
+            if pair.differs:
+                a, b = f"**{a}**", f"**{b}**"
+            lines.append(f"| {pair.title} | {a} | {b} | {why.replace('|', '/')} |")
+        lines.append("")
     if c.differing:
         lines += ["### Differing cells", ""]
         for row, cell in c.differing:
@@ -162,12 +215,27 @@ def render_compare_html(comparison: Comparison) -> str:
         for row, cell in c.differing
     )
     differences = f'<section id="differences"><h2>Differing cells</h2><ul>{changed}</ul></section>'
+    eval_rows = "".join(
+        f'<tr class="{"differs" if pair.differs else ""}"><th scope="row">{text(pair.title)}</th>'
+        f'<td><span class="{pair.a_state}">{_HTML_MARKS[pair.a_state]} {text(pair.a_state)}</span></td>'
+        f'<td><span class="{pair.b_state}">{_HTML_MARKS[pair.b_state]} {text(pair.b_state)}</span></td>'
+        f'<td class="dim">{text(pair.b.why if pair.b else "")}</td></tr>'
+        for pair in c.evals
+    )
+    scorecards = (
+        f'<section id="scorecard"><h2>Scorecard: {len(c.differing_evals)} evals differ</h2>'
+        '<table class="matrix"><thead><tr><th>eval</th><th>A</th><th>B</th><th>why (B)</th></tr></thead>'
+        f"<tbody>{eval_rows}</tbody></table></section>"
+        if c.evals
+        else ""
+    )
     body = (
         f'<header><h1>crashmatrix comparison</h1><p class="headline {"bad" if c.differing else "ok"}">'
-        f"{len(c.differing)} cells differ</p>"
-        f"<p><b>A</b> {text(c.a_name)}: {text(c.a.headline)}<br>"
-        f"<b>B</b> {text(c.b_name)}: {text(c.b.headline)}</p></header>"
+        f"{len(c.differing)} cells differ, {len(c.differing_evals)} evals differ</p>"
+        f"<p><b>A</b> {text(c.a_name)}: {text(c.a.headline)}; {text(c.a.scorecard.summary)}<br>"
+        f"<b>B</b> {text(c.b_name)}: {text(c.b.headline)}; {text(c.b.scorecard.summary)}</p></header>"
         + (differences if changed else "")
+        + scorecards
         + '<section id="matrix"><h2>Matrix: A then B in every cell</h2><div class="legend"><span>'
         '<span class="swatch differs" style="outline:3px solid #e0a800">&nbsp;</span>'
         "cell differs</span></div>"

@@ -18,8 +18,10 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from crashmatrix.harness.core.evals import CRASH_QUESTIONS
 from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix
 from crashmatrix.reports.results import CaseRecord, Results
+from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
 __all__ = ["CSS", "SCRIPT", "case_anchor", "matrix_table", "page", "render_html", "text"]
 
@@ -59,7 +61,7 @@ table.matrix thead th{position:sticky;top:0;background:#fff;font-weight:600;font
 table.matrix th[scope=row]{text-align:left;font-weight:500}
 table.matrix tr.group th{text-align:left;background:#f0f0f4;font-weight:600;font-size:12px;color:#44444c}
 table.matrix tfoot th,table.matrix tfoot td{background:#f6f6f8;font-weight:600}
-td.cell a{display:block;color:inherit;text-decoration:none;min-width:42px}
+td.cell a,td.eval a{display:block;color:inherit;text-decoration:none;min-width:42px}
 td.cell a:hover{text-decoration:underline}
 .pass{background:var(--pass-bg);color:var(--pass)}
 .fail{background:var(--fail-bg);color:var(--fail);font-weight:700}
@@ -244,6 +246,47 @@ def matrix_table(matrix: Matrix, anchors: Mapping[str, str]) -> str:
     )
 
 
+def _eval_cell(row: EvalRow | None, anchors: Mapping[str, str]) -> str:
+    if row is None:
+        return '<td class="dim" title="not asked of this class">—</td>'
+    label = _MARKS[row.state] + (f" {len(row.failing)}/{len(row.cases)}" if row.state == "fail" else "")
+    tip = row.why or f"{len(row.cases)} cases"
+    target = row.failing[0] if row.failing else (row.cases[0] if row.cases else None)
+    inner = (
+        f'<a href="#{anchors[target]}" title="{text(tip)}">{text(label)}</a>'
+        if target is not None and target in anchors
+        else f'<span title="{text(tip)}">{text(label)}</span>'
+    )
+    return f'<td class="eval {row.state}">{inner}</td>'
+
+
+def scorecard_section(card: Scorecard, anchors: Mapping[str, str]) -> str:
+    """The named evals: seed 004's list, then the crash evals by crash point and class."""
+    if not card.rows:
+        return ""
+    seed = "".join(
+        f'<tr><th scope="row">{text(row.title)}</th>{_eval_cell(row, anchors)}'
+        f'<td>{len(row.cases)}</td><td class="dim">{text(row.why)}</td></tr>'
+        for row in card.of_kind("seed004")
+    )
+    questions = "".join(f"<th>{text(q.title)}</th>" for q in CRASH_QUESTIONS.values())
+    crash = "".join(
+        f'<tr><th scope="row">{text(LABELS.get(column, column))}</th><td>{text(cls)}</td>'
+        + "".join(_eval_cell(row, anchors) for row in rows)
+        + "</tr>"
+        for column, cls, rows in card.crash_grid()
+    )
+    return (
+        f'<section id="scorecard"><h2>Scorecard</h2><p>{text(card.summary)}</p>'
+        '<table class="matrix"><thead><tr><th>eval (seed 004)</th><th>verdict</th><th>cases</th>'
+        f"<th>why</th></tr></thead><tbody>{seed}</tbody></table>"
+        f'<table class="matrix"><thead><tr><th>crash point</th><th>class</th>{questions}</tr></thead>'
+        f"<tbody>{crash}</tbody></table>"
+        '<p class="dim">— not asked of this class: running an idempotent or conditional tool again '
+        "is its contract.</p></section>"
+    )
+
+
 def _moment(moment: Mapping[str, Any]) -> str:
     source = moment.get("source")
     life = moment.get("life")
@@ -425,6 +468,7 @@ def render_html(results: Results, matrix: Matrix) -> str:
             for c in failing
         )
         body.append(f'<section id="failures"><h2>Failures ({len(failing)})</h2><ul>{items}</ul></section>')
+    body.append(scorecard_section(matrix.scorecard, anchors))
     tools = [t for row in matrix.rows for t in row.tools]
     body.append(
         f'<section id="matrix"><h2>Matrix</h2>{_controls(tools)}{_legend()}'

@@ -9,8 +9,10 @@ totals), then the failures' detail (kept as one line each), then failures themse
 
 from __future__ import annotations
 
+from crashmatrix.harness.core.evals import CRASH_QUESTIONS
 from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix, Row
 from crashmatrix.reports.results import CaseRecord
+from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
 __all__ = ["MARKS", "render_markdown"]
 
@@ -79,6 +81,38 @@ def _row_totals(matrix: Matrix) -> list[str]:
     return lines
 
 
+def _eval_mark(row: EvalRow) -> str:
+    return MARKS[row.state]
+
+
+def _scorecard(card: Scorecard) -> list[str]:
+    """The named evals: seed 004's list, then the crash evals as one line per crash column
+    and idempotency class with its three questions."""
+    if not card.rows:
+        return []
+    lines = [f"### Scorecard: {card.summary}", ""]
+    lines += ["| eval (seed 004) | verdict | cases | why |", "|---|---|---|---|"]
+    for row in card.of_kind("seed004"):
+        verdict = f"{_eval_mark(row)} {row.state}"
+        lines.append(f"| {_escape(row.title)} | {verdict} | {len(row.cases)} | {_escape(row.why)} |")
+    titles = [q.title for q in CRASH_QUESTIONS.values()]
+    lines += ["", "| crash point | class | " + " | ".join(titles) + " |"]
+    lines.append("|---|---|" + "---|" * len(titles))
+    for column, cls, rows in card.crash_grid():
+        marks = [
+            "—"
+            if r is None
+            else _eval_mark(r) + (f" {len(r.failing)}/{len(r.cases)}" if r.state == "fail" else "")
+            for r in rows
+        ]
+        lines.append(f"| {LABELS.get(column, column)} | {cls} | " + " | ".join(marks) + " |")
+    lines += [
+        "",
+        "— not asked of this class: running an idempotent or conditional tool again is its contract.",
+    ]
+    return [*lines, ""]
+
+
 def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None) -> str:
     lines = [f"## crashmatrix: {matrix.headline}", ""]
     failing = matrix.failing if failures is None else matrix.failing[:failures]
@@ -89,6 +123,7 @@ def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None
         if len(failing) < len(matrix.failing):
             lines.append(f"- … and {len(matrix.failing) - len(failing)} more failures (see matrix.json)")
         lines.append("")
+    lines += _scorecard(matrix.scorecard)
     lines += ["### Matrix" if cells else "### Per scenario", ""]
     lines += _matrix_table(matrix) if cells else _row_totals(matrix)
     lines += ["", _LEGEND if cells else "(per-cell matrix left out to fit; see matrix.html)", ""]

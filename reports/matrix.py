@@ -14,7 +14,8 @@ all depth-2 recovery cases. Its state, worst first:
 * ``pass``           all passed.
 
 Every renderer (Markdown, HTML, terminal, comparison) reads this one structure, so the
-same run can never be counted two ways.
+same run can never be counted two ways. It carries the run's scorecard (the named evals,
+``reports.scorecard``) built from the same cases.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from pathlib import PurePath
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.reports.results import CaseRecord, Results
+from crashmatrix.reports.scorecard import Scorecard, build_scorecard
+
+_NO_SCORECARD = Scorecard("", ())  # frozen, so one shared empty value is safe
 
 __all__ = [
     "COLUMNS",
@@ -159,6 +163,7 @@ class Matrix:
     tally: Tally
     failing: tuple[CaseRecord, ...]  # every failed/hung/errored case, in row then column order
     incomplete: bool = False  # the run was interrupted; see Results.incomplete
+    scorecard: Scorecard = _NO_SCORECARD
 
     @property
     def headline(self) -> str:
@@ -218,4 +223,12 @@ def build_matrix(results: Results | Sequence[CaseRecord], agent: str = "") -> Ma
     columns = tuple(sum((row.cells[i].tally for row in rows), Tally()) for i in range(len(COLUMNS)))
     failing = tuple(case for row in rows for cell in row.cells for case in cell.cases if case.failing)
     incomplete = isinstance(results, Results) and results.incomplete
-    return Matrix(agent, tuple(rows), columns, sum((r.tally for r in rows), Tally()), failing, incomplete)
+    return Matrix(
+        agent,
+        tuple(rows),
+        columns,
+        sum((r.tally for r in rows), Tally()),
+        failing,
+        incomplete,
+        build_scorecard(cases, agent),
+    )

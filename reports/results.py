@@ -80,6 +80,7 @@ class CaseRecord:
     problems: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     not_applicable: tuple[str, ...] = ()  # "check: why" -- neither passed nor failed
+    evals: tuple[str, ...] = ()  # the named evals its scenario shows (the scorecard)
     recovery_points: tuple[Mapping[str, Any], ...] = ()  # {point, status} of depth-2 crashes
     world_diff: tuple[Mapping[str, Any], ...] = ()  # {key, clean, observed} vs the clean case
     timeline: tuple[Mapping[str, Any], ...] = ()  # see reports.timeline
@@ -123,6 +124,7 @@ class CaseRecord:
             "problems",
             "notes",
             "not_applicable",
+            "evals",
         ):
             out[name] = list(out[name])
         for name in ("recovery_points", "world_diff", "timeline"):
@@ -134,7 +136,7 @@ class CaseRecord:
         """A record from its JSON object; the object has already passed the schema."""
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {k: v for k, v in raw.items() if k in known}
-        for name in ("tools", "idempotency", "problems", "notes", "not_applicable"):
+        for name in ("tools", "idempotency", "problems", "notes", "not_applicable", "evals"):
             values[name] = tuple(str(v) for v in values.get(name, ()))
         for name in ("mismatches", "violations", "recovery_points", "world_diff", "timeline"):
             values[name] = tuple(values.get(name, ()))
@@ -202,6 +204,7 @@ def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
                 "outcome": observed.outcome,
                 "ledger": observed.ledger,
                 "code": observed.code,
+                "told": observed.told,
                 "world": _small_world(observed.world),
             }
         ),
@@ -238,6 +241,7 @@ def record_from_result(
         scenario_path=_shown_path(scenario.path),
         tools=tuple(scenario.tools),
         idempotency=tuple(scenario.idempotency_classes),
+        evals=tuple(scenario.evals),
         point=result.point_id,
         boundary=result.boundary,
         seconds=round(result.seconds, 3),
@@ -293,7 +297,9 @@ def schema() -> Mapping[str, Any]:
     return loaded
 
 
-def results_to_json(results: Results) -> dict[str, Any]:
+def results_to_json(results: Results, derived: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The file's object; ``derived`` adds keys computed from the cases (the scorecard, by
+    ``reports.writer``) for machine readers -- a reader recomputes them, never trusts them."""
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -301,6 +307,7 @@ def results_to_json(results: Results) -> dict[str, Any]:
         "created": results.created,
         "seconds": round(results.seconds, 3),
         "incomplete": results.incomplete,
+        **(derived or {}),
         "cases": [case.to_json() for case in results.cases],
     }
 
@@ -345,12 +352,12 @@ def load_results(path: Path | str) -> Results:
     return results_from_json(raw, path)
 
 
-def write_results(results: Results, path: Path | str) -> Path:
+def write_results(results: Results, path: Path | str, derived: Mapping[str, Any] | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Written whole then renamed: a reader (CI uploading artifacts) never sees half a file.
     tmp = path.with_name(f".{path.name}.tmp")
-    raw = results_to_json(results)
+    raw = results_to_json(results, derived)
     cases = raw.pop("cases")
     # One case per line: readable, greppable and diffable, without indenting ~700 timelines.
     head = json.dumps(raw, ensure_ascii=False, indent=1)[:-2]

@@ -6,9 +6,11 @@ Fits 80 columns: one two-letter column per crash point, a legend line, failures 
 
 from __future__ import annotations
 
-from crashmatrix.reports.matrix import COLUMNS, SHORT, Matrix
+from crashmatrix.harness.core.evals import CRASH_QUESTIONS
+from crashmatrix.reports.matrix import COLUMNS, LABELS, SHORT, Matrix
+from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
-__all__ = ["render_terminal", "symbols"]
+__all__ = ["render_scorecard", "render_terminal", "symbols"]
 
 _UNICODE = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·", "not_applicable": "-"}
 _ASCII = {"pass": "+", "fail": "X", "indeterminate": "~", "not_reached": ".", "not_applicable": "-"}
@@ -40,6 +42,14 @@ def render_terminal(matrix: Matrix, *, encoding: str | None = "utf-8", max_failu
             lines.append(f"      rerun: {case.repro}")
         if len(matrix.failing) > max_failures:
             lines.append(f"  ... and {len(matrix.failing) - max_failures} more (see matrix.html)")
+    card = matrix.scorecard
+    if card.rows:
+        lines.append(f"scorecard: {card.summary}")
+        broken = [eval_row for eval_row in card.rows if eval_row.state == "fail"]
+        for eval_row in broken[:max_failures]:
+            lines.append(f"  {marks['fail']} {eval_row.title}: {eval_row.why}")
+        if len(broken) > max_failures:
+            lines.append(f"  ... and {len(broken) - max_failures} more (see matrix.md)")
     header = "scenario".ljust(_NAME_WIDTH) + "".join(SHORT[c].ljust(_CELL) for c in COLUMNS) + "passed"
     lines.append(header)
     for group, rows in matrix.groups():
@@ -67,4 +77,37 @@ def render_terminal(matrix: Matrix, *, encoding: str | None = "utf-8", max_failu
     lines.append(f"{marks['not_applicable']} not applicable to this agent")
     legend = [f"{SHORT[c]} {c}" for c in COLUMNS]
     lines += [", ".join(legend[:4]), ", ".join(legend[4:7]), ", ".join(legend[7:])]
+    return lines
+
+
+def _eval_mark(row: EvalRow | None, marks: dict[str, str]) -> str:
+    if row is None:
+        return " "
+    return marks[row.state] + (f"{len(row.failing)}" if row.state == "fail" else "")
+
+
+def render_scorecard(card: Scorecard, *, encoding: str | None = "utf-8") -> list[str]:
+    """The whole scorecard as text (``crashmatrix eval``): seed 004's evals one per line with
+    the reason of any that is not a pass, then the crash evals as a grid."""
+    marks = symbols(encoding)
+    lines = [card.headline, "", "seed 004 evals:"]
+    for row in card.of_kind("seed004"):
+        lines.append(f"  {marks[row.state]} {row.title}" + (f"  ({row.why})" if row.why else ""))
+    questions = list(CRASH_QUESTIONS.values())
+    lines += ["", "crash evals:".ljust(34) + "".join(q.title.split()[-1].ljust(8) for q in questions)]
+    for column, cls, rows in card.crash_grid():
+        name = f"  {LABELS.get(column, column)}, {cls}"
+        lines.append(name.ljust(34) + "".join(_eval_mark(r, marks).ljust(8) for r in rows))
+    lines.append("  columns: " + "; ".join(f"{q.title.split()[-1]} = {q.title}" for q in questions))
+    lines.append(
+        f"  {marks['pass']} pass  {marks['fail']} fail (number: cases)  "
+        f"{marks['not_applicable']} not applicable  {marks['not_reached']} not reached  "
+        "blank: not asked of this class"
+    )
+    broken = [row for row in card.rows if row.state == "fail"]
+    if broken:
+        lines += ["", f"failing evals ({len(broken)}):"]
+        for row in broken:
+            lines.append(f"  {marks['fail']} {row.id}: {row.why}")
+            lines.append(f"      rerun: {row.repro}")
     return lines

@@ -31,7 +31,8 @@ def write_report(results: Results, out_dir: Path, *, with_json: bool = True) -> 
     matrix = build_matrix(results)
     out_dir.mkdir(parents=True, exist_ok=True)
     if with_json:
-        write_results(results, out_dir / "matrix.json")
+        scorecard = [row.to_json() for row in matrix.scorecard.rows]
+        write_results(results, out_dir / "matrix.json", derived={"scorecard": scorecard})
     _write(out_dir / "matrix.md", render_markdown(matrix))
     _write(out_dir / "matrix.html", render_html(results, matrix))
     return matrix

@@ -300,11 +300,16 @@ def test_the_installed_packages_are_exactly_the_folders() -> None:
         for folder in FOLDERS
         for init in (ROOT / folder).rglob("__init__.py")
     }
-    assert declared == folders
+    # The built-in suite is installed too, as data: crashmatrix eval runs it from anywhere.
+    assert declared == folders | {"crashmatrix.scenarios"}
     mapping = config["tool"]["setuptools"]["package-dir"]
-    assert mapping == {f"crashmatrix.{folder}": folder for folder in FOLDERS}
+    assert mapping == {f"crashmatrix.{folder}": folder for folder in (*FOLDERS, "scenarios")}
+    data = config["tool"]["setuptools"]["package-data"]["crashmatrix.scenarios"]
+    shipped = {p for pattern in data for p in (ROOT / "scenarios").glob(pattern)}
+    assert shipped == {p for p in (ROOT / "scenarios").rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow  # a fresh interpreter: this one has imported everything already
 @pytest.mark.parametrize("module", ["crashmatrix.harness.front.plugin"])
 def test_the_pytest_plugin_imports_nothing_heavy(module: str) -> None:
     # It is loaded by every pytest run of an environment crashmatrix is installed in.

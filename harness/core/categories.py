@@ -44,6 +44,7 @@ __all__ = [
     "CategoryRule",
     "ResultMapping",
     "category_of",
+    "told_for_code",
 ]
 
 CATEGORIES = ("succeeded", "replayed", "error", "uncertain", "conflict", "rejected")
@@ -157,3 +158,20 @@ BUILTIN_MAPPINGS: Mapping[str, ResultMapping] = {
 
 def category_of(content: str | None, mapping: ResultMapping = AUTO) -> str:
     return mapping.category(content)
+
+
+def told_for_code(code: Any) -> Any:
+    """The ``told:`` expectation a ``code:`` expectation implies, for any agent.
+
+    A scenario's ``code`` is crashmatrix's vocabulary (null, SIDE_EFFECT_UNCERTAIN, CONFLICT,
+    ...); what it says the model must learn is portable: read through ``CRASHMATRIX``, with
+    succeeded and replayed allowed alike (another agent may give a stored result as a plain
+    success). ``{in: [...]}`` maps option by option."""
+    options = code["in"] if isinstance(code, Mapping) and set(code) == {"in"} else [code]
+    told: list[str] = []
+    for option in options:
+        category = CRASHMATRIX.category(json.dumps({"ok": option is None, "code": option}))
+        for allowed in ("succeeded", "replayed") if category == "succeeded" else (category,):
+            if allowed not in told:
+                told.append(allowed)
+    return told[0] if len(told) == 1 else {"in": told}

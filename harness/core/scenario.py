@@ -41,6 +41,7 @@ class Scenario:
     expect: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     description: str = ""
     tags: tuple[str, ...] = ()
+    evals: tuple[str, ...] = ()  # the named evals (harness.core.evals) this scenario shows
     positions: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
 
     def where(self, key: Key) -> str:

@@ -7,6 +7,7 @@ and exit status 2 here, never a traceback.
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
     crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
     crashmatrix report --compare A.json B.json          two runs side by side, differences marked
+    crashmatrix eval --agent ADAPTER [-n N] [--out DIR] the built-in suite against an agent: its scorecard
     crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
     crashmatrix explore [--examples N] [--seed S] [--out DIR]   generated conversations and crashes
 """
@@ -227,6 +228,9 @@ def _report(args: argparse.Namespace) -> int:
         print(f"{len(comparison.differing)} cells differ")
         for row, cell in comparison.differing:
             print(f"  {row.label} {cell.column}: {cell.a_tally.state} -> {cell.b_tally.state}")
+        print(f"{len(comparison.differing_evals)} evals differ")
+        for pair in comparison.differing_evals:
+            print(f"  {pair.id}: {pair.a_state} -> {pair.b_state}")
         print(f"wrote {html} and {md}")
         return EXIT_OK
     if not args.results:
@@ -241,12 +245,17 @@ def _report(args: argparse.Namespace) -> int:
 
 
 DELEGATED_HELP = {
+    "eval": "run the built-in suite against an agent (--agent ADAPTER) and print its scorecard",
     "mutants": "run the suite against the deliberately broken agents; exit 1 if one survives",
     "explore": "hypothesis generates conversations and crash schedules; writes found failures as YAML",
 }
 
 
 def _delegated(command: str, rest: Sequence[str]) -> int:
+    if command == "eval":
+        from crashmatrix.harness.front.evaluate import main_eval
+
+        return main_eval(rest)
     if command == "mutants":
         from crashmatrix.harness.front.mutation import main_mutants
 

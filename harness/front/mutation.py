@@ -35,6 +35,7 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.input.suite import scenario_files
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
 from crashmatrix.harness.verdict.result import CaseResult
@@ -360,17 +361,6 @@ def run_kill_matrix(
 
 
 # ---------------------------------------------------------------- command line
-
-
-def scenario_files(root: Path) -> list[Path]:
-    """Every scenario YAML under ``root`` (contract folders excluded), sorted."""
-    if root.is_file():
-        return [root]
-    return sorted(
-        p
-        for p in root.rglob("*.y*ml")
-        if p.suffix in (".yaml", ".yml") and "contracts" not in p.relative_to(root).parts
-    )
 
 
 def mutant_spec(name: str) -> str:

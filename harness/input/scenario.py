@@ -17,6 +17,7 @@ from typing import Any
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.harness.core.categories import CATEGORIES
 from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.evals import SEED004_EVALS
 from crashmatrix.harness.core.scenario import SPECIAL_KEYS, Scenario
 from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.input.contract_files import load_contracts
@@ -93,6 +94,9 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 ("model", index, "when", "call"),
                 f"this rule can never fire: no rule makes tool call {when['call']!r}",
             )
+    for index, name in enumerate(data.get("evals") or ()):
+        if name not in SEED004_EVALS:
+            raise doc.error(("evals", index), f"unknown eval {name!r}; known: {', '.join(SEED004_EVALS)}")
     for index, fault in enumerate(data.get("faults") or ()):
         if fault["tool"] not in tools:
             raise doc.error(("faults", index, "tool"), f"fault on {fault['tool']!r}, which is not in tools")
@@ -169,5 +173,6 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
         expect=dict(data.get("expect") or {}),
         description=data.get("description", ""),
         tags=tuple(data.get("tags") or ()),
+        evals=tuple(data.get("evals") or ()),
         positions=dict(doc.positions),
     )
