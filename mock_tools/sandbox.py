@@ -85,8 +85,6 @@ def resolve_in_workspace(workspace: Path, relative: str, *, forbidden: Sequence[
         else:
             current = candidate
     final = _resolve(root / pure, relative)
-    if not is_within(final, root):
-        raise _refuse(relative, "it resolves outside the workspace")
 
     for guarded in forbidden:
         guarded_resolved = _resolve(Path(guarded), relative)

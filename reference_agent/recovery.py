@@ -48,8 +48,9 @@ Action = Literal[
     "manual",
 ]
 
-# The recovery outcomes a Tool Result can report (``"recovery"`` field); docs/outcomes.md
-# explains each. ``completed`` means no recovery decision was needed.
+# The recovery outcomes a Tool Result can report (``"recovery"`` field); the Outcomes table
+# of scenarios/README.md explains each, in this order (tests/test_docs.py checks that it
+# does). ``completed`` means no recovery decision was needed.
 OUTCOMES = (
     "completed",
     "result_replayed",

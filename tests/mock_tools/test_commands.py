@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -156,11 +157,20 @@ def test_a_lost_response_is_uncertain_for_publish_but_retryable_for_ls(
     assert world.snapshot().counts["releases"] == 1
 
 
-@pytest.mark.parametrize("target", ["../escape.log", "/tmp/escape.log", ".agent_state/session-demo.jsonl"])
+@pytest.mark.parametrize("kind", ["relative", "absolute", "session"])
 def test_an_append_through_a_hostile_path_is_refused(
-    world: World, toolbox: MockToolbox, make_ctx: MakeCtx, target: str
+    world: World, toolbox: MockToolbox, make_ctx: MakeCtx, tmp_path: Path, kind: str
 ) -> None:
+    # The path the command names, and the file it would append to if it were followed.
+    assert world.session_path is not None
+    target, landing = {
+        "relative": ("../escape.log", world.root / "escape.log"),
+        "absolute": (str(tmp_path / "escape.log"), tmp_path / "escape.log"),  # outside the world
+        "session": (".agent_state/session-demo.jsonl", world.session_path),
+    }[kind]
+    untouched = landing.read_bytes() if landing.exists() else None
     before = world.snapshot()
-    assert run(toolbox, make_ctx, f"echo x >> {target}")["code"] == "PERMISSION_DENIED"
+    result = run(toolbox, make_ctx, f"echo x >> {target}")
+    assert (landing.read_bytes() if landing.exists() else None) == untouched
     assert world.snapshot() == before
-    assert not (world.root / "escape.log").exists()
+    assert result["code"] == "PERMISSION_DENIED"

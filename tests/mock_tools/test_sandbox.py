@@ -33,6 +33,11 @@ def hostile(world: World, tmp_path: Path) -> World:
     return world
 
 
+# The reason each rule gives, as much of it as tells the rules apart: the session file itself
+# is also its own hard link, so "session" alone would pass with the forbidden-path rule off.
+FORBIDDEN = "the agent's own session/ledger state"
+HARD_LINK = "hard link to the agent's session file"
+
 HOSTILE_PATHS = [
     ("", "empty"),
     ("/etc/passwd", "absolute"),
@@ -42,18 +47,23 @@ HOSTILE_PATHS = [
     ("link_out/secret.txt", "symlink pointing outside"),
     ("file_out", "symlink pointing outside"),
     ("loop/x", "resolve"),
-    (".agent_state/session-demo.jsonl", "session"),
-    (".agent_state", "session"),
-    (".agent_state/new.jsonl", "session"),
-    ("state_link/session-demo.jsonl", "session"),
-    ("session_hardlink", "hard link"),
+    (".agent_state/session-demo.jsonl", FORBIDDEN),
+    (".agent_state", FORBIDDEN),
+    (".agent_state/new.jsonl", FORBIDDEN),
+    ("state_link/session-demo.jsonl", FORBIDDEN),
+    ("session_hardlink", HARD_LINK),
     ("pipe", "FIFO"),
     ("x" * 256, "longer than 255"),
     ("/".join(["d" * 200] * 21), "bytes long"),
 ]
 
 
-@pytest.mark.parametrize(("path", "why"), HOSTILE_PATHS, ids=[why + ":" + p[:20] for p, why in HOSTILE_PATHS])
+LABELS = {FORBIDDEN: "session", HARD_LINK: "hard link"}
+
+
+@pytest.mark.parametrize(
+    ("path", "why"), HOSTILE_PATHS, ids=[LABELS.get(why, why) + ":" + p[:20] for p, why in HOSTILE_PATHS]
+)
 def test_hostile_path_is_refused_with_a_one_line_reason(hostile: World, path: str, why: str) -> None:
     with pytest.raises(SandboxViolation) as info:
         hostile.resolve(path)
@@ -89,15 +99,23 @@ def test_a_non_string_path_is_refused(world: World) -> None:
         resolve_in_workspace(world.workspace, 42)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("path", ["/etc/passwd", "link_out/secret.txt", ".agent_state/session-demo.jsonl"])
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/etc/passwd", "absolute"),
+        ("link_out/secret.txt", "symlink pointing outside"),
+        (".agent_state/session-demo.jsonl", FORBIDDEN),
+    ],
+)
 def test_tools_turn_a_violation_into_permission_denied_with_no_effect(
-    hostile: World, toolbox: MockToolbox, path: str
+    hostile: World, toolbox: MockToolbox, path: str, why: str
 ) -> None:
     ctx = ToolContext("call_1", "exec_1", "key_1", "0" * 64)
     before = hostile.snapshot()
     for name, args in [("write_file", {"path": path, "content": "pwned"}), ("read_file", {"path": path})]:
         observation = toolbox.execute(name, args, ctx)
         assert (observation.ok, observation.code) == (False, "PERMISSION_DENIED")
+        assert why in str(observation.content)  # refused by the rule it names, not by another
     assert hostile.snapshot() == before
     assert hostile.events() == []
     assert (hostile.workspace.parent.parent / "outside" / "secret.txt").read_text() == "secret\n"

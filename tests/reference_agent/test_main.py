@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each test starts the agent's interpreter
+
 # Nothing here may reach a real model: an address where nothing listens.
 OFFLINE = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "none", "CRASHMATRIX_MODEL": "none"}
 

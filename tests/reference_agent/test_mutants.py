@@ -43,8 +43,9 @@ def _agent(rig: Rig, cls: type[Agent], rules: list[Rule]) -> Agent:
     return agent
 
 
-def test_there_are_at_least_eleven_mutants_each_a_documented_subclass() -> None:
-    assert len(MUTANTS) >= 11
+def test_every_mutant_is_a_documented_subclass() -> None:
+    # How many there are is stated in README.md and checked by tests/test_docs.py.
+    assert MUTANTS
     for name, cls in MUTANTS.items():
         assert issubclass(cls, Mutant) and cls is not Mutant, name
         assert (cls.__doc__ or "").strip(), f"{name} needs a docstring naming its bug"

@@ -1,4 +1,9 @@
-"""The report after a real ``pytest scenarios/`` run (pytester, in a subprocess, with xdist)."""
+"""The report after a real ``pytest scenarios/`` run.
+
+Most runs are in-process (``tests/pytest_runs.py``); two need their own interpreter: the
+run with xdist workers, and the run whose lives must inherit an API key from the
+environment. The failing run with ``--junitxml`` is shared by the two tests that read it.
+"""
 
 from __future__ import annotations
 
@@ -11,28 +16,26 @@ import pytest
 
 from crashmatrix.reports.results import SCHEMA_PATH, load_results
 
+from ..pytest_runs import run_inprocess, run_subprocess
+from ..scenario_data import email_once
+
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytester"]
 
-SCENARIO = """
-name: email_once
-tools: [send_email]
-turns: ["Send the invoice"]
-recovery_crashes: false
-cover: [after_running, after_side_effect]
-model:
-  - when: {role: user}
-    reply:
-      tool_calls:
-        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
-  - when: {tool: send_email}
-    reply: {content: "Handled."}
-expect:
-  after_running:
-    outcome: {call_1: %s}
-"""
-PASSING = SCENARIO % "side_effect_uncertain"
-FAILING = SCENARIO % "replayed"
+
+def scenario(outcome: str) -> str:
+    """email_once crashed after running and after its side effect, expecting ``outcome``
+    after running."""
+    return email_once(
+        recovery_crashes=False,
+        cover=["after_running", "after_side_effect"],
+        expect={"after_running": {"outcome": {"call_1": outcome}}},
+    )
+
+
+PASSING = scenario("side_effect_uncertain")
+FAILING = scenario("replayed")
+SECRET = "sk-crashmatrix-report-test-77e1c2"
 
 
 def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(pytester: pytest.Pytester) -> None:
@@ -60,14 +63,22 @@ def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(pytester: 
     assert result.stdout.str().count("crashmatrix pass matrix") == 1
 
 
+@pytest.fixture(scope="module")
+def failing_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pytest.RunResult]:
+    """FAILING with ``--report-dir custom --junitxml junit.xml``, run once in a fresh
+    interpreter with an API key in its environment (every life inherits it)."""
+    path = tmp_path_factory.mktemp("failing-run")
+    (path / "scenarios").mkdir()
+    (path / "scenarios" / "email.yaml").write_text(FAILING, encoding="utf-8")
+    args = ("scenarios", "-p", "no:cacheprovider", "--report-dir", "custom", "--junitxml", "junit.xml")
+    return path, run_subprocess(path, *args, env={"OPENAI_API_KEY": SECRET})
+
+
 def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
-    pytester: pytest.Pytester,
+    failing_run: tuple[Path, pytest.RunResult],
 ) -> None:
-    pytester.makefile(".yaml", **{"scenarios/email": FAILING})
-    out = pytester.path / "custom"
-    result = pytester.runpytest_subprocess(
-        "scenarios", "-p", "no:cacheprovider", "--report-dir", str(out), "--junitxml", "junit.xml"
-    )
+    path, result = failing_run
+    out = path / "custom"
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -79,11 +90,11 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
             "scenario*",
         ]
     )
-    assert not (pytester.path / "reports").exists()
+    assert not (path / "reports").exists()
     markdown = (out / "matrix.md").read_text(encoding="utf-8")
     assert markdown.index("### Failures (1)") < markdown.index("### Matrix")
     assert load_results(out / "matrix.json").failing[0].point == "after_running[call_1]"
-    cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
+    cases = ET.parse(path / "junit.xml").getroot().iter("testcase")
     props = {
         case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")} for case in cases
     }
@@ -93,12 +104,23 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     assert crashed["outcome"] == "{'call_1': 'side_effect_uncertain'}"
 
 
+def test_an_api_key_in_the_environment_appears_in_no_report_and_no_output(
+    failing_run: tuple[Path, pytest.RunResult],
+) -> None:
+    path, result = failing_run  # failures print the most
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    written = [p for p in (path / "custom").rglob("*") if p.is_file()] + [path / "junit.xml"]
+    assert sorted(p.name for p in written) == ["junit.xml", "matrix.html", "matrix.json", "matrix.md"]
+    assert [p for p in written if SECRET.encode() in p.read_bytes()] == []
+    assert SECRET not in result.stdout.str() + result.stderr.str()
+
+
 def test_no_report_is_written_with_no_report_or_when_no_crash_case_ran(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
-    assert pytester.runpytest_subprocess("scenarios", "--no-report", "-p", "no:cacheprovider").ret == 0
+    assert run_inprocess(pytester, "scenarios", "--no-report", "-p", "no:cacheprovider").ret == 0
     assert not (pytester.path / "reports").exists()
-    plain = pytester.runpytest_subprocess("test_plain.py", "-p", "no:cacheprovider")
+    plain = run_inprocess(pytester, "test_plain.py", "-p", "no:cacheprovider")
     plain.assert_outcomes(passed=1)
     assert not (pytester.path / "reports").exists()
     assert "crashmatrix pass matrix" not in plain.stdout.str()
@@ -108,9 +130,9 @@ def test_the_github_step_summary_gets_the_markdown(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     summary = pytester.path / "step_summary.md"
-    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))  # read by the run's controller: this process
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider", "--crash-boundary", "after_running")
+    run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider", "--crash-boundary", "after_running")
     text = summary.read_text(encoding="utf-8")
     assert "## crashmatrix: 2/2 cases passed, 1 scenarios, agent reference" in text
     assert Path(pytester.path / "reports" / "latest" / "matrix.html").is_file()
@@ -120,11 +142,12 @@ def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_inco
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": FAILING})
-    result = pytester.runpytest_subprocess("scenarios", "-x", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "-x", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert results.incomplete
-    assert 0 < len(results.cases) < 3  # clean + after_running ran; -x stopped the rest
+    # clean and after_running ran (collection order); -x stopped after_side_effect.
+    assert [c.point for c in results.cases] == ["clean", "after_running[call_1]"]
     result.stdout.fnmatch_lines(["*INCOMPLETE (interrupted): *"])
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     assert "INCOMPLETE (interrupted)" in markdown
@@ -132,20 +155,5 @@ def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_inco
 
 def test_a_complete_run_is_not_marked_incomplete(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    assert pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider").ret == 0
+    assert run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider").ret == 0
     assert not load_results(pytester.path / "reports" / "latest" / "matrix.json").incomplete
-
-
-def test_an_api_key_in_the_environment_appears_in_no_report_and_no_output(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    secret = "sk-crashmatrix-report-test-77e1c2"
-    monkeypatch.setenv("OPENAI_API_KEY", secret)  # the subprocess run inherits it
-    pytester.makefile(".yaml", **{"scenarios/email": FAILING})  # failures print the most
-    junit = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider", f"--junitxml={junit}")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    written = [p for p in (pytester.path / "reports").rglob("*") if p.is_file()] + [junit]
-    assert len(written) >= 4
-    assert [p for p in written if secret.encode() in p.read_bytes()] == []
-    assert secret not in result.stdout.str() + result.stderr.str()

@@ -8,7 +8,6 @@ model was reached over loopback (the request log), and that no agent process out
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,9 +23,10 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.lives.tracer import read_trace
 from crashmatrix.harness.verdict.result import CaseResult
 
-pytestmark = pytest.mark.slow
+from ...waiting import wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+CASE_DEADLINE = 30.0  # per life
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def launcher() -> Iterator[LifeLauncher]:
 def _run(example: str, point: CrashPoint, launcher: LifeLauncher, tmp_path: Path) -> CaseResult:
     agent = str(EXAMPLES / example / "adapter.yaml")
     scenario = load_scenario(EXAMPLES / example / "scenario.yaml")
-    return run_point(scenario, point, launcher, tmp_path / "case", agent=agent, deadline=30)
+    return run_point(scenario, point, launcher, tmp_path / "case", agent=agent, deadline=CASE_DEADLINE)
 
 
 def _alive(pid: int) -> bool:
@@ -48,15 +48,23 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _assert_nothing_outlives(case_dir: Path) -> None:
+def _assert_nothing_outlives(result: CaseResult, *, agent_processes: int) -> None:
+    """No life and none of the ``agent_processes`` agent processes the lives started (one
+    per life for a black box, none for an agent that runs inside its life) is left."""
+    case_dir = result.case_dir
     pids = [event["pid"] for event in read_trace(case_dir) if event.get("event") == "start"]
+    assert len(pids) == result.lives, pids
     agents = case_dir / "agent-pids.txt"
-    if agents.exists():
-        pids += [int(line.split()[1]) for line in agents.read_text().splitlines()]
-    deadline = time.monotonic() + 5  # the kernel delivers PR_SET_PDEATHSIG asynchronously
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [pid for pid in pids if _alive(pid)], "a life or agent process outlived its case"
+    if agent_processes:
+        started = agents.read_text().splitlines()  # missing: the agents' pids were never recorded
+        assert len(started) == agent_processes, started
+        pids += [int(line.split()[1]) for line in started]
+    else:
+        assert not agents.exists(), agents.read_text()
+    # The kernel delivers PR_SET_PDEATHSIG asynchronously; a process that outlives its case
+    # is still there after the case deadline.
+    gone = wait_until(lambda: not any(_alive(pid) for pid in pids), within=CASE_DEADLINE)
+    assert gone, f"a life or agent process outlived its case: {[pid for pid in pids if _alive(pid)]}"
 
 
 def _statuses(case_dir: Path, example: str, call_id: str) -> list[str]:
@@ -64,6 +72,7 @@ def _statuses(case_dir: Path, example: str, call_id: str) -> list[str]:
     return [e.status for e in log.entries if isinstance(e, ExecutionRecord) and e.tool_call_id == call_id]
 
 
+@pytest.mark.slow
 def test_unmodified_python_agent_recovers_from_a_crash_after_running(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
@@ -79,9 +88,10 @@ def test_unmodified_python_agent_recovers_from_a_crash_after_running(
     ]  # fmt: skip
     requests = (result.case_dir / "model_requests.jsonl").read_text().splitlines()
     assert len(requests) >= 2  # the openai client's own httpx2 reached the loopback model
-    _assert_nothing_outlives(result.case_dir)
+    _assert_nothing_outlives(result, agent_processes=0)  # the agent runs inside its life
 
 
+@pytest.mark.slow
 def test_black_box_agent_with_a_seed_004_ledger_keeps_one_order(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
@@ -99,14 +109,15 @@ def test_black_box_agent_with_a_seed_004_ledger_keeps_one_order(
         json.loads(line) for line in (result.case_dir / "model_requests.jsonl").read_text().splitlines()
     ]
     assert requests and requests[0]["messages"][0]["content"] == "Order 2 blue widgets"
-    _assert_nothing_outlives(result.case_dir)
+    _assert_nothing_outlives(result, agent_processes=result.lives)  # one black box per life
 
 
+@pytest.mark.slow
 def test_black_box_agent_killed_after_the_model_answered(launcher: LifeLauncher, tmp_path: Path) -> None:
     result = _run("blackbox_agent", CrashPoint("after_tool_call_saved", "call_order"), launcher, tmp_path)
     assert result.verdict.passed, [m.describe() for m in result.verdict.mismatches]
     assert result.lives == 2
-    _assert_nothing_outlives(result.case_dir)
+    _assert_nothing_outlives(result, agent_processes=result.lives)
 
 
 def test_adapters_declare_the_boundaries_they_can_reach() -> None:

@@ -16,8 +16,6 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.session_file import read_session
 from crashmatrix.mock_tools.world import World
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[3] / "scenarios"
 SCENARIOS = sorted(p for p in ROOT.rglob("*.yaml") if "contracts" not in p.relative_to(ROOT).parts)
 # The four crash points the user's design card names.
@@ -31,12 +29,14 @@ def launcher() -> Iterator[LifeLauncher]:
     )
 
 
-def test_the_suite_has_at_least_30_scenarios_and_every_one_loads() -> None:
-    assert len(SCENARIOS) >= 30
+def test_every_scenario_of_the_suite_loads() -> None:
+    # How many there are is stated in scenarios/README.md and checked by tests/test_docs.py.
+    assert SCENARIOS
     for path in SCENARIOS:
         load_scenario(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_a_scenario_with_a_side_effect_is_crashed_at_the_four_named_boundaries(
     path: Path, launcher: LifeLauncher, tmp_path: Path

@@ -1,7 +1,8 @@
 """Crash cases through real processes: forked lives, SIGKILL, restart, judge.
 
-These are the slow tests (each case forks two or three lives); they prove the injector and
-the judge against the reference agent and against deliberately broken agents.
+Most are slow (each case forks two or three lives); they prove the injector and the judge
+against the reference agent and against deliberately broken agents. The two at the end
+need no process.
 """
 
 from __future__ import annotations
@@ -29,25 +30,10 @@ from crashmatrix.harness.verdict.verdict import judge
 from crashmatrix.mock_tools.fileops import sha256_text
 from crashmatrix.mock_tools.world import World
 
-pytestmark = pytest.mark.slow
+from ...scenario_data import email_once
 
 ROOT = Path(__file__).resolve().parents[3]
 SEED_SCENARIO = ROOT / "scenarios" / "write_file" / "write_file_recovery.yaml"
-
-EMAIL_SCENARIO = """
-name: email_once
-tools: [send_email]
-turns: ["Send the invoice to ada@example.com"]
-model:
-  - when: {role: user}
-    reply:
-      tool_calls:
-        - id: call_mail
-          name: send_email
-          arguments: {to: ada@example.com, subject: Invoice, body: "Attached."}
-  - when: {tool: send_email}
-    reply: {content: "Handled."}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +51,7 @@ def launcher() -> Iterator[LifeLauncher]:
 @pytest.fixture
 def email_scenario(tmp_path: Path) -> Scenario:
     path = tmp_path / "email_once.yaml"
-    path.write_text(EMAIL_SCENARIO, encoding="utf-8")
+    path.write_text(email_once(), encoding="utf-8")
     return load_scenario(path)
 
 
@@ -80,6 +66,7 @@ def _shape(session: Path) -> list[str]:
     return shape
 
 
+@pytest.mark.slow
 def test_crash_after_running_reproduces_seed_000_twelve_record_recovery(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
@@ -113,6 +100,7 @@ def test_crash_after_running_reproduces_seed_000_twelve_record_recovery(
     assert judge(read_observation(run), scenario, CrashPoint("after_running", "call_recovery_demo")).passed
 
 
+@pytest.mark.slow
 def test_the_crash_is_a_real_sigkill_of_the_agent_process(launcher: LifeLauncher, tmp_path: Path) -> None:
     scenario = load_scenario(SEED_SCENARIO)
     run = run_case(
@@ -131,6 +119,7 @@ def test_the_crash_is_a_real_sigkill_of_the_agent_process(launcher: LifeLauncher
             os.kill(event["pid"], 0)
 
 
+@pytest.mark.slow
 def test_torn_write_leaves_a_partial_line_that_recovery_sets_aside(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
@@ -148,6 +137,7 @@ def test_torn_write_leaves_a_partial_line_that_recovery_sets_aside(
     assert running_line.startswith(fragment) and 0 < len(fragment) < len(running_line)
 
 
+@pytest.mark.slow
 def test_a_clean_case_is_judged_passed_with_every_invariant(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -165,10 +155,11 @@ def _violations(result: object) -> set[str]:
     return {v.invariant for v in verdict.violations}
 
 
+@pytest.mark.slow
 def test_blind_retry_of_a_sent_email_is_caught_as_a_double_side_effect(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
-    point = CrashPoint("after_side_effect", "call_mail")
+    point = CrashPoint("after_side_effect", "call_1")
     good = run_point(email_scenario, point, launcher, tmp_path / "good")
     assert good.passed and good.verdict.observed is not None
     assert good.verdict.observed.world["emails"] == 1
@@ -184,6 +175,7 @@ def test_blind_retry_of_a_sent_email_is_caught_as_a_double_side_effect(
     assert "non_idempotent_at_most_once" in _violations(bad)
 
 
+@pytest.mark.slow
 def test_running_written_after_the_side_effect_is_caught(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -197,6 +189,7 @@ def test_running_written_after_the_side_effect_is_caught(
     assert "running_before_side_effect" in _violations(bad)
 
 
+@pytest.mark.slow
 def test_ledger_records_in_the_prompt_are_caught(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -210,10 +203,11 @@ def test_ledger_records_in_the_prompt_are_caught(
     assert "no_ledger_in_prompt" in _violations(bad)
 
 
+@pytest.mark.slow
 def test_recovery_that_appends_a_user_message_is_caught(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
-    point = CrashPoint("after_tool_result", "call_mail")
+    point = CrashPoint("after_tool_result", "call_1")
     bad = run_point(
         email_scenario,
         point,
@@ -224,10 +218,11 @@ def test_recovery_that_appends_a_user_message_is_caught(
     assert "no_user_message_from_recovery" in _violations(bad)
 
 
+@pytest.mark.slow
 def test_an_agent_that_hangs_is_killed_at_its_deadline_and_reported_hung(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
-    point = CrashPoint("torn_write", "call_mail", 1, "running")
+    point = CrashPoint("torn_write", "call_1", 1, "running")
     bad = run_point(
         email_scenario,
         point,
@@ -243,10 +238,11 @@ def test_an_agent_that_hangs_is_killed_at_its_deadline_and_reported_hung(
             os.kill(event["pid"], 0)
 
 
+@pytest.mark.slow
 def test_spawn_isolation_gives_the_same_verdict_as_forked_lives(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
-    point = CrashPoint("after_side_effect", "call_mail")
+    point = CrashPoint("after_side_effect", "call_1")
     forked = run_point(email_scenario, point, launcher, tmp_path / "fork")
     spawned = run_point(email_scenario, point, LifeLauncher("spawn"), tmp_path / "spawn")
     assert forked.passed and spawned.passed
@@ -266,17 +262,16 @@ def test_spawn_isolation_gives_the_same_verdict_as_forked_lives(
     ]
 
 
+@pytest.mark.slow
 def test_ledger_expectations_are_not_applicable_to_an_agent_that_keeps_no_ledger(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
     path = tmp_path / "wrong_ledger.yaml"
-    path.write_text(
-        EMAIL_SCENARIO + "expect:\n  default:\n    ledger: {call_mail: [succeeded]}\n", encoding="utf-8"
-    )
+    path.write_text(email_once(expect={"default": {"ledger": {"call_1": ["succeeded"]}}}), encoding="utf-8")
     scenario = load_scenario(path)
     run = run_case(tmp_path / "case", scenario, launcher)
     with_ledger = judge(read_observation(run), scenario, None)
-    assert [m.field for m in with_ledger.mismatches] == ["ledger[call_mail]"]
+    assert [m.field for m in with_ledger.mismatches] == ["ledger[call_1]"]
     without = judge(read_observation(run, keeps_ledger=False), scenario, None)
     assert without.mismatches == () and without.passed
     assert without.notes == ("ledger: not applicable (the agent keeps no ledger)",)
@@ -290,11 +285,12 @@ def _observed(run: CaseRun, scenario: Scenario, point: CrashPoint) -> tuple[obje
     return (verdict.status, [life.status for life in run.lives], seen.ledger, seen.outcome, counts)
 
 
+@pytest.mark.slow
 def test_a_case_resumed_from_a_copied_first_crash_is_the_case_run_from_the_start(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
     # Crashed before running: recovery asks approval again and sends, passing every boundary.
-    point = CrashPoint("after_approved", "call_mail")
+    point = CrashPoint("after_approved", "call_1")
     crashed = run_case(tmp_path / "crashed", email_scenario, launcher, point=point, max_lives=1)
     assert [life.status for life in crashed.lives] == ["crashed"]
     seconds = recovery_window(run_case(tmp_path / "first", email_scenario, launcher, point=point).trace)
@@ -315,10 +311,11 @@ def test_a_case_resumed_from_a_copied_first_crash_is_the_case_run_from_the_start
     assert {e["life"] for e in read_trace(crashed.case_dir)} == {1}
 
 
+@pytest.mark.slow
 def test_resume_takes_only_a_case_stopped_after_a_crash_at_the_same_point(
     launcher: LifeLauncher, email_scenario: Scenario, tmp_path: Path
 ) -> None:
-    point = CrashPoint("after_running", "call_mail")
+    point = CrashPoint("after_running", "call_1")
     crashed = run_case(tmp_path / "crashed", email_scenario, launcher, point=point, max_lives=1)
     finished = run_case(tmp_path / "finished", email_scenario, launcher, point=point)
     with pytest.raises(HarnessError, match="crashed at after_running"):
@@ -326,13 +323,14 @@ def test_resume_takes_only_a_case_stopped_after_a_crash_at_the_same_point(
             tmp_path / "x",
             email_scenario,
             launcher,
-            point=CrashPoint("after_approved", "call_mail"),
+            point=CrashPoint("after_approved", "call_1"),
             resume=crashed,
         )
     with pytest.raises(HarnessError, match="stopped after a first life"):
         run_case(tmp_path / "y", email_scenario, launcher, point=point, resume=finished)
 
 
+@pytest.mark.slow
 def test_the_recovery_window_ends_where_the_restarted_agent_asks_the_model_again(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:

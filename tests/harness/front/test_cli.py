@@ -8,28 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from ...scenario_data import email_once
+
 pytestmark = pytest.mark.slow
 
-SCENARIO = """\
-name: email_once
-tools: [send_email]
-turns: ["Send the invoice"]
-recovery_crashes: false
-model:
-  - when: {role: user}
-    reply:
-      tool_calls:
-        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
-  - when: {tool: send_email}
-    reply: {content: "Handled."}
-expect:
-  after_running:
-    outcome: {call_1: side_effect_uncertain}
-    world: {emails: 0}
-  after_side_effect:
-    outcome: {call_1: side_effect_uncertain}
-    world: {emails: 1}
-"""
+EXPECT = {
+    "after_running": {"outcome": {"call_1": "side_effect_uncertain"}, "world": {"emails": 0}},
+    "after_side_effect": {"outcome": {"call_1": "side_effect_uncertain"}, "world": {"emails": 1}},
+}
+SCENARIO = email_once(recovery_crashes=False, expect=EXPECT)
 
 
 def crashmatrix(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -65,7 +52,8 @@ def test_run_one_point_by_bare_boundary_keeps_the_case_directory(scenario: Path,
 def test_run_without_crash_runs_the_whole_matrix_and_fails_with_exit_1_on_a_wrong_expectation(
     scenario: Path, tmp_path: Path
 ) -> None:
-    scenario.write_text(SCENARIO.replace("world: {emails: 1}", "world: {emails: 2}"), encoding="utf-8")
+    wrong = {**EXPECT, "after_side_effect": {**EXPECT["after_side_effect"], "world": {"emails": 2}}}
+    scenario.write_text(email_once(recovery_crashes=False, expect=wrong), encoding="utf-8")
     done = crashmatrix("run", str(scenario), cwd=tmp_path)
     assert done.returncode == 1
     assert "email.yaml::clean ... passed" in done.stdout
@@ -88,7 +76,10 @@ def test_an_unknown_point_is_a_one_line_usage_error_listing_the_points(
 
 def test_validate_reports_each_bad_file_on_one_line_and_exits_2(scenario: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text(SCENARIO.replace("tools: [send_email]", "tools: [send_fax]"), encoding="utf-8")
+    fax = email_once(
+        edits=[("tools: [send_email]", "tools: [send_fax]")], recovery_crashes=False, expect=EXPECT
+    )
+    bad.write_text(fax, encoding="utf-8")
     done = crashmatrix("validate", str(scenario), str(bad), cwd=tmp_path)
     assert done.returncode == 2
     assert f"{scenario}: ok" in done.stdout
@@ -142,7 +133,7 @@ def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_p
 def test_run_shares_each_first_crash_between_a_point_and_its_recovery_item(
     scenario: Path, tmp_path: Path
 ) -> None:
-    scenario.write_text(SCENARIO.replace("recovery_crashes: false\n", ""), encoding="utf-8")
+    scenario.write_text(email_once(expect=EXPECT), encoding="utf-8")  # recovery crashes: the default
     done = crashmatrix("run", str(scenario), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     recovery = [line for line in done.stdout.splitlines() if "::recovery@" in line]
@@ -166,5 +157,7 @@ def test_a_bad_adapter_declaration_is_one_line_and_exit_2_before_anything_runs(
     done = crashmatrix("run", str(scenario), "--agent", str(broken), "--keep", str(keep), cwd=tmp_path)
     assert done.returncode == 2
     assert done.stdout == ""
-    assert done.stderr.count("\n") == 1 and "effects[0].sqlite.query: the query is not valid SQL" in done.stderr
+    assert (
+        done.stderr.count("\n") == 1 and "effects[0].sqlite.query: the query is not valid SQL" in done.stderr
+    )
     assert not keep.exists()  # nothing ran

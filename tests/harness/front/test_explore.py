@@ -3,16 +3,19 @@
 The CI profile (fixed seeds, small N, no shrinking except in the round-trip test):
 
 * the reference agent survives a bounded exploration (no invariant broken);
-* exploration ALONE, without the YAML suite, kills at least 8 of the 12 mutants;
+* exploration ALONE, without the YAML suite, kills exactly the mutants docs/exploration.md
+  lists (11 of the 12);
 * a shrunk finding is written as ``found_<hash>.yaml``, loads with ``load_scenario``, fails
   again against the mutant and passes against the reference.
 
 Which mutants exploration kills (seed 0, 12 conversations x up to 3 schedules each) is
-printed by ``test_exploration_alone_kills_most_mutants`` and kept in docs/exploration.md.
+printed by ``test_exploration_alone_kills_the_mutants_its_doc_lists`` and kept in
+docs/exploration.md, whose "CI profile" describes this file (checked here).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,7 +43,15 @@ from crashmatrix.reference_agent.mutants import MUTANTS
 MUTANT_EXAMPLES = 12
 MUTANT_SEED = 0
 REFERENCE_EXAMPLES = 15
+REFERENCE_SEED = 1
 DEADLINE = 4.0  # per life: a hung mutant (torn_tail_blocks_forever) costs this much
+DOC = Path(__file__).resolve().parents[3] / "docs" / "exploration.md"
+
+
+def _documented_kills() -> set[str]:
+    found = re.search(r"Killed: ([\w,\s]+)\.", DOC.read_text(encoding="utf-8"))
+    assert found, "docs/exploration.md no longer lists the killed mutants after 'Killed: '"
+    return {name.strip() for name in found.group(1).split(",")}
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +85,13 @@ def test_a_generated_conversation_is_a_valid_scenario(tmp_path: Path) -> None:
     assert "clean" not in scenario.expect  # a refusal makes the clean count undeterminable
 
 
+def test_the_ci_profile_in_the_doc_is_this_files() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    assert f"reference agent, {REFERENCE_EXAMPLES} conversations (seed {REFERENCE_SEED})" in text
+    assert f"each mutant, {MUTANT_EXAMPLES} conversations (seed {MUTANT_SEED}, no shrinking)" in text
+    assert _documented_kills() <= set(MUTANTS)
+
+
 def test_point_ids_parse_back() -> None:
     for text in ("after_running[c1]", "torn_write[c2:tool_result]", "after_approved[c3#2]"):
         assert parse_point(text).id == text
@@ -91,7 +109,12 @@ def test_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.slow
 def test_the_reference_agent_survives_exploration(launcher: LifeLauncher, tmp_path: Path) -> None:
     result = explore(
-        examples=REFERENCE_EXAMPLES, seed=1, work_dir=tmp_path, launcher=launcher, deadline=10.0, shrink=False
+        examples=REFERENCE_EXAMPLES,
+        seed=REFERENCE_SEED,
+        work_dir=tmp_path,
+        launcher=launcher,
+        deadline=10.0,
+        shrink=False,
     )
     assert result.finding is None, f"{result.finding.schedule.case_id}: {result.finding.reason}"
     assert result.examples == REFERENCE_EXAMPLES
@@ -110,9 +133,10 @@ def _explore_mutant(name: str, launcher: LifeLauncher, work_dir: Path) -> Explor
 
 
 @pytest.mark.slow
-def test_exploration_alone_kills_most_mutants(launcher: LifeLauncher, tmp_path: Path) -> None:
+def test_exploration_alone_kills_the_mutants_its_doc_lists(launcher: LifeLauncher, tmp_path: Path) -> None:
     """No YAML suite: generated conversations only. A kill is a failing case the reference
-    passes (as in the kill matrix)."""
+    passes (as in the kill matrix). The seeds are fixed, so the kills are exact: a change
+    (a new mutant, another Hypothesis version) fails until docs/exploration.md says so."""
     with ThreadPoolExecutor(max_workers=2) as pool:  # each case is its own processes
         results = dict(
             zip(MUTANTS, pool.map(lambda n: _explore_mutant(n, launcher, tmp_path), MUTANTS), strict=True)
@@ -128,7 +152,7 @@ def test_exploration_alone_kills_most_mutants(launcher: LifeLauncher, tmp_path: 
         for name, r in results.items()
     ]
     print("\n".join(report))
-    assert len(killed) >= 8, "\n".join(report)
+    assert killed == _documented_kills(), "\n".join(report)
 
 
 @pytest.mark.slow

@@ -1,11 +1,13 @@
 """The pytest plugin end to end, as a user runs it: ``pytest scenarios/`` in a project.
 
-Runs pytest in a subprocess (pytester) so the plugin is loaded through its ``pytest11``
-entry point, exactly as an installed crashmatrix is.
+Each test runs pytest in this process (pytester, ``tests/pytest_runs.py``): the inner run
+loads the plugin through its ``pytest11`` entry point, exactly as an installed crashmatrix
+is loaded, and forks its lives from a fork server subprocess.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -13,31 +15,31 @@ import pytest
 from crashmatrix.reports.matrix import build_matrix
 from crashmatrix.reports.results import load_results
 
+from ...pytest_runs import run_inprocess
+from ...scenario_data import email_once
+
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytester"]
 
-SCENARIO = """
-name: email_once
-tools: [send_email]
-turns: ["Send the invoice"]
-recovery_crashes: false
-cover: [after_running]
-model:
-  - when: {role: user}
-    reply:
-      tool_calls:
-        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
-  - when: {tool: send_email}
-    reply: {content: "Handled."}
-expect:
-  after_running:
-    outcome: {call_1: %s}
-"""
+
+def scenario(
+    outcome: str,
+    *,
+    cover: Sequence[str] = ("after_running",),
+    default: Mapping[str, object] | None = None,
+    edits: Sequence[tuple[str, str]] = (),
+    **keys: object,
+) -> str:
+    """email_once, crashed after running only (no recovery crashes), expecting ``outcome`` there."""
+    expect: dict[str, object] = {"after_running": {"outcome": {"call_1": outcome}}}
+    if default is not None:
+        expect["default"] = dict(default)
+    return email_once(edits=edits, recovery_crashes=False, cover=list(cover), **keys, expect=expect)
 
 
 def test_ids_are_point_ids_and_a_passing_matrix_passes(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "side_effect_uncertain"})
-    result = pytester.runpytest_subprocess("scenarios", "-v", "-p", "no:cacheprovider")
+    pytester.makefile(".yaml", **{"scenarios/email": scenario("side_effect_uncertain")})
+    result = run_inprocess(pytester, "scenarios", "-v", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*email.yaml::clean PASSED*", "*email.yaml::after_running?call_1? PASSED*"])
     result.assert_outcomes(passed=2)
 
@@ -45,8 +47,8 @@ def test_ids_are_point_ids_and_a_passing_matrix_passes(pytester: pytest.Pytester
 def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "replayed"})
-    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    pytester.makefile(".yaml", **{"scenarios/email": scenario("replayed")})
+    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -63,11 +65,11 @@ def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command
 def test_a_broken_scenario_is_a_one_line_collection_error_for_that_file_only(
     pytester: pytest.Pytester,
 ) -> None:
-    broken = (SCENARIO % "side_effect_uncertain").replace("turns:", "turnz:")
+    broken = scenario("side_effect_uncertain", edits=[("turns:", "turnz:")])
     pytester.makefile(
-        ".yaml", **{"scenarios/broken": broken, "scenarios/good": SCENARIO % "side_effect_uncertain"}
+        ".yaml", **{"scenarios/broken": broken, "scenarios/good": scenario("side_effect_uncertain")}
     )
-    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
     # The broken file is an error for that file only: the good one still ran, the run fails.
     result.assert_outcomes(passed=2, errors=1)
@@ -78,12 +80,11 @@ def test_a_broken_scenario_is_a_one_line_collection_error_for_that_file_only(
 def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
     pytester: pytest.Pytester,
 ) -> None:
-    never = (SCENARIO % "side_effect_uncertain").replace(
-        "cover: [after_running]", "cover: [after_running, after_approved]"
+    never = scenario(
+        "side_effect_uncertain", cover=["after_running", "after_approved"], approvals={"send_email": "no"}
     )
-    never = never.replace("turns:", "approvals: {send_email: 'no'}\nturns:")
     pytester.makefile(".yaml", **{"scenarios/never": never})
-    result = pytester.runpytest_subprocess("scenarios", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])
     result.assert_outcomes(errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -96,8 +97,13 @@ def test_points_a_black_box_agent_cannot_reach_are_shown_not_reached_never_passe
     pytester.makefile(
         ".yaml", **{"scenarios/order": (examples / "scenario.yaml").read_text(encoding="utf-8")}
     )
-    result = pytester.runpytest_subprocess(
-        "scenarios", "-p", "no:cacheprovider", "--no-recovery-crashes", f"--agent={examples / 'adapter.yaml'}"
+    result = run_inprocess(
+        pytester,
+        "scenarios",
+        "-p",
+        "no:cacheprovider",
+        "--no-recovery-crashes",
+        f"--agent={examples / 'adapter.yaml'}",
     )
     assert result.ret == 0
     # A black box writes its own session: the harness cannot tear its writes nor stop it
@@ -111,7 +117,7 @@ def test_points_a_black_box_agent_cannot_reach_are_shown_not_reached_never_passe
 def test_a_recorded_point_outside_the_adapters_boundaries_is_skipped_as_not_reachable(
     pytester: pytest.Pytester,
 ) -> None:
-    pytester.makefile(".yaml", **{"scenarios/email": SCENARIO % "side_effect_uncertain"})
+    pytester.makefile(".yaml", **{"scenarios/email": scenario("side_effect_uncertain")})
     pytester.makepyfile(
         limited_adapter="""
 from crashmatrix.harness.agents.reference import ReferenceAdapter
@@ -121,8 +127,9 @@ class Limited(ReferenceAdapter):
     boundaries = ("after_tool_call_saved", "after_side_effect")
 """
     )
-    result = pytester.runpytest_subprocess(
-        "scenarios", "-rs", "-p", "no:cacheprovider", "--agent=limited_adapter:Limited"
+    pytester.syspathinsert()  # a subprocess run would find it in its working directory
+    result = run_inprocess(
+        pytester, "scenarios", "-rs", "-p", "no:cacheprovider", "--agent=limited_adapter:Limited"
     )
     result.stdout.fnmatch_lines(
         ["*SKIPPED*not reachable: agent limited_adapter:Limited cannot be killed at after_running*"]
@@ -140,10 +147,10 @@ def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is
 ) -> None:
     # Collection runs the clean case to enumerate the points; the clean item reports that
     # run (no second clean life) and is judged like any other case.
-    wrong = (SCENARIO % "side_effect_uncertain") + "  default:\n    world: {emails: 2}\n"
+    wrong = scenario("side_effect_uncertain", default={"world": {"emails": 2}})
     pytester.makefile(".yaml", **{"scenarios/email": wrong})
-    result = pytester.runpytest_subprocess(
-        "scenarios", "-p", "no:cacheprovider", "--keep-cases", "cases", "-k", "clean"
+    result = run_inprocess(
+        pytester, "scenarios", "-p", "no:cacheprovider", "--keep-cases", "cases", "-k", "clean"
     )
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(

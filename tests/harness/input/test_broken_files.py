@@ -4,6 +4,7 @@ must give.
 Every file in ``data/broken/`` starts with ``# expect (scenario|contract|adapter): MESSAGE``, where
 ``{path}`` is the file and ``{dir}`` its directory. To cover a new mistake, add a file: the
 message is part of the interface (a person reads it and fixes the file), so it is pinned.
+The README states how many there are; tests/test_docs.py checks it.
 """
 
 from __future__ import annotations
@@ -22,10 +23,6 @@ BROKEN = Path(__file__).parents[1] / "data" / "broken"
 FILES = sorted(BROKEN.glob("*.yaml"))
 HEADER = re.compile(r"^# expect \((scenario|contract|adapter)\): (.+)$")
 LOADERS = {"scenario": load_scenario, "contract": load_contract, "adapter": load_foreign}
-
-
-def test_the_corpus_has_at_least_25_broken_files() -> None:
-    assert len(FILES) >= 25
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])

@@ -8,32 +8,25 @@ no process with that marker.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.lives.tracer import read_trace
 from crashmatrix.reports.results import load_results
+
+from ...scenario_data import email_once
+from ...waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
-SCENARIO = """\
-name: email_once
-tools: [send_email]
-turns: ["Send the invoice"]
-recovery_crashes: false
-model:
-  - when: {role: user}
-    reply:
-      tool_calls:
-        - {id: call_1, name: send_email, arguments: {to: a@example.com, subject: Invoice, body: hi}}
-  - when: {tool: send_email}
-    reply: {content: "Handled."}
-"""
+SCENARIO = email_once(recovery_crashes=False)
+CASE_DEADLINE = 120.0  # per life: the hung lives outlive the test unless the interrupt stops them
 
 
 def _marked(marker: str) -> list[int]:
@@ -59,6 +52,18 @@ def _lives(marker: str) -> list[int]:
     return [pid for pid in marked if pid not in servers and _parent(pid) in servers] + [
         pid for pid in servers if _parent(pid) in servers
     ]
+
+
+def _hung_lives(basetemp: Path, marker: str) -> set[int]:
+    """Second lives still running: this mutant's second life of a torn-write case blocks for
+    ever once it has set the torn line aside (each life records its pid in the trace)."""
+    seconds = {
+        event["pid"]
+        for trace in basetemp.rglob("trace.jsonl")
+        for event in read_trace(trace.parent)
+        if event.get("event") == "start" and event.get("life", 1) >= 2
+    }
+    return seconds & set(_lives(marker))
 
 
 def _describe(marker: str) -> list[str]:
@@ -101,7 +106,7 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "email.yaml").write_text(SCENARIO, encoding="utf-8")
     marker = f"CRASHMATRIX_INTERRUPT_TEST={uuid.uuid4().hex}"
-    env = dict(os.environ, CRASHMATRIX_INTERRUPT_TEST=marker.split("=", 1)[1])
+    env = dict(os.environ, CRASHMATRIX_INTERRUPT_TEST=marker.split("=", 1)[1], PYTHONUNBUFFERED="1")
     # The hanging mutant blocks forever after a torn write: lives that only a deadline ends.
     command = [
         sys.executable,
@@ -112,9 +117,17 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         "2",
         "-p",
         "no:cacheprovider",
+        "-v",  # the controller prints each case it has recorded
+        # The controller imports the report modules when the first case reports, after the
+        # line above is printed; an interrupt during that import (~0.3 s) loses the whole
+        # report (a harness race, harness/front/plugin.py). Imported at start, so this test
+        # interrupts as soon as a case is recorded and still checks the orderly stop.
+        "-p",
+        "crashmatrix.reports.collector",
         "--agent=crashmatrix.reference_agent.mutants:torn_tail_blocks_forever",
         "--crash-boundary=torn_write",
-        "--case-deadline=120",
+        f"--case-deadline={CASE_DEADLINE}",
+        f"--basetemp={tmp_path / 'basetemp'}",  # where the case directories are
     ]
     # SIGINT at its default, as a terminal gives it, however this suite was started: a
     # background job of a script inherits SIGINT ignored, and so would the run (and then a
@@ -123,26 +136,27 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
         "os.execv(sys.argv[1], sys.argv[1:])"
     )
-    run = subprocess.Popen(
-        [sys.executable, "-c", reset, *command],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group, as a terminal or a CI runner gives it
-    )
+    log = tmp_path / "run.log"  # what the run printed, for a failure message
+    with log.open("wb") as out:
+        run = subprocess.Popen(
+            [sys.executable, "-c", reset, *command],
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, as a terminal or a CI runner gives it
+        )
     try:
-        deadline = time.monotonic() + 90
-        # Wait until agent lives are running (a marked process whose parent is a marked
-        # forkserver), so the interrupt lands mid-case with lives that only a deadline ends.
-        # A life that is still there a second later is a hung one (life 1 kills itself at
-        # the torn write within milliseconds; life 2 of this mutant never returns).
-        hung: set[int] = set()
-        while not hung and time.monotonic() < deadline:
-            before = set(_lives(marker))
-            time.sleep(1.0)
-            hung = before & set(_lives(marker))
-        assert hung, "the run never reached a hung agent life"
+        # The interrupt must land mid-case, with lives that only a deadline ends (a second
+        # life of this mutant: life 1 kills itself at the torn write), after the controller
+        # has recorded a case (the clean one), so that there is something to report. Any
+        # run gets there long before a case could end at its deadline.
+        def mid_case() -> set[int]:
+            recorded = re.search(r"^\[gw\d\] .*(PASSED|FAILED) ", log.read_text(), flags=re.MULTILINE)
+            return _hung_lives(tmp_path / "basetemp", marker) if recorded else set()
+
+        hung = wait_until(mid_case, within=CASE_DEADLINE)
+        assert hung, f"the run never recorded a case and reached a hung life:\n{log.read_text()[-2000:]}"
         if signum == signal.SIGKILL:
             # The whole harness dies at once (controller and xdist workers), as under a CI
             # timeout: no worker is left to clean up, only forkservers and lives remain.
@@ -152,10 +166,15 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         else:
             # Ctrl-C in a terminal and a cancelled CI job signal the whole process group.
             os.killpg(run.pid, signum)
+        # Slow on a loaded machine (once 45 s), but an interrupted run that waits for its
+        # hung lives' deadline did not stop them: it must end before that deadline.
         try:
-            run.wait(timeout=120)  # slow on a loaded machine (once 45 s); a deadlock never ends
+            run.wait(timeout=CASE_DEADLINE)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"the interrupted run did not end within 120 s; still running: {_describe(marker)}")
+            still = _describe(marker)
+            pytest.fail(
+                f"the interrupted run did not end within {CASE_DEADLINE:.0f} s; still running: {still}"
+            )
     finally:
         if run.poll() is None:
             run.kill()
@@ -163,7 +182,5 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         # An orderly stop writes what ran, marked: never nothing, never a matrix that looks whole.
         results = load_results(tmp_path / "reports" / "latest" / "matrix.json")
         assert results.incomplete
-    grace = time.monotonic() + 30  # a loaded machine reaps slowly; a leak never goes away
-    while _marked(marker) and time.monotonic() < grace:
-        time.sleep(0.2)
-    assert _marked(marker) == []
+    # A loaded machine reaps slowly; a leaked life is still there after its own deadline.
+    assert wait_until(lambda: not _marked(marker), within=CASE_DEADLINE), _describe(marker)

@@ -23,8 +23,6 @@ from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.plan.enumeration import points_from_trace
 from crashmatrix.harness.verdict.result import CaseResult
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parents[3] / "scenarios"
 SAMPLE = ["write_file/write_file_recovery.yaml", "create_order/keyed_once.yaml", "send_email/send_once.yaml"]
 
@@ -52,6 +50,7 @@ def _sample(launcher: LifeLauncher, tmp_path: Path) -> list[tuple[Scenario, Cras
     return cases
 
 
+@pytest.mark.slow
 def test_cases_give_the_same_outcomes_shuffled_and_in_parallel_as_in_file_order(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
@@ -75,6 +74,7 @@ def test_cases_give_the_same_outcomes_shuffled_and_in_parallel_as_in_file_order(
     assert in_parallel == in_order
 
 
+@pytest.mark.slow
 def test_an_api_key_in_the_environment_never_reaches_a_case_directory(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -113,6 +113,7 @@ class Escaping(ReferenceAdapter):
     clients: ClassVar[list[httpx.Client]] = []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["fork", "spawn"])
 def test_no_request_of_a_life_escapes_the_mocks_however_it_was_started(
     isolation: str, tmp_path: Path

@@ -1,0 +1,65 @@
+"""What holds for every test of the project (tests/README.md says where a new test goes).
+
+Fast tests run in the test's own process: ``pytest tests -m "not slow"`` runs them all in
+well under a minute on 2 cores. A test that starts a program (another interpreter, the
+``crashmatrix`` CLI, pytest in a subprocess, the fork server that agent lives fork from) is
+marked ``slow``; CI runs both. Forking the test process itself (``os.fork``, a few
+milliseconds) is fine in a fast test.
+
+The rule is checked, not trusted: an audit hook sees every program this process starts,
+and a test that is not marked ``slow`` and starts one fails at teardown, naming what it
+started.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+# Audit events raised when a program starts: subprocess.Popen (subprocess.run, the fork
+# server and spawned lives go through it) and the os-level calls. (multiprocessing's spawn
+# would not be seen; nothing here uses it since lives fork from our own server.)
+_STARTS_A_PROGRAM = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn"})
+
+# The node id of the fast test running now (None while a slow test or no test runs), and
+# what each fast test started.
+_fast_test: str | None = None
+_started: dict[str, list[str]] = {}
+
+
+def _audit(event: str, args: tuple[object, ...]) -> None:
+    if _fast_test is not None and event in _STARTS_A_PROGRAM:
+        _started.setdefault(_fast_test, []).append(f"{event} {args[1] if len(args) > 1 else args!r}"[:200])
+
+
+sys.addaudithook(_audit)  # cannot be removed: it only records while a fast test runs
+
+# What a library starts once per process and then caches is started here, before any test:
+# the openai client's platform headers run ``uname -p`` (platform.processor()).
+platform.processor()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    global _fast_test
+    _fast_test = None if item.get_closest_marker("slow") else item.nodeid
+    try:
+        return (yield)
+    finally:
+        _fast_test = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[pytest.TestReport]:
+    report: pytest.TestReport = yield
+    started = _started.pop(item.nodeid, None) if call.when == "teardown" else None
+    if started and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} is not marked slow but started {len(started)} program(s), first: "
+            f"{started[0]}. Mark it @pytest.mark.slow, or keep it in this process (tests/README.md)."
+        )
+    return report
