@@ -24,7 +24,12 @@ may do next:
   again, except an uncertain create_order, which the key makes safe to settle;
 
 then the turn goes on from the saved history, with no new user message. A request whose
-connection closed without an answer is uncertain, not failed: the service may have acted.
+connection closed without an answer is uncertain, not failed: the service may have acted,
+and so is a call whose new step the user refuses after an earlier step may have acted.
+
+A tool call is a call SITE, not an id: providers reuse ids (``call_0`` in every turn), so a
+call owns only the lines after the assistant message that made it, up to the next user
+message or the next assistant message reusing its id; its key names the site too.
 
 ``HTTP_AGENT_BUG`` plants one bug, for the tests of a crash harness: new_key_per_attempt,
 blind_retry_after_unknown, running_after_effect, retry_non_idempotent, duplicate_tool_result.
@@ -121,8 +126,10 @@ def input_hash(call: dict[str, Any]) -> str:
 
 def idempotency_key(call: dict[str, Any], step: str) -> str:
     """The runtime builds the key, not the model (seed 004): the business action is this
-    tool call with these arguments, so every attempt at it carries the same key."""
-    parts = ["http-agent", call["id"], input_hash(call)[:16]]
+    tool call with these arguments, so every attempt at it carries the same key. The call's
+    site (how many messages came before the assistant message that made it) is part of it:
+    the same id and arguments in a later turn are a new business action."""
+    parts = ["http-agent", f"m{call['site']}", call["id"], input_hash(call)[:16]]
     if BUG == "new_key_per_attempt":
         parts.append(step)  # BUG: every attempt is a new business action
     return ":".join(parts)
@@ -280,9 +287,13 @@ def approve(call: dict[str, Any], *, again: bool) -> bool:
     return sys.stdin.readline().strip().lower() == "y"
 
 
-def execute(call: dict[str, Any], *, again: bool = False, key: str | None = None, attempt: int = 1) -> None:
+def execute(
+    call: dict[str, Any], *, again: bool = False, key: str | None = None, attempt: int = 1, acted: str = ""
+) -> None:
     """One step of ``call``: planned, approval, started, the request, its outcome, the Tool
-    Result. ``key``: the key of the business action, when an earlier step made it."""
+    Result. ``key``: the key of the business action, when an earlier step made it.
+    ``acted``: an earlier step that may have acted (closed uncertain): if the user refuses
+    this one, the model is told that, not that nothing happened."""
     name = call["function"]["name"]
     tool = TOOL_FUNCTIONS.get(name)
     if tool is None:
@@ -294,7 +305,11 @@ def execute(call: dict[str, Any], *, again: bool = False, key: str | None = None
         key = idempotency_key(call, step)
     ledger(call, step, key, "planned")
     if not approve(call, again=again):
-        result = {"ok": False, "code": "REJECTED", "content": "the user said no"}
+        result = (
+            uncertain_result(call, acted, "an earlier step may have acted; the user refused another")
+            if acted
+            else {"ok": False, "code": "REJECTED", "content": "the user said no"}
+        )
         ledger(call, step, key, "denied", result)
         publish(call, result)
         return
@@ -311,20 +326,20 @@ def execute(call: dict[str, Any], *, again: bool = False, key: str | None = None
         else:
             status, result = tool(call, arguments, step, key)
     ledger(call, step, key, status, result)
-    if status == "uncertain" and settle(call, key, attempt):
+    if status == "uncertain" and settle(call, key, step, attempt):
         return
     publish(call, result)
 
 
-def settle(call: dict[str, Any], key: str, attempt: int, *, interrupted: bool = False) -> bool:
-    """Seed 004's rule for a step that ended uncertain, by the tool's contract: True if a new
-    step took over (it publishes the Tool Result), False if the uncertainty is what the model
-    must be told. ``interrupted``: the step was found ``started`` and closed just now."""
+def settle(call: dict[str, Any], key: str, step: str, attempt: int, *, interrupted: bool = False) -> bool:
+    """Seed 004's rule for ``step``, which ended uncertain, by the tool's contract: True if a
+    new step took over (it publishes the Tool Result), False if the uncertainty is what the
+    model must be told. ``interrupted``: the step was found ``started`` and closed just now."""
     if attempt >= MAX_ATTEMPTS:
         return False
     if call["function"]["name"] == "create_order":
         # Keyed: the service keeps at most one order under the key, so a new step may ask.
-        execute(call, again=True, key=key, attempt=attempt + 1)
+        execute(call, again=True, key=key, attempt=attempt + 1, acted=step)
         return True
     if BUG == "blind_retry_after_unknown" and not interrupted:
         execute(call, again=True, key=key, attempt=attempt + 1)  # BUG: uncertain read as "did not happen"
@@ -336,7 +351,9 @@ def recover_call(call: dict[str, Any], steps: list[dict[str, Any]]) -> None:
     """Seed 000's recovery of one call that has no Tool Result yet."""
     last = steps[-1] if steps else None
     if last is None or last["status"] in ("planned", "approved"):
-        execute(call, again=last is not None, key=last["idempotencyKey"] if last else None)
+        # Nothing of this step started; an earlier one may have (a retry that was cut short).
+        acted = next((s["stepId"] for s in reversed(steps) if s["status"] in ("started", "uncertain")), "")
+        execute(call, again=last is not None, key=last["idempotencyKey"] if last else None, acted=acted)
         return
     status, step, key = last["status"], last["stepId"], last["idempotencyKey"]
     result = last.get("result")
@@ -350,23 +367,36 @@ def recover_call(call: dict[str, Any], steps: list[dict[str, Any]]) -> None:
         if BUG == "retry_non_idempotent":
             execute(call, again=True, key=key)  # BUG: an email may go out twice
             return
-    if status == "uncertain" and settle(call, key, 1, interrupted=interrupted):
+    if status == "uncertain" and settle(call, key, step, 1, interrupted=interrupted):
         return
     publish(call, result or uncertain_result(call, step, "no result was saved"))
 
 
+def scope_end(log: list[dict[str, Any]], index: int, call_id: str) -> int:
+    """Where the call made at ``index`` stops owning the session: the next user message, or
+    the next assistant message that reuses its id."""
+    for later in range(index + 1, len(log)):
+        message = log[later].get("message") or {}
+        if message.get("role") == "user" or call_id in [c["id"] for c in message.get("tool_calls") or ()]:
+            return later
+    return len(log)
+
+
 def recover() -> None:
-    """Finish what an earlier process left: every call without a Tool Result, then the turn."""
+    """Finish what an earlier process left: every call without a Tool Result, then the turn.
+    A call's Tool Result and steps are looked for in its own scope only (``scope_end``)."""
     log = entries()
-    answered = {e["message"].get("tool_call_id") for e in log if e.get("kind") == "message"}
-    for entry in log:
+    for index, entry in enumerate(log):
         for call in (entry.get("message") or {}).get("tool_calls") or ():
-            steps = [e for e in log if e.get("kind") == "ledger" and e["callId"] == call["id"]]
+            scope = log[index + 1 : scope_end(log, index, call["id"])]
+            answered = any((e.get("message") or {}).get("tool_call_id") == call["id"] for e in scope)
+            steps = [e for e in scope if e.get("kind") == "ledger" and e["callId"] == call["id"]]
             # BUG: a call whose result was published has it published again.
             again = BUG == "duplicate_tool_result" and bool(steps) and steps[-1]["status"] in TERMINAL
-            if call["id"] in answered and not again:
+            if answered and not again:
                 continue
-            recover_call(call, steps)
+            site = sum(1 for e in log[:index] if e.get("kind") == "message")
+            recover_call({**call, "site": site}, steps)
     history = messages()
     if history and (history[-1]["role"] != "assistant" or history[-1].get("tool_calls")):
         think()
@@ -376,6 +406,7 @@ def think() -> None:
     """Ask the model until it answers without tool calls."""
     while True:
         reply = chat()
+        site = len(messages())  # the call site: the messages before this one
         message: dict[str, Any] = {"role": "assistant", "content": reply.get("content") or ""}
         if reply.get("tool_calls"):
             message["tool_calls"] = [
@@ -386,7 +417,7 @@ def think() -> None:
             print(message["content"])
             return
         for call in message["tool_calls"]:
-            execute(call)
+            execute({**call, "site": site})
 
 
 def main() -> None:

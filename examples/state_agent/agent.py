@@ -18,7 +18,12 @@ Recovery is seed 000's table: a call with no ledger or left ``approved`` is rout
 its contract (seed 004): an order is placed again as a NEW execution under the SAME
 idempotency key (the API deduplicates), an email is never resent and the model is told
 SIDE_EFFECT_UNCERTAIN; a terminal status has its stored result published again. Then the
-turn goes on from the saved conversation, with no new user message.
+turn goes on from the saved conversation, with no new user message. A call whose new
+execution the user refuses after an earlier one may have acted is uncertain, not rejected.
+
+A tool call is a call SITE, not an id: providers reuse ids (``call_0`` in every turn), so a
+call owns only the records after the assistant message that made it, up to the next user
+message or the next assistant message reusing its id; its key names the site too.
 
 ``STATE_AGENT_BUG`` plants one bug, for the tests of a crash harness: new_key_per_attempt,
 blind_retry_after_unknown, running_after_effect, retry_non_idempotent, duplicate_tool_result.
@@ -123,6 +128,22 @@ def rejected(execution_id: str) -> dict[str, Any]:
     return {"ok": False, "code": "REJECTED", "execution_id": execution_id, "content": "the user said no"}
 
 
+def may_have_acted(history: list[dict[str, Any]]) -> str:
+    """The latest execution in a call's ``history`` that may have acted (left running or
+    closed unknown), or ""."""
+    return next((r["execution_id"] for r in reversed(history) if r["status"] in ("running", "unknown")), "")
+
+
+def scope_end(records: list[dict[str, Any]], index: int, call_id: str) -> int:
+    """Where the call made at ``index`` stops owning the records: the next user message, or
+    the next assistant message that reuses its id."""
+    for later in range(index + 1, len(records)):
+        message = records[later].get("message") or {}
+        if message.get("role") == "user" or call_id in [c["id"] for c in message.get("tool_calls") or ()]:
+            return later
+    return len(records)
+
+
 # -- the state database ----------------------------------------------------------------------
 
 
@@ -174,9 +195,11 @@ class Agent:
 
     def key_for(self, call: dict[str, Any], execution_id: str) -> str:
         """The runtime builds the key, not the model (seed 004): the business action is this
-        tool call with these arguments, so every attempt at it carries the same key."""
+        tool call with these arguments, so every attempt at it carries the same key. The
+        call's site (how many messages came before the assistant message that made it) is
+        part of it: the same id and arguments in a later turn are a new business action."""
         arguments = json.loads(call["function"]["arguments"] or "{}")
-        parts = ["state-agent", call["id"], arguments_sha256(arguments)[:16]]
+        parts = ["state-agent", f"m{call['site']}", call["id"], arguments_sha256(arguments)[:16]]
         if BUG == "new_key_per_attempt":
             parts.append(execution_id)  # BUG: every attempt is a new business action
         return ":".join(parts)
@@ -214,6 +237,15 @@ class Agent:
             "metadata": {"retryable": False, "idempotency": "non_idempotent"},
         }
 
+    def refused(self, call: dict[str, Any], execution_id: str, acted: str) -> dict[str, Any]:
+        """The receipt of a refusal of ``execution_id``. ``acted``: an earlier execution that
+        may have acted: nothing is known to have not happened, so the model is told that."""
+        if acted:
+            return self.uncertain(
+                call, acted, "an earlier execution may have acted; the user refused another"
+            )
+        return rejected(execution_id)
+
     def effect(self, call: dict[str, Any], execution_id: str) -> tuple[str, dict[str, Any]]:
         """Run the tool. The functions are looked up by name at call time, so whatever the
         module holds under that name now is what runs."""
@@ -233,9 +265,12 @@ class Agent:
             return "unknown", self.uncertain(call, execution_id, str(error))
         return ("succeeded" if result.get("ok") else "failed"), result
 
-    def run_call(self, call: dict[str, Any], *, again: bool = False, retries: int = 2) -> None:
+    def run_call(
+        self, call: dict[str, Any], *, again: bool = False, retries: int = 2, acted: str = ""
+    ) -> None:
         """One execution: approval, approved, running, the tool, its terminal status, the
-        Tool Result. ``retries``: how many more executions an unknown order may take."""
+        Tool Result. ``retries``: how many more executions an unknown order may take.
+        ``acted``: an earlier execution of the call that may have acted (see ``refused``)."""
         if call["function"]["name"] not in TOOL_NAMES:
             # Nothing can run, so there is no execution to record: the model is told at once.
             self.publish(call, {"ok": False, "code": "UNKNOWN_TOOL", "error": "no such tool"})
@@ -243,7 +278,7 @@ class Agent:
         execution_id = f"exec_{uuid.uuid4().hex[:12]}"
         if not self.approve(call, again=again):
             self.ledger(call, execution_id, "rejected")
-            self.publish(call, rejected(execution_id))
+            self.publish(call, self.refused(call, execution_id, acted))
             return
         self.ledger(call, execution_id, "approved")
         if BUG == "running_after_effect":
@@ -253,17 +288,19 @@ class Agent:
             self.ledger(call, execution_id, "running")
             status, result = self.effect(call, execution_id)
         self.ledger(call, execution_id, status, result)
-        if status == "unknown" and retries > 0 and self.settle(call, retries - 1):
+        if status == "unknown" and retries > 0 and self.settle(call, execution_id, retries - 1):
             return
         self.publish(call, result)
 
-    def settle(self, call: dict[str, Any], retries: int, *, interrupted: bool = False) -> bool:
-        """Seed 004's rule for an execution that ended unknown, by the tool's contract: True
-        if a new execution took over (it publishes the Tool Result). ``interrupted``: the
+    def settle(
+        self, call: dict[str, Any], execution_id: str, retries: int, *, interrupted: bool = False
+    ) -> bool:
+        """Seed 004's rule for ``execution_id``, which ended unknown, by the tool's contract:
+        True if a new execution took over (it publishes the Tool Result). ``interrupted``: the
         execution was found ``running`` and closed just now."""
         if call["function"]["name"] == "create_order":
             # Keyed: the API keeps at most one order under the key, so a new execution is safe.
-            self.run_call(call, again=True, retries=retries)
+            self.run_call(call, again=True, retries=retries, acted=execution_id)
             return True
         if BUG == "blind_retry_after_unknown" and not interrupted:
             self.run_call(call, again=True, retries=retries)  # BUG: unknown read as "did not happen"
@@ -274,7 +311,8 @@ class Agent:
         """Seed 000's recovery of one call that has no Tool Result yet."""
         latest = history[-1] if history else None
         if latest is None or latest["status"] == "approved":
-            self.run_call(call, again=latest is not None)  # nothing started: route it again
+            # Nothing of this execution started: route it again (an earlier one may have acted).
+            self.run_call(call, again=latest is not None, acted=may_have_acted(history))
             return
         status, execution_id = latest["status"], latest["execution_id"]
         result = latest.get("result")
@@ -286,29 +324,33 @@ class Agent:
             if BUG == "retry_non_idempotent":
                 self.run_call(call, again=True)  # BUG: an email may go out twice
                 return
-            if self.settle(call, 2, interrupted=True):
+            if self.settle(call, execution_id, 2, interrupted=True):
                 return
-        elif status == "unknown" and self.settle(call, 2):
+        elif status == "unknown" and self.settle(call, execution_id, 2):
             return
         elif status == "rejected":
-            result = rejected(execution_id)  # seed 000: rebuilt from the status, nothing was stored
+            # Seed 000: rebuilt from the ledger, nothing was stored.
+            result = self.refused(call, execution_id, may_have_acted(history))
         # A terminal status: its stored result is published again.
         self.publish(call, result or self.uncertain(call, execution_id, "no result was saved"))
 
     def recover(self) -> None:
-        """Finish what an earlier process left: every call without a Tool Result, then the turn."""
+        """Finish what an earlier process left: every call without a Tool Result, then the
+        turn. A call's Tool Result and ledger are looked for in its own scope (``scope_end``)."""
         records = self.store.records()
-        answered = {r["message"].get("tool_call_id") for r in records if r["type"] == "message"}
-        for record in records:
+        for index, record in enumerate(records):
             for call in (record.get("message") or {}).get("tool_calls") or ():
+                scope = records[index + 1 : scope_end(records, index, call["id"])]
+                answered = any((r.get("message") or {}).get("tool_call_id") == call["id"] for r in scope)
                 history = [
-                    r for r in records if r["type"] == "tool_execution" and r["tool_call_id"] == call["id"]
+                    r for r in scope if r["type"] == "tool_execution" and r["tool_call_id"] == call["id"]
                 ]
                 # BUG: a call whose result was published has it published again.
                 again = BUG == "duplicate_tool_result" and bool(history) and history[-1]["status"] in TERMINAL
-                if call["id"] in answered and not again:
+                if answered and not again:
                     continue
-                self.recover_call(call, history)
+                site = sum(1 for r in records[:index] if r["type"] == "message")
+                self.recover_call({**call, "site": site}, history)
         messages = self.store.messages()
         if messages and (messages[-1]["role"] != "assistant" or messages[-1].get("tool_calls")):
             self.loop()
@@ -337,12 +379,13 @@ class Agent:
             message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
             if calls:
                 message["tool_calls"] = calls
+            site = len(self.store.messages())  # the call site: the messages before this one
             self.store.save_message(message)
             if not calls:
                 print(reply.content)
                 return
             for call in calls:
-                self.run_call(call)
+                self.run_call({**call, "site": site})
 
     def turn(self, text: str) -> None:
         self.store.save_message({"role": "user", "content": text})
