@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import signal
 import subprocess
@@ -373,7 +374,8 @@ class ForeignAdapter:
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 start_new_session=True,  # its own group: stop/kill it and its children together
-                preexec_fn=die_with_parent,  # the life's SIGKILL takes the agent with it
+                # The life's SIGKILL takes the agent with it (the life's pid, known here).
+                preexec_fn=functools.partial(die_with_parent, os.getpid()),
             )
         holder["pid"] = process.pid
         with open(ctx.case_dir / "agent-pids.txt", "a", encoding="utf-8") as pids:

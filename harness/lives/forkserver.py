@@ -139,7 +139,7 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
 
     global _serving
     _serving = True
-    die_with_parent()
+    die_with_parent(int(os.environ.pop(_PARENT_VARIABLE)))
     # Ctrl-C reaches the whole process group: the harness handles it (and stops us); the
     # lives get the harness's own disposition back -- Python's handler, or "ignored" when
     # the harness was started ignoring SIGINT (a background job of a script), so that a
@@ -158,6 +158,7 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
         with contextlib.suppress(Exception):
             __import__(module)
 
+    server = os.getpid()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -177,6 +178,7 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
                     continue
                 pid = os.fork()
                 if pid == 0:
+                    die_with_parent(server)  # before anything: the server may be dying too
                     signal.set_wakeup_fd(-1)
                     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                     signal.signal(signal.SIGINT, inherited)
@@ -325,9 +327,16 @@ def _stop_all() -> None:
 # ---------------------------------------------------------------------------- spawn
 def run_once() -> None:  # pragma: no cover - runs in a spawned interpreter
     """Entry point of a spawned life: read one request from stdin and run it."""
+    from crashmatrix.harness.lives.parent_death import die_with_parent
+
+    die_with_parent(int(os.environ.pop(_PARENT_VARIABLE)))
     request = sys.stdin.buffer.read()
     _stdin_from_devnull()
     os._exit(_run_request(request))
+
+
+# The pid of the process that starts a fork server or a spawned life, for its die_with_parent.
+_PARENT_VARIABLE = "CRASHMATRIX_PARENT_PID"
 
 
 def _child_env(**extra: str) -> dict[str, str]:
@@ -335,7 +344,7 @@ def _child_env(**extra: str) -> dict[str, str]:
     # sys.path (crashmatrix is an installed distribution, editable or not). Never the
     # repository root on PYTHONPATH: that would make the bare folder names (``harness``)
     # importable too, and a module imported under two names is two modules.
-    return dict(os.environ, **extra)
+    return dict(os.environ, **{_PARENT_VARIABLE: str(os.getpid())}, **extra)
 
 
 def run_spawned(target: Callable[..., object], args: tuple[Any, ...], *, deadline: float) -> Exited:

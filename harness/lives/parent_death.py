@@ -21,10 +21,18 @@ __all__ = ["die_with_parent"]
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent() -> None:
+def die_with_parent(parent: int | None = None) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies; die now if it already has.
+
+    ``parent``: the parent's pid as the PARENT knew it before it forked or started this
+    process. Read here instead (``os.getppid()``), a parent that died between the fork and
+    this call is already gone: the orphan reads its new parent (init) and lives on. That race
+    left a hung life behind once, when a SIGKILLed harness took its fork server with it just
+    as the server forked."""
     if not sys.platform.startswith("linux"):
         return
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()  # best effort: a caller that knows the pid passes it
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the request took effect
