@@ -22,7 +22,7 @@ from typing import Any
 
 import jsonschema
 
-from crashmatrix.harness.plan.schedule import repro_command
+from crashmatrix.harness.verdict.explain import rerun_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
 from crashmatrix.reports.errors import ResultsFileError
@@ -234,7 +234,6 @@ def record_from_result(
 ) -> CaseRecord:
     """The record of a finished case (the pytest plugin calls this right after the case)."""
     scenario = result.scenario
-    point = result.point_id.removeprefix("recovery@")
     return CaseRecord(
         node_id=node_id,
         scenario=scenario.name,
@@ -246,7 +245,7 @@ def record_from_result(
         boundary=result.boundary,
         seconds=round(result.seconds, 3),
         lives=result.lives,
-        repro=repro_command(scenario.path, point, agent=result.agent),
+        repro=rerun_command(result),
         case_dir=str(result.case_dir),
         recovery_points=tuple({"point": sid, "status": v.status} for sid, v in result.sub_results),
         timeline=tuple(timeline),

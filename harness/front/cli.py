@@ -2,6 +2,8 @@
 and exit status 2 here, never a traceback.
 
     crashmatrix run FILE [--crash [power@]POINT [--second POINT]] [--keep DIR]   one case, or the whole matrix
+    crashmatrix run FILE --crash clean|recovery@POINT   the clean case alone, or one depth-2 item
+    crashmatrix run FILE::CASE                           the same, by the node id pytest prints
     crashmatrix points FILE                             the crash points a clean run records
     crashmatrix validate FILE...                        check scenario / contract files
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
@@ -15,6 +17,7 @@ and exit status 2 here, never a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
 from crashmatrix.harness.errors import CrashmatrixError, InputError
+from crashmatrix.harness.plan.schedule import CLEAN, POWER, RECOVERY
 
 __all__ = ["main"]
 
@@ -39,11 +43,16 @@ def _parser() -> argparse.ArgumentParser:
         delegated = sub.add_parser(name, help=text, add_help=False)
         delegated.add_argument("rest", nargs=argparse.REMAINDER)
     run = sub.add_parser("run", help="run one crash case, or a scenario's whole matrix")
-    run.add_argument("file", type=Path)
+    run.add_argument(
+        "file",
+        help="a scenario file, or a case's pytest node id (FILE::CASE, e.g. "
+        "send_once.yaml::recovery@after_running[call_mail]) for that one case",
+    )
     run.add_argument(
         "--crash",
         help="point id (after_running[call_1]), a boundary name (its first point), "
-        "or power@POINT for a power loss there",
+        "power@POINT for a power loss there, recovery@POINT for a crash there and then at "
+        "each point of the recovery, or clean for the clean case alone",
     )
     run.add_argument("--second", help="also crash at this point id while the agent recovers (depth 2)")
     run.add_argument("--keep", type=Path, help="keep case directories here (session JSONL, world, trace)")
@@ -77,6 +86,20 @@ def _resolve_point(spec: str, points: Sequence[CrashPoint]) -> CrashPoint:
     raise InputError(f"--crash {spec!r}: the clean run never reaches it; points: {known}")
 
 
+def _case_of(args: argparse.Namespace) -> tuple[Path, str | None]:
+    """The scenario file and the case (``--crash``) asked for: ``FILE --crash CASE`` or a
+    node id ``FILE::CASE`` as pytest prints it (its case is the item name, so the node id
+    of a failed item reruns just that item)."""
+    file, sep, case = str(args.file).partition("::")
+    if not sep:
+        return Path(file), args.crash
+    if args.crash:
+        raise InputError(f"{args.file!r} names its case already; give FILE::CASE or FILE --crash CASE")
+    if not case:
+        raise InputError(f"{args.file!r}: nothing after '::'; write FILE::CASE (CASE as pytest names it)")
+    return Path(file), case
+
+
 def _run(args: argparse.Namespace) -> int:
     from crashmatrix.harness.agents.loading import load_adapter
     from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
@@ -84,30 +107,48 @@ def _run(args: argparse.Namespace) -> int:
     from crashmatrix.harness.lives.first_crash import FirstCrashes
     from crashmatrix.harness.lives.injector import LifeLauncher
     from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
-    from crashmatrix.harness.verdict.explain import explain
+    from crashmatrix.harness.verdict.explain import SECOND, explain
 
-    scenario = load_scenario(args.file)
+    file, crash = _case_of(args)
+    crash = crash or ""
+    recovery_item = crash.startswith(RECOVERY)
+    if args.second and recovery_item:
+        raise InputError(
+            f"--second with --crash {crash}: recovery@ already crashes at each point of the "
+            "recovery; write --crash POINT --second POINT for one of them"
+        )
+    if args.second and (not crash or crash == CLEAN):
+        raise InputError("--second needs --crash: the second crash happens while recovering from the first")
+    second = parse_point(args.second) if args.second else None
+    scenario = load_scenario(file)
     load_adapter(args.agent)  # a bad --agent fails here, before anything runs
     base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-"))
     launcher = LifeLauncher(
         args.isolation, preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
     )
     enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
-    power = bool(args.crash) and args.crash.startswith("power@")
-    if args.second and not args.crash:
-        raise InputError("--second needs --crash: the second crash happens while recovering from the first")
-    second = parse_point(args.second) if args.second else None
-    if args.crash:
-        chosen: list[CrashPoint | None] = [_resolve_point(args.crash.removeprefix("power@"), enum.points)]
+    power = crash.startswith(POWER)
+    chosen: list[CrashPoint | None]
+    if crash == CLEAN:
+        chosen = [None]
+    elif recovery_item:
+        chosen = []  # the one recovery@ item, below
+    elif crash:
+        chosen = [_resolve_point(crash.removeprefix(POWER), enum.points)]
     else:
         chosen = [None, *selected(enum.points, scenario)]
-    depth_two = not args.crash and scenario.recovery_crashes and not args.no_recovery_crashes
+    depth_two = not crash and scenario.recovery_crashes and not args.no_recovery_crashes
     recovery_points = (
         [p for p in enum.points if p.boundary in RECOVERY_FIRST and p.occurrence == 1] if depth_two else []
     )
+    if recovery_item:  # asked for by name: run even where the plugin would not make the item
+        recovery_points = [_resolve_point(crash.removeprefix(RECOVERY), enum.points)]
     # P and recovery@P start with the same first crash: run it once for both, as the pytest
     # plugin does -- but not with --keep, where each kept case directory is whole.
-    shared = FirstCrashes(base / "first-crashes") if recovery_points and args.keep is None else None
+    # (A recovery@ item asked for alone has no P to share with.)
+    shared = (
+        FirstCrashes(base / "first-crashes") if recovery_points and chosen and args.keep is None else None
+    )
     results = []
     for point in chosen:
         name = point.id if point else "clean"
@@ -124,6 +165,8 @@ def _run(args: argparse.Namespace) -> int:
             second=second,
             shared=shared if point in recovery_points else None,
         )
+        if second:  # run_point names the case by its first crash; the rerun line needs both
+            result = dataclasses.replace(result, extra={**result.extra, SECOND: second.id})
         print(result.verdict.status)
         results.append(result)
     for point in recovery_points:

@@ -27,7 +27,6 @@ import contextlib
 import hashlib
 import json
 import re
-import shlex
 import sys
 import tempfile
 import time
@@ -49,6 +48,7 @@ from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.plan.enumeration import points_from_trace
+from crashmatrix.harness.plan.schedule import repro_command
 from crashmatrix.harness.verdict.verdict import Verdict
 
 __all__ = [
@@ -685,12 +685,14 @@ def found_document(finding: Finding) -> dict[str, Any]:
 
 
 def repro_line(path: Path, finding: Finding) -> str:
-    parts = ["crashmatrix", "run", str(path)]
-    if finding.schedule.point is not None:
-        parts += ["--crash", finding.schedule.point.id]
-    if finding.agent != "reference":
-        parts += ["--agent", finding.agent]
-    return shlex.join(parts)
+    """The whole schedule, as ``crashmatrix run`` takes it: the point (``power@`` for a
+    power loss), the second crash while recovering, and the agent."""
+    schedule = finding.schedule
+    if schedule.point is None:
+        return repro_command(path, "clean", keep=None, agent=finding.agent)
+    point = f"power@{schedule.point.id}" if schedule.power_loss else schedule.point.id
+    second = schedule.second.id if schedule.second is not None else None
+    return repro_command(path, point, keep=None, agent=finding.agent, second=second)
 
 
 def write_found(finding: Finding, out_dir: Path) -> Path:

@@ -2,11 +2,37 @@
 
 from __future__ import annotations
 
-from crashmatrix.harness.plan.schedule import repro_command
+from crashmatrix.harness.plan.schedule import DEFAULT_KEEP, RECOVERY, repro_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
 
-__all__ = ["explain"]
+__all__ = ["SECOND", "explain", "failing_second", "rerun_command"]
+
+# The key of ``CaseResult.extra`` naming the second crash of a single depth-2 case
+# (``crashmatrix run FILE --crash P --second Q``): its point_id is P's, so without it the
+# rerun line would lose the crash the case is about.
+SECOND = "second"
+
+
+def failing_second(result: CaseResult) -> str | None:
+    """The crash while recovering that this case's rerun must repeat: the one it was run
+    with, or for a ``recovery@P`` case the first of its second crashes that failed (the
+    one whose verdict is the case's). None when there is none to name."""
+    given = result.extra.get(SECOND)
+    if isinstance(given, str):
+        return given
+    if result.point_id.startswith(RECOVERY):
+        return next((sid for sid, verdict in result.sub_results if not verdict.passed), None)
+    return None
+
+
+def rerun_command(result: CaseResult, keep: str | None = DEFAULT_KEEP) -> str:
+    """The command that runs this case again, and only it: the same scenario, crash (power
+    loss, second crash) and agent. A failed ``recovery@P`` reruns as its failing depth-2
+    case (``--crash P --second Q``); one that passed or was not reached as ``recovery@P``."""
+    return repro_command(
+        result.scenario.path, result.point_id, keep, agent=result.agent, second=failing_second(result)
+    )
 
 
 def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
@@ -33,10 +59,16 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
     return lines
 
 
-def explain(result: CaseResult, agent: str = "reference") -> str:
+def explain(result: CaseResult, agent: str | None = None) -> str:
+    """``agent``: how the header names the agent (default: the spec the case ran with)."""
     scenario = result.scenario
     status = result.verdict.status.upper()
-    head = f"{scenario.path.name}::{result.point_id} {status} (agent {agent}, {result.lives} lives)"
+    name = result.point_id
+    second = result.extra.get(SECOND)
+    if isinstance(second, str):  # named as the CLI's progress line names it
+        name += f" then {second}"
+    shown = result.agent if agent is None else agent
+    head = f"{scenario.path.name}::{name} {status} (agent {shown}, {result.lives} lives)"
     lines = [head]
     if result.sub_results:
         failed = [(sid, v) for sid, v in result.sub_results if not v.passed]
@@ -44,9 +76,10 @@ def explain(result: CaseResult, agent: str = "reference") -> str:
         for sid, verdict in failed:
             lines.append(f"  second crash at {sid}:")
             lines.extend(_verdict_lines(verdict, "    "))
+        if len(failed) > 1:  # the rerun line names one of them; say so, and how to get the others
+            lines.append(f"  the rerun line repeats {failed[0][0]}; change its --second to repeat another")
     else:
         lines.extend(_verdict_lines(result.verdict))
     lines.append(f"  case directory: {result.case_dir}")
-    point = result.point_id.removeprefix("recovery@")
-    lines.append(f"  rerun: {repro_command(scenario.path, point, agent=agent)}")
+    lines.append(f"  rerun: {rerun_command(result)}")
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +162,56 @@ def test_a_bad_adapter_declaration_is_one_line_and_exit_2_before_anything_runs(
         done.stderr.count("\n") == 1 and "effects[0].sqlite.query: the query is not valid SQL" in done.stderr
     )
     assert not keep.exists()  # nothing ran
+
+
+def _failure(lines: list[str]) -> list[str]:
+    """What a failure says, without its execution ids (new in every run): each mismatch,
+    each broken invariant's name, each problem."""
+    said = [line.strip() for line in lines]
+    return [
+        line.partition(":")[0] if line.startswith("INVARIANT") else line
+        for line in said
+        if line.startswith(("MISMATCH", "INVARIANT", "problem:"))
+    ]
+
+
+def test_the_rerun_line_of_a_failed_recovery_case_fails_again_at_the_same_second_crash(
+    tmp_path: Path,
+) -> None:
+    # blind_retry passes after_approved alone; only a second crash while it recovers shows
+    # the bug, so a rerun line without that second crash would print "1 passed".
+    root = Path(__file__).resolve().parents[3]
+    mutant = "crashmatrix.reference_agent.mutants:blind_retry"
+    node = "scenarios/send_email/send_once.yaml::recovery@after_approved[call_mail]"
+    first = crashmatrix("run", node, "--agent", mutant, "--keep", str(tmp_path / "first"), cwd=root)
+    assert first.returncode == 1, first.stdout + first.stderr
+    lines = first.stdout.splitlines()
+    assert "send_once.yaml::recovery@after_approved[call_mail] ... failed" in lines
+    rerun = [line.removeprefix("  rerun: ") for line in lines if line.startswith("  rerun: ")]
+    assert len(rerun) == 1, first.stdout
+    words = shlex.split(rerun[0])
+    assert words[:3] == ["crashmatrix", "run", "scenarios/send_email/send_once.yaml"]
+    assert words[3:9] == [
+        "--crash",
+        "after_approved[call_mail]",
+        "--second",
+        "after_running[call_mail]",
+        "--agent",
+        mutant,
+    ]
+    start = lines.index("  second crash at after_running[call_mail]:") + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("    "))
+    expected = _failure(lines[start:end])
+    assert expected  # else the comparison below would hold for any rerun
+
+    # The printed line, run as printed; only its --keep moves under tmp_path, since the
+    # default directory is shared by every run on this machine.
+    assert words[-2:] == ["--keep", "/tmp/crashmatrix-case"]
+    again = crashmatrix(*words[1:-1], str(tmp_path / "rerun"), cwd=root)
+    assert again.returncode == 1, again.stdout + again.stderr
+    relines = again.stdout.splitlines()
+    assert "send_once.yaml::after_approved[call_mail] then after_running[call_mail] ... failed" in relines
+    assert "0 passed, 1 failed; case directories under " + str(tmp_path / "rerun") in relines
+    assert _failure(relines) == expected
+    # Its own rerun line is itself: rerunning a rerun reproduces the same case again.
+    assert f"  rerun: {rerun[0]}" in relines

@@ -1,0 +1,117 @@
+"""harness.verdict.explain: the rerun line a case result gets names the case it was."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.verdict.explain import SECOND, explain, failing_second, rerun_command
+from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.harness.verdict.verdict import Verdict
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIO = load_scenario(ROOT / "scenarios" / "send_email" / "send_once.yaml")
+MUTANT = "crashmatrix.reference_agent.mutants:blind_retry"
+PASSED = Verdict("passed", None, {})
+SENT_TWICE = Verdict("failed", None, {}, problems=("sent twice",))
+LOST = Verdict("failed", None, {}, problems=("lost",))
+
+
+@pytest.fixture(autouse=True)
+def _at_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the line shows the scenario relative to here
+
+
+def _result(
+    point_id: str,
+    verdict: Verdict,
+    *,
+    agent: str = "reference",
+    subs: tuple[tuple[str, Verdict], ...] = (),
+    extra: dict[str, object] | None = None,
+) -> CaseResult:
+    boundary = "recovery" if point_id.startswith("recovery@") else point_id.partition("[")[0]
+    return CaseResult(
+        SCENARIO, point_id, boundary, verdict, 1.0, 2, Path("/tmp/case"), agent, subs, extra or {}
+    )
+
+
+def _after_crash(line: str) -> list[str]:
+    words = shlex.split(line)
+    assert words[:3] == ["crashmatrix", "run", "scenarios/send_email/send_once.yaml"]
+    return words[3:]
+
+
+def test_a_failed_recovery_case_reruns_its_first_failing_second_crash_not_the_first_in_order() -> None:
+    subs = (
+        ("after_approved[call_mail]", PASSED),
+        ("after_running[call_mail]", SENT_TWICE),
+        ("after_side_effect[call_mail]", LOST),
+    )
+    result = _result("recovery@after_approved[call_mail]", SENT_TWICE, agent=MUTANT, subs=subs)
+    assert failing_second(result) == "after_running[call_mail]"
+    assert _after_crash(rerun_command(result)) == [
+        "--crash",
+        "after_approved[call_mail]",
+        "--second",
+        "after_running[call_mail]",
+        "--agent",
+        MUTANT,
+        "--keep",
+        "/tmp/crashmatrix-case",
+    ]
+
+
+def test_a_passed_recovery_case_reruns_as_the_whole_recovery_item() -> None:
+    subs = (("before_tool_result[call_mail]", PASSED), ("after_tool_result[call_mail]", PASSED))
+    result = _result("recovery@after_running[call_mail]", PASSED, subs=subs)
+    assert failing_second(result) is None
+    assert _after_crash(rerun_command(result))[:2] == ["--crash", "recovery@after_running[call_mail]"]
+
+
+def test_a_recovery_case_that_was_not_reached_reruns_as_the_recovery_item() -> None:
+    result = _result("recovery@after_running[call_mail]", Verdict("not_reached", None, {}))
+    assert _after_crash(rerun_command(result)) == [
+        "--crash",
+        "recovery@after_running[call_mail]",
+        "--keep",
+        "/tmp/crashmatrix-case",
+    ]
+
+
+def test_a_second_crash_the_cli_ran_stays_in_the_line_and_in_the_header() -> None:
+    result = _result(
+        "power@after_running[call_mail]", LOST, agent=MUTANT, extra={SECOND: "before_tool_result[call_mail]"}
+    )
+    assert _after_crash(rerun_command(result))[:4] == [
+        "--crash",
+        "power@after_running[call_mail]",
+        "--second",
+        "before_tool_result[call_mail]",
+    ]
+    text = explain(result)
+    assert text.splitlines()[0].startswith(
+        "send_once.yaml::power@after_running[call_mail] then before_tool_result[call_mail] FAILED "
+        f"(agent {MUTANT}, "
+    )
+
+
+def test_a_plain_point_with_a_mutant_agent_names_the_point_and_the_agent() -> None:
+    result = _result("after_side_effect[call_mail]", SENT_TWICE, agent=MUTANT)
+    assert _after_crash(rerun_command(result))[:4] == [
+        "--crash",
+        "after_side_effect[call_mail]",
+        "--agent",
+        MUTANT,
+    ]
+
+
+def test_explain_ends_with_the_rerun_line_and_says_which_of_several_failures_it_repeats() -> None:
+    subs = (("after_running[call_mail]", SENT_TWICE), ("after_side_effect[call_mail]", LOST))
+    result = _result("recovery@after_approved[call_mail]", SENT_TWICE, agent=MUTANT, subs=subs)
+    lines = explain(result).splitlines()
+    assert lines[-1] == f"  rerun: {rerun_command(result)}"
+    assert "  the rerun line repeats after_running[call_mail]; change its --second to repeat another" in lines
