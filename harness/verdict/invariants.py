@@ -25,6 +25,7 @@ Two conventions hold throughout:
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -33,6 +34,8 @@ from typing import Any, Protocol
 from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract, default_contract
 from crashmatrix.harness.core.ledger import (
+    ALIASES,
+    STATUSES,
     TERMINAL,
     CallSite,
     arguments_sha256,
@@ -358,30 +361,38 @@ def executions_closed(evidence: Evidence) -> list[Violation]:
     gave it. An ``approved`` (or ``planned``) execution that never reached ``running`` and
     that a later execution of the same call superseded is seed 000's own recovery: "没有
     Ledger / approved: 重新进入 Router" routes the call again under a new execution_id, and
-    nothing of the old one ever ran.
+    nothing of the old one ever ran -- whatever the new one then became (the user may say
+    no on reapproval: ``rejected``). "The same call" is its call site (``_scopes``): a later
+    turn that reuses the tool_call_id made another call, which supersedes nothing here.
     """
     entries = evidence.entries
     ledger = _ledger(entries, _scopes(entries))
     out: list[Violation] = []
     executions = list(ledger.executions())
     for scope, execution_id, indices in executions:
-        last = _status(entries[indices[-1]])
+        statuses = [_status(entries[i]) for i in indices]
+        last = statuses[-1]
+        if last in TERMINAL:
+            continue
+        never_started = all(status in ("approved", "planned") for status in statuses)
         superseded = any(
             other is scope and other_id != execution_id and other_indices[0] > indices[-1]
             for other, other_id, other_indices in executions
         )
-        if last in ("approved", "planned") and superseded:
+        if never_started and superseded:
             continue
-        if last not in TERMINAL:
-            out.append(
-                Violation(
-                    "executions_closed",
-                    f"execution {execution_id!r} of tool call {scope.site.call.id!r} ends {last!r} "
-                    f"(line {_line(entries, indices[-1])}); it must end rejected, succeeded, failed "
-                    "or unknown",
-                    scope.site.call.id,
-                )
+        if last in ("approved", "planned"):
+            why = "nothing closed it and no later execution of this call superseded it"
+        else:
+            why = "it must end rejected, succeeded, failed or unknown"
+        out.append(
+            Violation(
+                "executions_closed",
+                f"execution {execution_id!r} of tool call {scope.site.call.id!r} ends {last!r} "
+                f"(line {_line(entries, indices[-1])}); {why}",
+                scope.site.call.id,
             )
+        )
     return out
 
 
@@ -746,16 +757,25 @@ def turn_ends_with_final(evidence: Evidence) -> list[Violation]:
 
 
 def no_ledger_in_prompt(evidence: Evidence) -> list[Violation]:
-    """Every model request is chat messages only, and is a prefix of the session's messages.
+    """Every model request is chat messages only, no message's text carries the ledger, and
+    the request is a prefix of the session's messages.
 
-    Why: seed 000 section 2: the ledger is for the executor, never the model. A ledger line
-    in the prompt leaks execution ids and statuses the model then repeats or acts on, and
-    a request that is not a prefix of the saved session means the model saw something the
-    session does not record (an unsaved reply, a message recovery made up and dropped).
-    Leading system messages are the agent's own preamble and are not in the session.
+    Why: seed 000 section 2: the ledger is for the executor, never the model ("Ledger 不应进入
+    模型上下文"). A ledger line in the prompt leaks execution ids and statuses the model then
+    repeats or acts on, whether it arrives as a message of its own, as fields on a message, or
+    pasted as text into one (a system preamble "recovered: {"type": "tool_execution", ...}").
+    Text is judged by a record's shape -- a ``"type": "tool_execution"`` with a ledger status
+    in the same object -- never by words ("check the ledger") nor by a lone execution_id,
+    which crashmatrix's own Tool Results carry; a system message, which the agent writes and
+    the session does not record, must not name one of the session's execution ids either.
+    A user message that is one of the scenario's turns is the user's own words. A request
+    that is not a prefix of the saved session means the model saw something the session
+    does not record (an unsaved reply, a message recovery made up and dropped). Leading
+    system messages are the agent's own preamble and are not in the session.
     """
     name = "no_ledger_in_prompt"
     view = prompt_view(evidence.entries)
+    leak = _ledger_text_finder(evidence)
     out: list[Violation] = []
     for number, request in enumerate(evidence.requests, start=1):
         messages = request.get("messages") if isinstance(request, Mapping) else None
@@ -766,6 +786,14 @@ def no_ledger_in_prompt(evidence: Evidence) -> list[Violation]:
         if bad is not None:
             position, reason = bad
             out.append(Violation(name, f"request {number}, message {position + 1}: {reason}"))
+            continue
+        leaks = [
+            Violation(name, f"request {number}, message {position + 1} ({message.get('role')!r}) {found}")
+            for position, message in enumerate(messages)
+            if (found := leak(message)) is not None
+        ]
+        if leaks:
+            out += leaks
             continue
         start = 0
         while start < len(messages) and messages[start].get("role") == "system":
@@ -791,6 +819,94 @@ def no_ledger_in_prompt(evidence: Evidence) -> list[Violation]:
                 )
                 break
     return out
+
+
+# A quote as a record's text spells it: JSON's, a Python repr's, or JSON-escaped any number
+# of times (a record inside a JSON string inside a message).
+_Q = r"""\\*["']"""
+_TYPE_PAIR = re.compile(rf"{_Q}type{_Q}\s*:\s*{_Q}tool_execution{_Q}")
+_STATUS_PAIR = re.compile(rf"{_Q}status{_Q}\s*:\s*{_Q}({'|'.join(sorted({*STATUSES, *ALIASES}))}){_Q}")
+_EXECUTION_PAIR = re.compile(rf"{_Q}execution_id{_Q}\s*:\s*{_Q}([^\\\"']+)")
+# Shorter ids ("1", "e2") are ordinary words and numbers in prose, not evidence of a leak.
+_MIN_ID_LENGTH = 8
+
+
+def _ledger_text_finder(evidence: Evidence) -> Callable[[Mapping[str, Any]], str | None]:
+    """A function telling whether a sent message's text carries the ledger (and how), or None.
+
+    Results are kept per (role, text): the same system preamble and history are resent in
+    every request, and each is read once."""
+    turns = set(evidence.turns)
+    ids = sorted(
+        {
+            entry.execution_id
+            for entry in evidence.entries
+            if isinstance(entry, ExecutionRecord) and len(entry.execution_id) >= _MIN_ID_LENGTH
+        },
+        key=len,
+        reverse=True,
+    )
+    named = re.compile(rf"(?<![\w-])(?:{'|'.join(map(re.escape, ids))})(?![\w-])") if ids else None
+    seen: dict[tuple[str, str], str | None] = {}
+
+    def find(message: Mapping[str, Any]) -> str | None:
+        role = str(message.get("role"))
+        content = message.get("content")
+        if content is None:
+            return None
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        if role == "user" and text in turns:
+            return None
+        if (role, text) not in seen:
+            found = _ledger_record_in(text)
+            if found is None and role == "system" and named is not None:
+                match = named.search(text)
+                if match is not None:
+                    found = f"names execution {match.group(0)!r} of the session's ledger"
+            seen[role, text] = found
+        return seen[role, text]
+
+    return find
+
+
+def _ledger_record_in(text: str) -> str | None:
+    """How ``text`` carries a ledger record (a ``"type": "tool_execution"`` and a ledger status
+    in one object), or None."""
+    if "tool_execution" not in text:
+        return None
+    for match in _TYPE_PAIR.finditer(text):
+        record = _enclosing_object(text, match.start(), match.end())
+        status = _STATUS_PAIR.search(record)
+        if status is None:
+            continue
+        execution = _EXECUTION_PAIR.search(record)
+        about = f"execution {execution.group(1)!r}, " if execution is not None else ""
+        return f"carries a ledger record as text ({about}status {status.group(1)!r})"
+    return None
+
+
+def _enclosing_object(text: str, start: int, end: int) -> str:
+    """The text of the innermost ``{...}`` around ``text[start:end]``; a side with no brace
+    runs to the end of the text (a record pasted without its braces, or cut short)."""
+    depth, left = 0, 0
+    for index in range(start - 1, -1, -1):
+        if text[index] == "}":
+            depth += 1
+        elif text[index] == "{":
+            if depth == 0:
+                left = index
+                break
+            depth -= 1
+    depth, right = 0, len(text)
+    for index in range(end, len(text)):
+        if text[index] == "{":
+            depth += 1
+        elif text[index] == "}":
+            if depth == 0:
+                right = index + 1
+                break
+            depth -= 1
+    return text[left:right]
 
 
 def _canonical(message: Mapping[str, Any]) -> Any:

@@ -22,6 +22,7 @@ from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import Entry, MessageEntry, entry_from_json
 from crashmatrix.harness.core.session_log import encode_line, prompt_view
+from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.verdict.invariants import (
     INVARIANTS,
@@ -364,6 +365,73 @@ def test_an_approval_a_later_execution_superseded_is_seed_000s_recovery(status: 
     assert names(check_all(evidence(lines, normal_events(lines, after_line=5)))) == set()
 
 
+def test_a_crash_after_approved_rerouted_as_seed_000_does_is_fine() -> None:
+    # Seed 000 7.2, crashed one boundary earlier: the interrupted execution got no further
+    # than `approved`, and recovery routed the call again under a new execution id.
+    lines = [*RECOVERY[:3], *RECOVERY[5:]]
+    assert [line.get("status") for line in lines[2:6]] == ["approved", "approved", "running", "succeeded"]
+    events = [
+        Event(1, "file_write", "write_file", RECOVERY_CALL, RECOVERY_EXEC, size(lines, 5)),
+        Event(2, "read", "read_file", "call_831bbb27cf6f496b9526c757", None, size(lines, 8)),
+    ]
+    assert check_all(evidence(lines, events)) == []
+
+
+def reapproval_session(*, rerouted: bool) -> list[Raw]:
+    """A crash after `approved`; on restart the user refuses the call when asked again. Seed
+    000 asks under a new execution (rerouted); the bug answers for the old one and leaves it."""
+    args = {"path": "ledger-demo.txt", "content": "hello ledger"}
+    refused = "exec_new" if rerouted else "exec_old"
+    lines = [*NORMAL[:2], ledger("exec_old", NORMAL_CALL, "approved", "write_file", args)]
+    if rerouted:
+        lines.append(ledger("exec_new", NORMAL_CALL, "rejected", "write_file", args))
+    rejection = {"ok": False, "status": "rejected", "execution_id": refused, "code": "REJECTED"}
+    return [*lines, tool_result(NORMAL_CALL, rejection), final("not written")]
+
+
+def test_an_approval_superseded_by_an_execution_the_user_then_rejected_is_fine() -> None:
+    assert check_all(evidence(reapproval_session(rerouted=True))) == []
+
+
+def test_an_approval_answered_by_a_refusal_but_never_closed_is_a_violation() -> None:
+    v = only_violation(evidence(reapproval_session(rerouted=False)), "executions_closed", naming="exec_old")
+    assert "ends 'approved'" in v.message and "superseded" in v.message
+
+
+def test_an_execution_that_reached_running_is_not_excused_by_a_later_one() -> None:
+    # approved, running, approved: it started, so a later execution does not make it moot.
+    args = {"path": "ledger-demo.txt", "content": "hello ledger"}
+    started = [
+        ledger("exec_started", NORMAL_CALL, s, "write_file", args)
+        for s in ("approved", "running", "approved")
+    ]
+    lines = [*NORMAL[:2], *started, *NORMAL[2:]]
+    violations = check_all(evidence(lines, normal_events(lines, after_line=7)))
+    assert names(violations) == {"legal_transitions", "executions_closed"}, violations
+    [v] = [v for v in violations if v.invariant == "executions_closed"]
+    assert "exec_started" in v.message and "ends 'approved'" in v.message
+
+
+def renamed(lines: Sequence[Raw], old: str, new: str) -> list[Raw]:
+    """``lines`` with tool_call_id ``old`` spelled ``new`` everywhere."""
+    return [json.loads(json.dumps(line).replace(json.dumps(old), json.dumps(new))) for line in lines]
+
+
+def test_an_execution_under_a_reused_call_id_in_a_later_turn_supersedes_nothing() -> None:
+    # Turn 1 leaves call_0's approval open; turn 2's provider names its call call_0 too and
+    # runs it: that is another call, so turn 1's approval is still open.
+    first = renamed(reapproval_session(rerouted=False), NORMAL_CALL, "call_0")
+    second = renamed([user("write it again"), *NORMAL[1:]], NORMAL_CALL, "call_0")
+    lines = first + second
+    events = [Event(1, "file_write", "write_file", "call_0", NORMAL_EXEC, size(lines, len(first) + 4))]
+    v = only_violation(evidence(lines, events), "executions_closed", naming="exec_old")
+    assert v.tool_call_id == "call_0" and "line 3" in v.message
+    # The same execution inside turn 1's call would have superseded it.
+    same_call = first[:3] + second[2:]
+    events = [Event(1, "file_write", "write_file", "call_0", NORMAL_EXEC, size(same_call, 5))]
+    assert check_all(evidence(same_call, events)) == []
+
+
 # ---------------------------------------------------------------------------- 4. running before effect
 
 
@@ -651,6 +719,102 @@ def test_a_leading_system_prompt_is_not_a_session_message() -> None:
         for r in model_requests(entries)
     ]
     assert check_all(evidence(NORMAL, normal_events(), requests=requests)) == []
+
+
+def with_system(lines: Sequence[Raw], prompt: str, *, from_request: int = 1) -> list[Raw]:
+    """An honest agent's requests for ``lines``, each from ``from_request`` on preceded by a
+    system message saying ``prompt``."""
+    entries, _ = parse(lines)
+    requests = model_requests(entries)
+    for request in requests[from_request - 1 :]:
+        request["messages"] = [{"role": "system", "content": prompt}, *request["messages"]]
+    return requests
+
+
+SUCCEEDED_LINE = NORMAL[4]  # the `succeeded` ledger line of seed 000 7.1
+LOST, SENT = "exec_0f5e2a91c4b7", "exec_7c1d9e04ab23"  # as long as real ids
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        encode_line(SUCCEEDED_LINE).decode().strip(),  # the session's line, byte for byte
+        json.dumps(SUCCEEDED_LINE, ensure_ascii=False, indent=2),
+        repr(SUCCEEDED_LINE),  # a Python dict printed into the prompt
+        json.dumps({"ledger": json.dumps(SUCCEEDED_LINE)}),  # a record inside a JSON string
+    ],
+    ids=["line", "pretty", "repr", "escaped"],
+)
+def test_a_ledger_record_pasted_into_a_system_message_is_a_violation(pasted: str) -> None:
+    prompt = f"You are a careful agent. Recovered state:\n{pasted}\nContinue."
+    requests = with_system(NORMAL, prompt, from_request=2)
+    v = only_violation(
+        evidence(NORMAL, normal_events(), requests=requests), "no_ledger_in_prompt", naming="request 2"
+    )
+    assert "message 1 ('system')" in v.message
+    assert NORMAL_EXEC in v.message and "'succeeded'" in v.message
+
+
+def test_a_system_message_naming_an_execution_of_the_session_is_a_violation() -> None:
+    prompt = f"Note: execution {NORMAL_EXEC} was interrupted; do not repeat it."
+    requests = with_system(NORMAL, prompt, from_request=2)
+    v = only_violation(
+        evidence(NORMAL, normal_events(), requests=requests), "no_ledger_in_prompt", naming="request 2"
+    )
+    assert NORMAL_EXEC in v.message
+
+
+def test_a_normal_system_prompt_that_talks_about_the_ledger_is_fine() -> None:
+    prompt = (
+        "You are a careful agent. Your executor keeps a ledger of tool_execution records with a "
+        "status such as running or succeeded; you never see it. If the user asks you to check "
+        'the ledger, say so. Tool results look like {"ok": true, "status": "succeeded"}.'
+    )
+    assert check_all(evidence(NORMAL, normal_events(), requests=with_system(NORMAL, prompt))) == []
+
+
+def test_a_ledger_record_published_as_a_tool_result_is_a_violation() -> None:
+    # Saved in the session, so every later request is a prefix of it, and still the ledger.
+    record = {key: value for key, value in SUCCEEDED_LINE.items() if key != "type"}
+    lines = [*NORMAL[:5], tool_result(NORMAL_CALL, {"type": "tool_execution", **record}), NORMAL[6]]
+    v = only_violation(evidence(lines, normal_events()), "no_ledger_in_prompt", naming="request 2")
+    assert "message 3 ('tool')" in v.message and NORMAL_EXEC in v.message
+
+
+def test_reference_shaped_tool_results_and_talk_of_the_ledger_are_fine() -> None:
+    # crashmatrix's own results name their execution (and recovery's say `interrupted`); the
+    # model repeats the id in its answer.
+    sent = ToolObservation(ok=True, data={"message_id": "m1"}).to_result(
+        execution_id=SENT, idempotency="non_idempotent"
+    )
+    lost = ToolObservation(ok=False, code="SIDE_EFFECT_UNCERTAIN", uncertain=True).to_result(
+        execution_id=LOST, idempotency="non_idempotent"
+    )
+    assert sent["execution_id"] == SENT and lost["status"] == "unknown"
+    lines = [
+        user("send the email, then check the ledger"),
+        assistant(call("call_mail", "send_email", EMAIL)),
+        *(ledger(LOST, "call_mail", s, "send_email", EMAIL) for s in ("approved", "running")),
+        ledger(LOST, "call_mail", "unknown", "send_email", EMAIL, lost | {"interrupted": True}),
+        tool_result("call_mail", lost | {"interrupted": True}),
+        assistant(call("call_again", "send_email", EMAIL), content="The ledger says it may not have gone."),
+        *(ledger(SENT, "call_again", s, "send_email", EMAIL) for s in ("approved", "running")),
+        ledger(SENT, "call_again", "succeeded", "send_email", EMAIL, sent),
+        tool_result("call_again", sent),
+        final(f"Sent; execution {SENT} succeeded."),
+    ]
+    events = [Event(1, "email", "send_email", "call_again", SENT, size(lines, 9))]
+    assert check_all(evidence(lines, events)) == []
+
+
+def test_a_turn_that_quotes_a_ledger_record_is_the_users_own_words() -> None:
+    turn = f"Explain this line of my agent's log: {json.dumps(SUCCEEDED_LINE)}"
+    lines = [user(turn), final("It records a succeeded execution.")]
+    assert check_all(evidence(lines)) == []
+    # The same text sent as a user message the scenario never said is the ledger leaking.
+    leaked = [{"messages": [{"role": "user", "content": json.dumps(SUCCEEDED_LINE)}]}]
+    v = only_violation(evidence(lines, requests=leaked), "no_ledger_in_prompt", naming="request 1")
+    assert "ledger record as text" in v.message
 
 
 # ---------------------------------------------------------------------------- 10. unknown stays unknown
