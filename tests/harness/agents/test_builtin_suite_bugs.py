@@ -9,13 +9,10 @@ and the case's scorecard must fail the eval that names the harm.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.core.evals import crash_eval_id
@@ -25,6 +22,8 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.reports.results import record_from_result
 from crashmatrix.reports.scorecard import build_scorecard
+
+from ...planted import plant
 
 pytestmark = pytest.mark.slow
 
@@ -79,20 +78,7 @@ CATCHES: dict[tuple[str, str], tuple[str, str, str]] = {
 
 def _variant(agent: str, bug: str, where: Path) -> Path:
     """The example's adapter file with ``bug`` planted, written under ``where``."""
-    here = ROOT / "examples" / agent
-    data: dict[str, Any] = yaml.safe_load((here / "adapter.yaml").read_text(encoding="utf-8"))
-    if "python" in data:
-        data["python"]["script"] = str(here / data["python"]["script"])
-    if "command" in data:
-        data["command"] = [part.replace("{here}", str(here)) for part in data["command"]]
-    data["env"] = {**(data.get("env") or {}), VARIABLE[agent]: bug}
-    where.mkdir(parents=True, exist_ok=True)
-    for helper in here.glob("*.py"):
-        if helper.name != "agent.py":
-            shutil.copy(helper, where / helper.name)  # a returns: hook, looked for beside the file
-    path = where / f"{agent}-{bug}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+    return plant(ROOT / "examples" / agent, "adapter.yaml", VARIABLE[agent], bug, where)
 
 
 @pytest.fixture(scope="module")

@@ -15,11 +15,9 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -34,6 +32,8 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.harness.verdict.invariants import LEDGER_INVARIANTS
 from crashmatrix.harness.verdict.result import CaseResult
+
+from ...planted import plant
 
 pytestmark = pytest.mark.slow
 
@@ -185,22 +185,8 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> FirstCrashes:
 
 
 def _variant(example: Example, bug: str, where: Path) -> Path:
-    """``example``'s adapter file with ``bug`` planted, written under ``where``: the agent's
-    own files stay where they are ({here} and script: made absolute), its helper modules
-    (a ``returns:`` hook) are copied beside the new file, where the harness looks for them."""
-    data: dict[str, Any] = yaml.safe_load(example.adapter_path.read_text(encoding="utf-8"))
-    if "python" in data:
-        data["python"]["script"] = str(example.here / data["python"]["script"])
-    if "command" in data:
-        data["command"] = [part.replace("{here}", str(example.here)) for part in data["command"]]
-    data["env"] = {**(data.get("env") or {}), example.bug_variable: bug}
-    where.mkdir(parents=True, exist_ok=True)
-    for helper in example.here.glob("*.py"):
-        if helper.name != "agent.py":
-            shutil.copy(helper, where / helper.name)
-    path = where / f"{example.name}-{bug}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return path
+    """``example``'s adapter file with ``bug`` planted, written under ``where``."""
+    return plant(example.here, example.adapter, example.bug_variable, bug, where)
 
 
 def _case(
