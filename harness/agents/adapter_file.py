@@ -7,7 +7,7 @@ import ast
 import importlib.util
 import re
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,7 @@ class ForeignSpec:
     tools: str = "harness"
     input_prompt: str = "> "
     approval_prompt: str | None = None
+    approval_where: str = ""  # path:line:col of approvals.prompt, for messages at run time
     approval_yes: str = "y"
     approval_no: str = "n"
     session: str = DEFAULT_SESSION
@@ -105,14 +106,11 @@ class ForeignSpec:
         )
 
 
-def _regex(doc: Located, key: tuple[str | int, ...], text: str, groups: Sequence[str] = ()) -> None:
+def _regex(doc: Located, key: tuple[str | int, ...], text: str) -> None:
     try:
-        compiled = re.compile(text)
+        re.compile(text)
     except re.error as error:
         raise doc.error(key, f"not a regular expression ({error}); fix the pattern") from error
-    for group in groups:
-        if group not in compiled.groupindex:
-            raise doc.error(key, f"the regex needs a named group (?P<{group}>...) for the {group} name")
 
 
 def load_foreign(path: Path | str) -> ForeignSpec:
@@ -138,7 +136,10 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         raise doc.error(("boundaries",), "boundaries wrap Python functions: only a 'python:' agent has them")
     approvals = data.get("approvals") or {}
     if approvals:
-        _regex(doc, ("approvals", "prompt"), approvals["prompt"], ("tool",))
+        # A prompt may leave the tool unnamed: it is then answered by the scenario's '*'
+        # alone, and a scenario that approves tool by tool is refused when a life starts
+        # (conversation.check_approvals), where the scenario is known.
+        _regex(doc, ("approvals", "prompt"), approvals["prompt"])
     prompt = (data.get("input") or {}).get("prompt", "> ")
     _regex(doc, ("input", "prompt"), prompt)
     session = data.get("session") or {}
@@ -178,8 +179,19 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         for key, function in named:
             if function not in names:
                 raise doc.error(key, f"the agent has no function {function!r}; name one it defines")
+    boundaries = data.get("boundaries") or ()
+    if boundaries and not any(raw.get("call_id") for raw in boundaries):
+        # A rule without call_id marks the call the last fired rule named (python_agent.Marks):
+        # with no rule naming one, none of them ever fires, and the points they stand for would
+        # silently not exist (a matrix of nothing, and green).
+        raise doc.error(
+            ("boundaries", 0),
+            "no boundary rule names its call (call_id:), and a rule without one takes the last "
+            "call a rule named, so none ever fires; add call_id: {argument: ..., key: ...} to "
+            "the rule whose function sees the tool call id",
+        )
     rules: list[BoundaryRule] = []
-    for index, raw in enumerate(data.get("boundaries") or ()):
+    for index, raw in enumerate(boundaries):
         where: list[Where] = []
         for number, cond in enumerate(raw.get("where") or ()):
             tests = [name for name in ("equals", "in", "present") if name in cond]
@@ -212,6 +224,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         tools=data.get("tools", "harness"),
         input_prompt=prompt,
         approval_prompt=approvals.get("prompt"),
+        approval_where=f"{doc.path}:{':'.join(map(str, doc.where(('approvals', 'prompt'))))}",
         approval_yes=approvals.get("approve", "y"),
         approval_no=approvals.get("deny", "n"),
         session=session_path,

@@ -11,14 +11,33 @@ from crashmatrix.harness.agents.adapter_file import (
     ForeignSpec,
 )
 from crashmatrix.harness.agents.protocol import LifeContext
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.errors import InputError
 
-__all__ = []
+__all__ = ["Conversation", "check_approvals"]
 # Output kept to match prompts against: prompts are short, and an agent that prints a lot
 # must not make the supervisor hold all of it.
 _PROMPT_WINDOW = 8192
 
 
 # -- stdin: turns and approvals ------------------------------------------------------------
+
+
+def check_approvals(spec: ForeignSpec, scenario: Scenario) -> None:
+    """Refuse a scenario that approves tool by tool when the adapter's approval prompt cannot
+    say which tool it asks about (no ``(?P<tool>...)`` group): every prompt would be answered
+    by ``*``, and a ``write_file: no`` the agent was never told would pass as tested."""
+    if spec.approval_prompt is None or "tool" in re.compile(spec.approval_prompt).groupindex:
+        return
+    for table, answers in (("approvals", scenario.approvals), ("approvals_again", scenario.approvals_again)):
+        for tool in answers:
+            if tool != "*":
+                raise InputError(
+                    f"{scenario.where((table, tool))}: {table}.{tool}: adapter {spec.name}'s "
+                    f"approvals.prompt ({spec.approval_where}) has no (?P<tool>...) group, so "
+                    "every prompt would be answered by '*'; add (?P<tool>\\w+) where the prompt "
+                    "names the tool, or approve by '*' alone"
+                )
 
 
 class Conversation:
@@ -36,8 +55,10 @@ class Conversation:
 
     def _approve(self, match: re.Match[str]) -> str:
         table = self.again if match.groupdict().get("again") else self.approvals
-        # The prompt names the agent's tool; the scenario's approvals name the suite's.
-        tool = self.spec.dialect.tools.suite_name(match.group("tool"))
+        # The prompt names the agent's tool; the scenario's approvals name the suite's. A
+        # prompt without a tool group is answered by '*' (check_approvals allows nothing else).
+        named = match.groupdict().get("tool")
+        tool = self.spec.dialect.tools.suite_name(named) if named is not None else "*"
         answer = table.get(tool, table.get("*", "yes"))
         return (
             self.spec.approval_yes if str(answer).lower() in ("yes", "y", "true") else self.spec.approval_no

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign
-from crashmatrix.harness.agents.conversation import Conversation, _Console
+from crashmatrix.harness.agents.conversation import Conversation, _Console, check_approvals
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects
 from crashmatrix.harness.agents.foreign_session import _write_copy, read_foreign
 from crashmatrix.harness.agents.loopback import LoopbackServer
@@ -237,6 +237,9 @@ class ForeignAdapter:
         )
 
     def run_life(self, ctx: LifeContext) -> None:
+        # Before the agent starts: approvals it could not be told are the life's error, not
+        # answers from '*' that look tested.
+        check_approvals(self.spec, ctx.scenario)
         log = self._conversation(ctx, self._sync(ctx))
         received = sum(1 for e in log.entries if isinstance(e, MessageEntry) and e.message.role == "user")
         conversation = Conversation(self.spec, ctx.scenario.turns[received:], ctx)

@@ -5,7 +5,7 @@ and exit status 2 here, never a traceback.
     crashmatrix run FILE --crash clean|recovery@POINT   the clean case alone, or one depth-2 item
     crashmatrix run FILE::CASE                           the same, by the node id pytest prints
     crashmatrix points FILE                             the crash points a clean run records
-    crashmatrix validate FILE...                        check scenario / contract files
+    crashmatrix validate FILE...                        check scenario / contract / adapter files
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
     crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
     crashmatrix report --compare A.json B.json          two runs side by side, differences marked
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -31,6 +32,15 @@ from crashmatrix.harness.plan.schedule import CLEAN, POWER, RECOVERY
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+# What ``validate`` reads a file as, by its top-level keys: a scenario has turns: and model:;
+# an adapter file has python: or command: (its kind) or boundaries: (which only it has); any
+# other file is a contract. An adapter's yaml-language-server line naming its schema counts too,
+# so an adapter missing python: and command: is told that, not read as a contract.
+_SCENARIO_KEYS = re.compile(r"^(?:turns|model):", re.MULTILINE)
+_ADAPTER_KEYS = re.compile(
+    r"^(?:python|command|boundaries):|^#.*\$schema=\S*adapter\.schema\.json", re.MULTILINE
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -62,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     points = sub.add_parser("points", help="list the crash points a clean run records")
     points.add_argument("file", type=Path)
     points.add_argument("--agent", default="reference")
-    validate = sub.add_parser("validate", help="check scenario and contract files")
+    validate = sub.add_parser("validate", help="check scenario, contract and adapter files")
     validate.add_argument("files", type=Path, nargs="+")
     mcp = sub.add_parser("import-mcp", help="write contracts from an MCP tools/list JSON result")
     mcp.add_argument("tools", type=Path)
@@ -206,10 +216,28 @@ def _points(args: argparse.Namespace) -> int:
         enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)
     for point in enum.points:
         print(point.id)
+    if not enum.points:
+        # An empty list is not "no crash points to worry about": every case of the matrix
+        # would be missing. Exit 1, as run does for a failed case: the files were usable
+        # (exit 2 is for input refused before running) and the run's finding is the failure.
+        problems = [p.splitlines()[0] for p in enum.clean_verdict.problems if p]
+        why = f" (the clean run: {problems[0]})" if problems else ""
+        marks = (
+            f"{args.agent}'s boundaries: (function:, where:, call_id:) match what the agent calls"
+            if args.agent.endswith((".yaml", ".yml"))
+            else f"--agent {args.agent} calls ctx.hook at its boundaries"
+        )
+        print(
+            f"crashmatrix: {args.file}: the clean run passed no boundary, so it records no crash "
+            f"point{why}; check that the scenario's model calls a tool and that {marks}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return EXIT_OK
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from crashmatrix.harness.agents.adapter_file import load_foreign
     from crashmatrix.harness.input.contract_files import load_contract
     from crashmatrix.harness.input.scenario import load_scenario
 
@@ -227,8 +255,10 @@ def _validate(args: argparse.Namespace) -> int:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError as error:
                 raise InputError(f"{path}: cannot read it ({error.strerror})") from error
-            if "\nturns:" in f"\n{text}" or "\nmodel:" in f"\n{text}":
+            if _SCENARIO_KEYS.search(text):
                 load_scenario(path)
+            elif _ADAPTER_KEYS.search(text):
+                load_foreign(path)
             else:
                 load_contract(path)
             print(f"{path}: ok")

@@ -182,7 +182,6 @@ def test_a_bad_complete_line_is_corruption_named_by_the_agents_file(tmp_path: Pa
             "name: a\ncommand: [x]\napprovals:\n  prompt: 'Approve ('\n",
             r":4:3: approvals\.prompt: not a regular",
         ),
-        ("name: a\ncommand: [x]\napprovals:\n  prompt: 'Approve'\n", r"named group \(\?P<tool>"),
         ("name: a\ncommand: [x]\nsession: {path: .agent_state/session-case.jsonl}\n", r"choose another name"),
         (
             "name: a\ncommand: [x]\nboundaries: [{function: f, boundary: after_running}]\n",
@@ -199,9 +198,34 @@ def test_bad_adapter_yaml_is_one_line_with_its_position(tmp_path: Path, text: st
     assert "\n" not in str(caught.value)
 
 
+STUB = ROOT / "tests/harness/data/broken/agent_stub.py"
+
+
+def test_a_rule_without_call_id_loads_when_another_rule_names_the_call_even_listed_after_it(
+    tmp_path: Path,
+) -> None:
+    # The last call a rule named is the last in time (python_agent.Marks), not in the list:
+    # append_entry saves the call before send_mail runs, whichever rule is written first.
+    path = tmp_path / "adapter.yaml"
+    path.write_text(
+        f"name: a\npython: {{script: {STUB}}}\ntools: agent\nboundaries:\n"
+        "  - {function: send_mail, boundary: after_side_effect}\n"
+        "  - {function: append_entry, boundary: after_running, call_id: {argument: record, key: id}}\n"
+    )
+    rules = load_foreign(path).rules
+    assert [(rule.function, rule.call_id) for rule in rules] == [
+        ("send_mail", None),
+        ("append_entry", ("record", "id")),
+    ]
+
+
 def test_shipped_examples_load() -> None:
     assert load_foreign(ROOT / "examples/python_agent/adapter.yaml").kind == "python"
     assert load_foreign(ROOT / "examples/blackbox_agent/adapter.yaml").kind == "command"
+    # And every adapter file of every example, as its scenarios and docs use it.
+    adapters = sorted(ROOT.glob("examples/*/adapter*.yaml"))
+    assert len(adapters) >= 7
+    assert all(load_foreign(path).name for path in adapters)
 
 
 # -- boundaries in an unmodified module ---------------------------------------------------------

@@ -96,6 +96,30 @@ def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: P
     assert {"after_running[call_1]", "torn_write[call_1:running]", "after_tool_result[call_1]"} <= set(points)
 
 
+def test_points_that_records_no_point_says_why_on_one_line_and_exits_1(tmp_path: Path) -> None:
+    # The example notes agent, its one boundary rule misspelt: the rule never holds, the
+    # clean run passes no boundary, and an empty list must not read as "nothing to crash".
+    example = Path(__file__).resolve().parents[3] / "examples" / "python_agent"
+    text = (example / "adapter.yaml").read_text(encoding="utf-8").split("\nboundaries:\n")[0]
+    adapter = tmp_path / "adapter.yaml"
+    adapter.write_text(
+        text.replace("script: agent.py", f"script: {example / 'agent.py'}")
+        + "\nboundaries:\n  - function: append_entry\n    boundary: after_running\n"
+        "    where: [{argument: record, key: status, equals: runing}]\n"
+        "    call_id: {argument: record, key: tool_call_id}\n",
+        encoding="utf-8",
+    )
+    scenario = example / "scenario.yaml"
+    done = crashmatrix("points", str(scenario), "--agent", str(adapter), cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"crashmatrix: {scenario}: the clean run passed no boundary, so it records no crash point; "
+        f"check that the scenario's model calls a tool and that {adapter}'s boundaries: "
+        "(function:, where:, call_id:) match what the agent calls\n"
+    )
+
+
 def test_mutants_prints_the_kill_matrix_and_exits_0_when_every_chosen_mutant_dies() -> None:
     root = Path(__file__).resolve().parents[3]
     done = crashmatrix("mutants", "--mutant", "ledger_in_prompt", cwd=root)
