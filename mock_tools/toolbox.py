@@ -38,6 +38,8 @@ from crashmatrix.mock_tools.world import World
 
 __all__ = ["BUILTIN_TOOLS", "MockToolbox", "validator_for"]
 
+# A tool added here is added to harness.core.contracts.BUILTIN_BEHAVIOURS too: scenario
+# loading reads that list (it may not import this module) to refuse tools nothing can run.
 BUILTIN_TOOLS: Mapping[str, Handler] = {
     "read_file": read_file,
     "list_files": list_files,

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
+    "BUILTIN_BEHAVIOURS",
+    "RECOVERY_OUTCOMES",
     "Idempotency",
     "MockSpec",
     "Recovery",
@@ -29,6 +31,42 @@ __all__ = [
 Idempotency = Literal["idempotent", "conditional", "non_idempotent"]
 ReplayPolicy = Literal["auto", "ask", "never"]
 Recovery = Literal["replay", "precondition", "reconcile", "surface_uncertain", "manual"]
+
+# The tools whose mock behaviour is written in Python (``mock_tools/toolbox.py``'s
+# BUILTIN_TOOLS; a test keeps the two equal). Any other contract runs only with a ``mock:``
+# section. The names live here because harness.input, which refuses a scenario whose tools
+# cannot run, may not import the mock tools themselves.
+BUILTIN_BEHAVIOURS = frozenset(
+    {
+        "read_file",
+        "list_files",
+        "write_file",
+        "create_order",
+        "create_order_unkeyed",
+        "get_order_by_idempotency_key",
+        "send_email",
+        "list_sent_emails",
+        "run_command",
+    }
+)
+
+# The recovery outcomes a Tool Result can report (its ``recovery`` field), which a scenario's
+# ``expect: outcome:`` is written in. The reference agent produces them
+# (``reference_agent.recovery.OUTCOMES``, which a test keeps equal to this); they are repeated
+# here because harness.input, which checks a scenario's words, may not import an agent.
+RECOVERY_OUTCOMES = (
+    "completed",
+    "result_replayed",
+    "replayed",
+    "already_applied",
+    "reapplied",
+    "conflict",
+    "reconciled",
+    "side_effect_uncertain",
+    "reapproval",
+    "rejected_rebuilt",
+    "manual",
+)
 
 _DEFAULT_POLICY: Mapping[str, ReplayPolicy] = {
     "idempotent": "auto",
@@ -74,6 +112,12 @@ class ToolContract:
     @property
     def has_side_effects(self) -> bool:
         return self.idempotency != "idempotent" or bool(self.side_effects)
+
+    @property
+    def has_mock_behaviour(self) -> bool:
+        """Whether the mock tools can run this tool; without behaviour every call of it
+        returns UNKNOWN_TOOL, and a crash test of it shows nothing."""
+        return self.mock is not None or self.name in BUILTIN_BEHAVIOURS
 
     def for_call(self, arguments: Mapping[str, Any]) -> ToolContract:
         """The contract that governs one call: per-call classification where declared."""

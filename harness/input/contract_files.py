@@ -1,5 +1,8 @@
 """Contract files: YAML validated by ``schemas/contract.schema.json``, parsed once per
-process per content, checked for consistency; every problem is one ``path:line:col`` line."""
+process per content, checked for consistency; every problem is one ``path:line:col`` line.
+
+A set of contracts (``load_contracts``) is also checked as a whole: a ``reconcile.lookup_tool``
+may name a tool of another file, so only the set can tell whether that tool exists."""
 
 from __future__ import annotations
 
@@ -74,4 +77,32 @@ def load_contracts(paths: Iterable[Path]) -> dict[str, ToolContract]:
                 "rename one of them",
             )
         found[contract.name] = contract
+    _check_lookups(found)
     return found
+
+
+def _check_lookups(found: dict[str, ToolContract]) -> None:
+    """Every ``reconcile.lookup_tool`` names a tool that can run. Otherwise each reconcile
+    call would fail and every reconcile end SIDE_EFFECT_UNCERTAIN: a result that looks
+    like cautious recovery, not like a typo, so it must be refused here."""
+    for contract in found.values():
+        lookup = contract.lookup_tool
+        if not lookup:
+            continue
+        target = found.get(lookup)
+        if target is not None and target.has_mock_behaviour:
+            continue
+        doc = load_yaml(contract.source)
+        if target is None:
+            problem = (
+                f"lookup tool {lookup!r} has no contract, so every reconcile would end "
+                f"SIDE_EFFECT_UNCERTAIN; name a known tool ({', '.join(sorted(found))}) "
+                f"or add a {lookup}.yaml with 'mock: {{kind: lookup_row, table: NAME}}'"
+            )
+        else:
+            problem = (
+                f"lookup tool {lookup!r} ({target.source}) has no mock behaviour, so every "
+                "reconcile would end SIDE_EFFECT_UNCERTAIN; add 'mock: {kind: lookup_row, "
+                "table: NAME}' to its contract"
+            )
+        raise doc.error(("reconcile", "lookup_tool"), problem)

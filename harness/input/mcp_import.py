@@ -22,6 +22,12 @@ So the rules, from strongest to weakest:
 Each contract's ``reason`` says which hint or word decided. ``contract_to_yaml`` writes a
 contract file that ``load_contract`` reads back to the same contract, so an import can be
 reviewed and committed like any hand-written contract.
+
+Each contract also gets a stub ``mock:`` (``_stub_mock``), because a scenario refuses a tool
+the mock tools cannot run: without one, every call would return UNKNOWN_TOOL and every cell
+would pass without testing anything. A tool that may write records its arguments as a row
+of a table named after it (so ``world: rows:`` can count its effects); a read-only one
+returns an empty result. The file says it is a stub, to be made to answer like the real tool.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from crashmatrix.harness.core.contracts import Idempotency, Recovery, ReplayPolicy, ToolContract
+from crashmatrix.harness.core.contracts import Idempotency, MockSpec, Recovery, ReplayPolicy, ToolContract
 from crashmatrix.harness.errors import InputError
 
 __all__ = [
@@ -200,6 +206,30 @@ def _classify(
     )  # fmt: skip
 
 
+_TABLE_LIMIT = 41  # contract.schema.json: a table is ^[a-z][a-z0-9_]{0,40}$
+
+
+def _table_for(name: str, taken: set[str]) -> str:
+    """A generic-mock table name for tool ``name`` that the contract schema accepts and no
+    other tool of this import uses (two tools sharing a table would count each other's rows)."""
+    snake = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    base = re.sub(r"[^a-z0-9]+", "_", snake).strip("_")
+    base = re.sub(r"^[^a-z]+", "", base)[:_TABLE_LIMIT].rstrip("_") or "rows"
+    table, n = base, 1
+    while table in taken:
+        n += 1
+        suffix = f"_{n}"
+        table = base[: _TABLE_LIMIT - len(suffix)] + suffix
+    taken.add(table)
+    return table
+
+
+def _stub_mock(name: str, idempotency: Idempotency, taken: set[str]) -> MockSpec:
+    if idempotency == "idempotent":
+        return MockSpec(kind="read_only")
+    return MockSpec(kind="record_row", table=_table_for(name, taken))
+
+
 def _plain(value: Any) -> Any:
     """A JSON-only deep copy (dicts, lists, str, numbers, bools, None): what YAML can dump
     safely and what ``load_contract`` gives back, so a round trip compares equal."""
@@ -219,6 +249,7 @@ def contracts_from_mcp(
     """
     _validate(tools)
     contracts: list[ToolContract] = []
+    tables: set[str] = set()
     for tool in tools:
         idempotency, replay_policy, recovery, reason = _classify(tool, trust_annotations=trust_annotations)
         contracts.append(
@@ -232,6 +263,7 @@ def contracts_from_mcp(
                 ledger=idempotency != "idempotent",
                 description=tool.get("description") or "",
                 parameters=_plain(tool["inputSchema"]),
+                mock=_stub_mock(tool["name"], idempotency, tables),
                 source=source,
                 reason=reason,
             )
@@ -275,5 +307,10 @@ def contract_to_yaml(contract: ToolContract) -> str:
             mock["result"] = _plain(contract.mock.result)
         data["mock"] = mock
     header = f"# Tool contract generated from {contract.source}; review before committing.\n"
+    if contract.mock is not None:
+        header += (
+            "# mock: is how the crash tests run this tool (an import writes a stub chosen by the\n"
+            "# tool's class); make it answer like the real tool (kind, table, result:).\n"
+        )
     body = yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100)
     return header + body

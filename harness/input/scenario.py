@@ -1,10 +1,14 @@
 """Scenario files, read into ``harness.core.scenario.Scenario`` values.
 
 Loading is two steps: the shipped JSON Schema (``schemas/scenario.schema.json``) checks the
-shape, then ``_check_semantics`` checks what a schema cannot: that every tool has a contract,
-that rules name tools the scenario gives the agent, that every rule can fire, and that every
-``cover``/``expect`` key names a real boundary. Each problem is one ``path:line:col: key:``
-line saying what to write instead.
+shape, then ``_check_semantics`` checks what a schema cannot: that every tool has a contract
+and a mock behaviour to run, that rules name tools the scenario gives the agent, that every
+rule can fire, that every ``cover``/``expect`` key names a real boundary, and that every
+expected ``told``/``outcome``/``code``/``ledger`` word is in its vocabulary. Each problem is
+one ``path:line:col: key:`` line saying what to write instead.
+
+The checks are about green cells that test nothing: a tool without behaviour answers every
+call with UNKNOWN_TOOL, and a misspelt expected word can never match.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from typing import Any
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.harness.core.categories import CATEGORIES
-from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.contracts import RECOVERY_OUTCOMES, ToolContract
 from crashmatrix.harness.core.evals import SEED004_EVALS
-from crashmatrix.harness.core.scenario import SPECIAL_KEYS, Scenario
+from crashmatrix.harness.core.ledger import STATUSES
+from crashmatrix.harness.core.scenario import SPECIAL_KEYS, Key, Scenario
 from crashmatrix.harness.core.script import Reply, Rule, When
+from crashmatrix.harness.core.tools import CODES
 from crashmatrix.harness.input.contract_files import load_contracts
 from crashmatrix.harness.input.yamlfile import Located, load_yaml, validate
 
@@ -50,6 +56,52 @@ def _known_key(key: str) -> bool:
     return match["boundary"] in BOUNDARIES or match["boundary"] == TORN_WRITE
 
 
+def _options(where: Key, value: Any) -> list[tuple[Key, Any]]:
+    """The values an expectation allows, each with its own position: ``{in: [...]}`` gives
+    each option, so a message points at the one misspelt."""
+    if isinstance(value, dict) and set(value) == {"in"}:
+        return [((*where, "in", i), option) for i, option in enumerate(value["in"])]
+    return [(where, value)]
+
+
+# The ledger statuses an expectation may name: ours, and ``planned`` (seed 004's state
+# "recorded, not yet approved", kept as itself when a foreign ledger is read).
+_LEDGER_WORDS = (*STATUSES, "planned")
+
+
+def _check_word(doc: Located, name: str, where: Key, option: Any) -> None:
+    """One expected value is in its vocabulary. A misspelt one (``compelted``) can never
+    match, so it would turn a cell red for a reason nobody can see, or, under ``{in:}``,
+    silently allow nothing."""
+    if name == "told" and option not in (*CATEGORIES, NO_RESULT):
+        raise doc.error(
+            where, f"{option!r} is not a category; write one of {', '.join(CATEGORIES)} or {NO_RESULT!r}"
+        )
+    if name == "outcome" and option not in (*RECOVERY_OUTCOMES, NO_RESULT):
+        raise doc.error(
+            where,
+            f"{option!r} is not a recovery outcome; write one of {', '.join(RECOVERY_OUTCOMES)} "
+            f"or {NO_RESULT!r}",
+        )
+    if name == "code" and option is not None and option not in CODES:
+        raise doc.error(
+            where, f"{option!r} is not a code; write null (no error) or one of {', '.join(CODES)}"
+        )
+    if name == "ledger":
+        if not isinstance(option, list):
+            raise doc.error(
+                where,
+                f"expected a list of ledger statuses, got {option!r}; write one such as "
+                "[approved, running, succeeded] ([] for no ledger lines)",
+            )
+        for index, status in enumerate(option):
+            if status not in _LEDGER_WORDS:
+                raise doc.error(
+                    (*where, index),
+                    f"{status!r} is not a ledger status; write one of {', '.join(_LEDGER_WORDS)}",
+                )
+
+
 def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> None:
     data = doc.data
     tools = list(data["tools"])
@@ -59,6 +111,15 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 ("tools", index),
                 f"unknown tool {tool!r}: no contract file defines it; known tools: "
                 f"{', '.join(sorted(contracts))} (or add contracts_dir with a {tool}.yaml)",
+            )
+        if not contracts[tool].has_mock_behaviour:
+            # Every call would return UNKNOWN_TOOL, and a crash test of a tool that never
+            # runs passes without testing anything.
+            raise doc.error(
+                ("tools", index),
+                f"tool {tool!r} has a contract ({contracts[tool].source}) but no mock behaviour, "
+                "so every call would return UNKNOWN_TOOL; add a 'mock:' section to its contract, "
+                "such as 'mock: {kind: record_row, table: NAME}' (kinds: record_row, lookup_row, read_only)",
             )
     called: set[str] = set()
     call_ids: dict[str, int] = {}
@@ -114,23 +175,16 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 f"unknown expectation key {key!r}; write default, clean, recovery, a boundary name "
                 "or a point id such as after_running[call_1]",
             )
-        for call_id, told in (data["expect"][key].get("told") or {}).items():
-            options = told["in"] if isinstance(told, dict) and set(told) == {"in"} else [told]
-            for option in options:
-                if option not in (*CATEGORIES, NO_RESULT):
-                    raise doc.error(
-                        ("expect", key, "told", call_id),
-                        f"{option!r} is not a category; write one of {', '.join(CATEGORIES)} "
-                        f"or {NO_RESULT!r}",
-                    )
         for name in ("told", "outcome", "ledger", "code"):
-            for call_id in data["expect"][key].get(name) or {}:
+            for call_id, value in (data["expect"][key].get(name) or {}).items():
                 if call_id not in call_ids:
                     raise doc.error(
                         ("expect", key, name, call_id),
                         f"no rule makes tool call {call_id!r}; expectations are per tool_call_id "
                         f"({', '.join(call_ids) or 'none defined'})",
                     )
+                for where, option in _options(("expect", key, name, call_id), value):
+                    _check_word(doc, name, where, option)
 
 
 def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> Scenario:
