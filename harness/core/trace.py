@@ -3,7 +3,9 @@ its lives, its trace). Values the lives stage produces and every later stage rea
 
 The trace (``trace.jsonl``, written by ``harness.lives.tracer``) is one JSON object per
 line: ``{"life": N, "event": "start" | "boundary" | "append" | "model_request" | "crash" |
-"error" | "exit", ...}``.
+"error" | "exit" | "ended", ...}``. All but ``ended`` are written by the life itself;
+``ended`` is the harness's, after a life that did not end as planned or normally (an
+unplanned death, an error, a hang): its status, exit status and the last boundary it passed.
 """
 
 from __future__ import annotations
@@ -13,20 +15,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LIFE_STATUSES", "CaseRun", "LifeRecord", "TraceEvent", "case_status"]
+__all__ = ["LIFE_STATUSES", "CaseRun", "LifeRecord", "TraceEvent", "case_status", "stderr_name"]
 
 LIFE_STATUSES = ("exited", "crashed", "not_reached", "error", "hung", "died")
 TraceEvent = Mapping[str, Any]
+
+
+def stderr_name(life: int) -> str:
+    """The file in the case directory that keeps everything life ``life`` wrote to stderr."""
+    return f"life-{life}.stderr"
 
 
 @dataclass(frozen=True, slots=True)
 class LifeRecord:
     life: int
     crash: str | None  # the point this life was asked to die at
+    # "died": killed or exited where nothing planned it (a tool that kills its own agent);
+    # restarted like a crash, ``error`` says how and after which boundary.
     status: str  # "exited" | "crashed" | "not_reached" | "error" | "hung" | "died"
-    exitcode: int | None
+    exitcode: int | None  # as Popen.returncode gives it: -N when signal N killed the life
     seconds: float
     error: str = ""
+    # The tail of what the life wrote to its stderr (all of it: ``life-N.stderr`` in the
+    # case directory), for the failure text of a life that ended abnormally.
+    stderr: str = ""
 
 
 @dataclass(frozen=True)
@@ -42,12 +54,16 @@ class CaseRun:
 
 
 def case_status(lives: Sequence[LifeRecord]) -> str:
-    """How a case's lives ended: ``ok`` when the last life ended normally; ``hung``,
-    ``error`` or ``died`` for the first life that did; ``not_reached`` when the first life
-    never reached its crash point; ``incomplete`` otherwise."""
+    """How a case's lives ended: ``ok`` when the last life ended normally; ``hung`` or
+    ``error`` for the first life that did; ``died`` when the last life died unplanned (the
+    case ran out of lives: an earlier unplanned death was restarted like any crash, and the
+    case is judged on how the agent recovered); ``not_reached`` when the first life never
+    reached its crash point; ``incomplete`` otherwise."""
     for life in lives:
-        if life.status in ("hung", "error", "died"):
+        if life.status in ("hung", "error"):
             return life.status
     if lives and lives[0].status == "not_reached":
         return "not_reached"
+    if lives and lives[-1].status == "died":
+        return "died"
     return "ok" if lives and lives[-1].status == "exited" else "incomplete"

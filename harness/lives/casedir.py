@@ -12,12 +12,18 @@ import threading
 from pathlib import Path
 
 from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.trace import stderr_name
 
 __all__ = ["clone_case"]
 
 
 def session_path_of(case_dir: Path) -> Path:
     return case_dir / "world" / "workspace" / ".agent_state" / "session-case.jsonl"
+
+
+def stderr_path_of(case_dir: Path, life: int) -> Path:
+    """Where life ``life`` of the case writes its stderr (``harness.lives.life``)."""
+    return case_dir / stderr_name(life)
 
 
 def _create_world(case_dir: Path, scenario: Scenario) -> None:

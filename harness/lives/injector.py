@@ -7,29 +7,38 @@ cannot be forked. Either way the agent runs in its own process and a crash is a 
 
 Every life has a deadline. A life still running at its deadline is killed and the case
 ends as ``hung``; no child process outlives its case.
+
+A life that ends where nothing planned it (a tool that kills its own agent, ``os._exit`` deep
+in a library: an unplanned death) is a crash all the same: it is restarted like a planned
+one, within the same ``max_lives``, and named with the last boundary its trace shows. How
+every abnormal life ended (status, exit status) is added to the trace by the harness, and
+each life's stderr is kept in the case directory (``life-N.stderr``).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from crashmatrix.harness.agents.loading import adapter_for
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.core.trace import CaseRun, LifeRecord
+from crashmatrix.harness.core.trace import CaseRun, LifeRecord, TraceEvent
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.harness.lives.between import apply_between_lives
 from crashmatrix.harness.lives.casedir import (
     clone_case,
     prepare_case,
     session_path_of,
+    stderr_path_of,
 )
 from crashmatrix.harness.lives.forkserver import ForkServer, run_spawned
 from crashmatrix.harness.lives.life import LifeSpec, life_main
-from crashmatrix.harness.lives.tracer import read_trace
+from crashmatrix.harness.lives.tracer import append_event, last_point, read_trace
 
 __all__ = ["PRELOAD", "LifeLauncher", "run_case"]
 
@@ -73,15 +82,77 @@ class LifeLauncher:
         else:
             ended = run_spawned(life_main, (spec,), deadline=deadline)
         seconds = time.monotonic() - started
-        code = ended.code
-        crash = spec.crash.id if spec.crash else None
-        if ended.hung:
-            return LifeRecord(spec.life, crash, "hung", code, seconds, f"no exit within {deadline:.0f}s")
-        if code == -signal.SIGKILL:
-            return LifeRecord(spec.life, crash, "crashed" if crash else "died", code, seconds)
-        if code == 0:
-            return LifeRecord(spec.life, crash, "not_reached" if crash else "exited", code, seconds)
-        return LifeRecord(spec.life, crash, "error", code, seconds)
+        return _life_record(spec, ended.code, ended.hung, seconds, deadline, read_trace(Path(spec.case_dir)))
+
+
+# Lives that ended neither at their planned crash nor by returning.
+ABNORMAL = ("died", "error", "hung")
+_STDERR_TAIL = 2000  # characters of a life's stderr kept on its record
+
+
+def _how(code: int) -> str:
+    """An exit status in words: ``SIGKILL``, ``exit status 3``."""
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def _stderr_tail(case_dir: Path, life: int) -> str:
+    path = stderr_path_of(case_dir, life)
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(max(0, os.fstat(stream.fileno()).st_size - _STDERR_TAIL))
+            return stream.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:  # the life ended before it got that far
+        return ""
+
+
+def _life_record(
+    spec: LifeSpec, code: int, hung: bool, seconds: float, deadline: float, trace: Sequence[TraceEvent]
+) -> LifeRecord:
+    """How a life ended, from its exit status and what it wrote to the trace. A life ends
+    as planned only when its trace says so (the crash at its point, the exit after the
+    agent returned, the error it raised); a process that ended any other way died where
+    nothing planned it: an unplanned death, restarted like a crash."""
+    crash = spec.crash.id if spec.crash else None
+    stderr = _stderr_tail(Path(spec.case_dir), spec.life)
+    mine = {str(event.get("event")) for event in trace if event.get("life") == spec.life}
+
+    def record(status: str, error: str = "") -> LifeRecord:
+        return LifeRecord(spec.life, crash, status, code, seconds, error, stderr)
+
+    if hung:
+        return record("hung", f"no exit within {deadline:.0f}s")
+    if "start" not in mine:  # not the agent's death: the life never began (the harness's error)
+        return record("error", f"the life ended ({_how(code)}) before it started")
+    if "crash" in mine and code == -signal.SIGKILL:
+        return record("crashed")
+    if "exit" in mine and code == 0:
+        return record("not_reached" if crash else "exited")
+    if "error" in mine:  # the agent raised: the trace has what (run_case fills it in)
+        return record("error")
+    point = last_point(trace, spec.life)
+    where = f"after {point.id}" if point else "before any boundary"
+    return record("died", f"unplanned death ({_how(code)}) {where}")
+
+
+def _ended_event(record: LifeRecord, trace: Sequence[TraceEvent]) -> dict[str, object]:
+    point = last_point(trace, record.life)
+    event: dict[str, object] = {
+        "life": record.life,
+        "event": "ended",
+        "status": record.status,
+        "exitcode": record.exitcode,
+        "after": point.id if point else None,
+    }
+    if record.exitcode is not None and record.exitcode < 0:
+        event["signal"] = _how(record.exitcode)  # named here: the verdict's side has no signal module
+    if record.error:
+        event["error"] = record.error
+    return event
 
 
 def run_case(
@@ -98,8 +169,11 @@ def run_case(
     resume: CaseRun | None = None,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
-    until a life ends normally. With ``power_loss``, each crash also loses every session
-    byte that was not fsynced (SQLite's crash-VFS idea: the test decides what survives).
+    until a life ends normally. A life that died unplanned is restarted too; one that does
+    so in every life ends the case after ``max_lives``, as ``died`` (judged an error).
+
+    With ``power_loss``, each planned crash also loses every session byte that was not
+    fsynced (SQLite's crash-VFS idea: the test decides what survives).
 
     ``max_lives=1`` stops after the first life. ``resume`` is such a stopped case whose
     first life crashed at ``point``: this case starts from a copy of it instead of running
@@ -122,30 +196,34 @@ def run_case(
         )
         if index > 1 and record.status == "not_reached":
             # The recovering life never passed the second point: it simply finished.
-            record = LifeRecord(
-                record.life, record.crash, "exited", record.exitcode, record.seconds, "not reached"
-            )
+            record = replace(record, status="exited", error="not reached")
+        if record.status == "died" and index == max_lives:
+            # Dying unplanned again and again still ends: the case is an error, saying why.
+            record = replace(record, error=f"{record.error}; not restarted: all {max_lives} lives used")
         lives.append(record)
+        trace = read_trace(case_dir)
+        if record.status in ABNORMAL:
+            # The trace says how every other life ended (its crash, its exit); these get it
+            # from the harness, which alone saw the exit status.
+            append_event(case_dir, _ended_event(record, trace))
         # The agent's own effects made after its last probe in that life (a killed life
         # could not record them): found now, in this process.
         after_life = getattr(adapter_for(agent), "after_life", None)
         if callable(after_life):
-            after_life(case_dir, record, read_trace(case_dir))
+            after_life(case_dir, record, trace)
         if power_loss and record.status == "crashed":
             from crashmatrix.harness.lives.power import SYNC_LOG, lose_unsynced
 
             session = session_path_of(case_dir)
             lose_unsynced(session, case_dir / SYNC_LOG, keep=case_dir / f"power-lost-{index}.bin")
-        if record.status in ("hung", "error", "died", "exited", "not_reached"):
+        if record.status in ("hung", "error", "exited", "not_reached"):
             break
+        # Left: "crashed", or "died" (an unplanned death), restarted alike within max_lives.
         if index == 1:
             # A foreign adapter's agent reads its own session, not crashmatrix's copy.
             editable = getattr(adapter_for(agent), "edits_native_session", True)
             apply_between_lives(case_dir, scenario, session_editable=editable)
     trace = read_trace(case_dir)
     errors = {e["life"]: e["error"] for e in trace if e.get("event") == "error"}
-    lives = [
-        LifeRecord(r.life, r.crash, r.status, r.exitcode, r.seconds, errors.get(r.life, r.error))
-        for r in lives
-    ]
+    lives = [replace(r, error=errors.get(r.life, r.error)) for r in lives]
     return CaseRun(case_dir, tuple(lives), trace)

@@ -7,6 +7,9 @@ may follow) and, at the planned crash point, kills its own process with SIGKILL:
 
 A torn write is produced the way a dying writer produces it: the first half of the line
 reaches the file, then the process is killed before the rest.
+
+The life's stderr (fd 2) goes to ``life-N.stderr`` in the case directory: what an agent
+printed before it died abnormally is kept with the case, not lost in the harness's output.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.lives.casedir import session_path_of
+from crashmatrix.harness.lives.casedir import session_path_of, stderr_path_of
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.tracer import Tracer
 from crashmatrix.mock_tools.model import ScriptedModel
@@ -178,10 +181,20 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
         adapter.run_life(ctx)
 
 
+def _stderr_to(path: Path) -> None:
+    """Send this process's fd 2 to ``path``: the file descriptor, not just ``sys.stderr``, so
+    what the interpreter, C code or a child of the agent writes there is kept too. A life
+    that dies abnormally is explained with its tail (``harness.lives.injector``)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def life_main(spec: LifeSpec) -> None:
     """Entry point of the agent's process for one life."""
     die_with_parent()
     case_dir = Path(spec.case_dir)
+    _stderr_to(stderr_path_of(case_dir, spec.life))
     if spec.power_loss:
         from crashmatrix.harness.lives.power import SYNC_LOG, record_fsyncs
 

@@ -7,12 +7,13 @@ import json
 import os
 import signal
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
 
-__all__ = ["Tracer", "append_label", "read_trace"]
+__all__ = ["Tracer", "append_event", "append_label", "last_point", "read_trace"]
 
 
 def append_label(line: bytes) -> tuple[str, str] | None:
@@ -109,3 +110,24 @@ def read_trace(case_dir: Path) -> list[dict[str, Any]]:
         except ValueError:
             continue  # a line cut by the SIGKILL that followed it: the crash event says more
     return out
+
+
+def append_event(case_dir: Path, record: dict[str, Any]) -> None:
+    """One trace line written by the harness, after the life it is about has ended (nothing
+    else writes the trace then)."""
+    with open(case_dir / "trace.jsonl", "a", encoding="utf-8") as out:
+        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def last_point(trace: Sequence[Mapping[str, Any]], life: int) -> CrashPoint | None:
+    """The last crash point ``life`` passed (a boundary, or an append that could be torn):
+    where a life that died unplanned was, as near as the trace can tell."""
+    last: CrashPoint | None = None
+    for event in trace:
+        if event.get("life") != life:
+            continue
+        if event.get("event") == "boundary":
+            last = CrashPoint(event["boundary"], event["call"], event["occurrence"])
+        elif event.get("event") == "append":
+            last = CrashPoint(TORN_WRITE, event["call"], event["occurrence"], event["label"])
+    return last

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, stderr_name
 from crashmatrix.harness.plan.schedule import DEFAULT_KEEP, RECOVERY, repro_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
@@ -59,6 +62,42 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
     return lines
 
 
+# Lines of a life's stderr tail shown in a failure text (the file keeps all of it).
+STDERR_LINES = 8
+
+
+def _exit_status(life: LifeRecord, trace: Sequence[TraceEvent]) -> str:
+    """How the life's process ended, as the harness recorded it (the ``ended`` event)."""
+    ended = next((e for e in trace if e.get("event") == "ended" and e.get("life") == life.life), {})
+    if life.status == "hung":
+        return f"killed by {ended.get('signal', 'the harness')} at its deadline"
+    if ended.get("signal"):
+        return f"killed by {ended['signal']}"
+    return "exit status unknown" if life.exitcode is None else f"exit status {life.exitcode}"
+
+
+def _life_lines(result: CaseResult, indent: str = "  ") -> list[str]:
+    """For each life that ended abnormally (the problems above say how it was judged): how
+    its process ended and the last lines it wrote to stderr, which often say why."""
+    observation = result.observation
+    if observation is None:
+        return []
+    lines: list[str] = []
+    for life in observation.lives:
+        if life.status not in ("died", "error", "hung"):
+            continue
+        file = observation.case_dir / stderr_name(life.life)
+        shown = file.relative_to(result.case_dir) if file.is_relative_to(result.case_dir) else file
+        head = f"{indent}life {life.life} ended: {_exit_status(life, observation.trace)}"
+        tail = life.stderr.rstrip().splitlines()[-STDERR_LINES:]
+        if not tail:
+            lines.append(f"{head}; nothing on stderr ({shown})")
+            continue
+        lines.append(f"{head}; last lines of its stderr ({shown}):")
+        lines.extend(f"{indent}  | {line}" for line in tail)
+    return lines
+
+
 def explain(result: CaseResult, agent: str | None = None) -> str:
     """``agent``: how the header names the agent (default: the spec the case ran with)."""
     scenario = result.scenario
@@ -80,6 +119,7 @@ def explain(result: CaseResult, agent: str | None = None) -> str:
             lines.append(f"  the rerun line repeats {failed[0][0]}; change its --second to repeat another")
     else:
         lines.extend(_verdict_lines(result.verdict))
+    lines.extend(_life_lines(result))
     lines.append(f"  case directory: {result.case_dir}")
     lines.append(f"  rerun: {rerun_command(result)}")
     return "\n".join(lines)

@@ -145,6 +145,9 @@ def judge(
         for life in observation.lives
         if life.status in ("hung", "error", "died")
     ]
+    # A life that died where nothing planned it was restarted like a crash: a case that then
+    # passes says so in its notes, which every report shows for passed cases too.
+    notes += [f"life {life.life} died: {life.error}" for life in observation.lives if life.status == "died"]
     log = _conversation(observation, scenario)
     if log is None:
         return Verdict("failed", None, expected, problems=(*problems, observation.session_problem))
