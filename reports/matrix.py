@@ -28,8 +28,6 @@ from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.reports.results import CaseRecord, Results
 from crashmatrix.reports.scorecard import Scorecard, build_scorecard
 
-_NO_SCORECARD = Scorecard("", ())  # frozen, so one shared empty value is safe
-
 __all__ = [
     "COLUMNS",
     "LABELS",
@@ -42,6 +40,8 @@ __all__ = [
     "build_matrix",
     "row_label",
 ]
+
+_NO_SCORECARD = Scorecard("", ())  # frozen, so one shared empty value is safe
 
 COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, "recovery")
 # Headers a table can afford; the full boundary name is the tooltip / legend.
