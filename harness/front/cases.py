@@ -182,7 +182,7 @@ def run_recovery(
     lives = len(first.lives)
     subs: list[tuple[str, Verdict]] = []
     # The observation a report shows: the first failed second crash's, else the first crash's.
-    shown: Observation | None = None
+    shown: tuple[Observation, str] | None = None  # the shown second crash and its status
     seconds_points = recovery_window(first.trace)
     for index, second in enumerate(seconds_points):
         run = run_case(
@@ -197,10 +197,14 @@ def run_recovery(
         )
         lives += len(run.lives) - 1
         observation, verdict = _judged(run, scenario, point, agent, recovery=True, check_ledger=False)
-        if shown is None and not verdict.passed:
-            shown = observation
+        if not verdict.passed and (shown is None or shown[1] == "not_applicable"):
+            shown = (observation, verdict.status)  # the first real failure wins over an n.a.
         subs.append((second.id, verdict))
-    failed = [(sid, v) for sid, v in subs if not v.passed]
+    # Real failures first (stable): a second crash whose fault did not act is not
+    # applicable, and must not stand for the case in front of one the agent failed.
+    failed = sorted(
+        ((sid, v) for sid, v in subs if not v.passed), key=lambda sv: sv[1].status == "not_applicable"
+    )
     first_observation, base = _judged(first, scenario, point, agent)
     if not seconds_points and base.status == "not_reached":
         verdict = base
@@ -235,5 +239,5 @@ def run_recovery(
         agent,
         tuple(subs),
         {"recovery_points": [sid for sid, _ in subs], "failed_points": [sid for sid, _ in failed]},
-        observation=shown or first_observation,
+        observation=shown[0] if shown else first_observation,
     )

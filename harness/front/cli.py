@@ -193,12 +193,15 @@ def _run(args: argparse.Namespace) -> int:
         print(result.verdict.status)
         results.append(result)
     unreached = [r for r in results if r.verdict.status == "not_reached"]
-    failed = [r for r in results if not r.passed and r not in unreached]
-    for result in [*failed, *unreached]:
+    # Not applicable (a fault that could not act on this agent) is no verdict on the agent.
+    inapplicable = [r for r in results if r.verdict.status == "not_applicable"]
+    failed = [r for r in results if not r.passed and r not in unreached and r not in inapplicable]
+    for result in [*failed, *unreached, *inapplicable]:
         print()
         print(explain(result, args.agent))
-    passed = len(results) - len(failed) - len(unreached)
+    passed = len(results) - len(failed) - len(unreached) - len(inapplicable)
     tail = f", {len(unreached)} not reached" if unreached else ""
+    tail += f", {len(inapplicable)} not applicable" if inapplicable else ""
     print(f"\n{passed} passed, {len(failed)} failed{tail}; case directories under {base}")
     return EXIT_FAILED if failed else EXIT_OK
 

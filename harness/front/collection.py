@@ -262,9 +262,12 @@ class CrashCase(pytest.Item):
         self.user_properties.append(("status", result.verdict.status))
         if result.verdict.observed is not None:
             self.user_properties.append(("outcome", repr(dict(result.verdict.observed.outcome))))
-        if result.verdict.status == "not_reached":
-            # Not a verdict on the agent: the fault never happened. Shown as such, never passed.
-            pytest.skip("; ".join(result.verdict.problems) or "not reached")
+        if result.verdict.status in ("not_reached", "not_applicable"):
+            # Not a verdict on the agent: the fault never happened (the point was not reached,
+            # or a between-lives fault did nothing). Shown as such, never passed.
+            why = "; ".join(result.verdict.problems) or result.verdict.status.replace("_", " ")
+            prefix = "not applicable: " if result.verdict.status == "not_applicable" else ""
+            pytest.skip(prefix + why)
         if not result.passed:
             raise CaseFailed(result)
 

@@ -25,7 +25,11 @@ def failing_second(result: CaseResult) -> str | None:
     if isinstance(given, str):
         return given
     if result.point_id.startswith(RECOVERY):
-        return next((sid for sid, verdict in result.sub_results if not verdict.passed), None)
+        failing = [(sid, verdict) for sid, verdict in result.sub_results if not verdict.passed]
+        # The one whose verdict is the case's (front/cases.run_recovery): a real failure
+        # before a second crash that was not applicable.
+        failing.sort(key=lambda sv: sv[1].status == "not_applicable")
+        return failing[0][0] if failing else None
     return None
 
 

@@ -39,7 +39,7 @@ _VOCABULARY = {"crashmatrix": ("outcome", "code", "ledger")}
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str  # "passed" | "failed" | "not_reached" | "hung" | "error"
+    status: str  # "passed" | "failed" | "not_reached" | "not_applicable" | "hung" | "error"
     observed: Observed | None
     expected: Mapping[str, Any]
     mismatches: tuple[Mismatch, ...] = ()
@@ -161,17 +161,25 @@ def judge(
     violations = check_all(facts)
     skipped += [f"{name}: {why}" for name, why in not_applicable(facts)]
     skipped += [f"running_before_side_effect: {text}" for text in undecided_effects(facts)]
-    skipped += [
-        f"between_lives.{fault.fault}: it did not act ({fault.detail})"
+    idle = [
+        f"{fault.fault} did not act: {fault.detail or 'no detail'}; the fault this case tests never happened"
         for fault in observation.between_lives.applied
         if not fault.acted
     ]
+    skipped += [f"between_lives.{text}" for text in idle]
     ok = not mismatches and not violations and status == "ok"
     if status not in ("ok", "hung", "error", "died"):
         problems.append(f"the case did not finish: {status}")
     verdict_status = {"hung": "hung", "error": "error", "died": "error"}.get(
         status, "passed" if ok else "failed"
     )
+    # No silent green: a pass means the scenario's fault happened and the agent survived
+    # it. When a between-lives fault did nothing, the agent was never put to that test, so
+    # the case is not applicable (never passed). A failure stays a failure: the agent broke
+    # something even without the fault, a real finding.
+    if idle and verdict_status == "passed":
+        verdict_status = "not_applicable"
+        problems = [*idle, *problems]
     return Verdict(
         verdict_status,
         observed,
@@ -179,7 +187,7 @@ def judge(
         tuple(mismatches),
         tuple(violations),
         tuple(problems),
-        indeterminate and ok,
+        indeterminate and verdict_status == "passed",
         tuple(notes),
         tuple(skipped),
     )

@@ -115,3 +115,12 @@ def test_explain_ends_with_the_rerun_line_and_says_which_of_several_failures_it_
     lines = explain(result).splitlines()
     assert lines[-1] == f"  rerun: {rerun_command(result)}"
     assert "  the rerun line repeats after_running[call_mail]; change its --second to repeat another" in lines
+
+
+def test_a_second_crash_the_agent_failed_is_rerun_before_one_that_was_not_applicable() -> None:
+    # A fault that could not act makes its second crash not applicable; the case's verdict
+    # (and so its rerun) is the one the agent really failed, even when it comes later.
+    untouched = Verdict("not_applicable", None, {}, problems=("tamper_arguments did not act",))
+    subs = (("after_approved[call_mail]", untouched), ("after_running[call_mail]", SENT_TWICE))
+    result = _result("recovery@after_approved[call_mail]", SENT_TWICE, subs=subs)
+    assert failing_second(result) == "after_running[call_mail]"
