@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.contracts import RECOVERY_OUTCOMES, ToolContract
 from crashmatrix.harness.core.ledger import PendingCall
 
 __all__ = ["OUTCOMES", "Action", "Decision", "decide"]
@@ -50,20 +50,9 @@ Action = Literal[
 
 # The recovery outcomes a Tool Result can report (``"recovery"`` field); the Outcomes table
 # of scenarios/README.md explains each, in this order (tests/test_docs.py checks that it
-# does). ``completed`` means no recovery decision was needed.
-OUTCOMES = (
-    "completed",
-    "result_replayed",
-    "replayed",
-    "already_applied",
-    "reapplied",
-    "conflict",
-    "reconciled",
-    "side_effect_uncertain",
-    "reapproval",
-    "rejected_rebuilt",
-    "manual",
-)
+# does). ``completed`` means no recovery decision was needed. One tuple, in harness.core,
+# because scenario files are checked against it there.
+OUTCOMES = RECOVERY_OUTCOMES
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,9 +51,9 @@ BUILTIN_BEHAVIOURS = frozenset(
 )
 
 # The recovery outcomes a Tool Result can report (its ``recovery`` field), which a scenario's
-# ``expect: outcome:`` is written in. The reference agent produces them
-# (``reference_agent.recovery.OUTCOMES``, which a test keeps equal to this); they are repeated
-# here because harness.input, which checks a scenario's words, may not import an agent.
+# ``expect: outcome:`` is written in. The reference agent produces them and exports this
+# tuple as ``reference_agent.recovery.OUTCOMES``; it lives here because harness.input, which
+# checks a scenario's words, may not import an agent.
 RECOVERY_OUTCOMES = (
     "completed",
     "result_replayed",
