@@ -29,7 +29,7 @@ from crashmatrix.harness.lives.first_crash import FirstCrashes, first_crash
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
-from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.harness.verdict.result import CaseResult, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict, judge
 
 __all__ = ["Enumeration", "enumerate_points", "run_point", "run_recovery"]
@@ -200,11 +200,7 @@ def run_recovery(
         if not verdict.passed and (shown is None or shown[1] == "not_applicable"):
             shown = (observation, verdict.status)  # the first real failure wins over an n.a.
         subs.append((second.id, verdict))
-    # Real failures first (stable): a second crash whose fault did not act is not
-    # applicable, and must not stand for the case in front of one the agent failed.
-    failed = sorted(
-        ((sid, v) for sid, v in subs if not v.passed), key=lambda sv: sv[1].status == "not_applicable"
-    )
+    failed = failures_first(subs)
     first_observation, base = _judged(first, scenario, point, agent)
     if not seconds_points and base.status == "not_reached":
         verdict = base

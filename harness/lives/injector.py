@@ -75,14 +75,17 @@ class LifeLauncher:
         """The warm server lives fork from (None with spawn isolation)."""
         return self._server
 
-    def run(self, spec: LifeSpec, *, deadline: float) -> LifeRecord:
+    def run(self, spec: LifeSpec, *, deadline: float) -> tuple[LifeRecord, Sequence[TraceEvent]]:
+        """One life, and the case's trace as it stands after it (read once: how the life
+        ended depends on it, and the caller goes on with it)."""
         started = time.monotonic()
         if self._server is not None:
             ended = self._server.run(life_main, (spec,), deadline=deadline)
         else:
             ended = run_spawned(life_main, (spec,), deadline=deadline)
         seconds = time.monotonic() - started
-        return _life_record(spec, ended.code, ended.hung, seconds, deadline, read_trace(Path(spec.case_dir)))
+        trace = read_trace(Path(spec.case_dir))
+        return _life_record(spec, ended.code, ended.hung, seconds, deadline, trace), trace
 
 
 # Lives that ended neither at their planned crash nor by returning.
@@ -191,7 +194,7 @@ def run_case(
     plan: list[CrashPoint | None] = [point, second] if second else [point]
     for index in range(len(lives) + 1, max_lives + 1):
         crash = plan[index - 1] if index <= len(plan) else None
-        record = launcher.run(
+        record, trace = launcher.run(
             LifeSpec(str(case_dir), scenario, agent, index, crash, power_loss), deadline=deadline
         )
         if index > 1 and record.status == "not_reached":
@@ -201,7 +204,6 @@ def run_case(
             # Dying unplanned again and again still ends: the case is an error, saying why.
             record = replace(record, error=f"{record.error}; not restarted: all {max_lives} lives used")
         lives.append(record)
-        trace = read_trace(case_dir)
         if record.status in ABNORMAL:
             # The trace says how every other life ended (its crash, its exit); these get it
             # from the harness, which alone saw the exit status.

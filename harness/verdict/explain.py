@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, stderr_name
 from crashmatrix.harness.plan.schedule import DEFAULT_KEEP, RECOVERY, repro_command
-from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.harness.verdict.result import CaseResult, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict
 
 __all__ = ["SECOND", "explain", "failing_second", "rerun_command"]
@@ -25,10 +25,7 @@ def failing_second(result: CaseResult) -> str | None:
     if isinstance(given, str):
         return given
     if result.point_id.startswith(RECOVERY):
-        failing = [(sid, verdict) for sid, verdict in result.sub_results if not verdict.passed]
-        # The one whose verdict is the case's (front/cases.run_recovery): a real failure
-        # before a second crash that was not applicable.
-        failing.sort(key=lambda sv: sv[1].status == "not_applicable")
+        failing = failures_first(result.sub_results)  # as front/cases.run_recovery chose
         return failing[0][0] if failing else None
     return None
 

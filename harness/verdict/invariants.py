@@ -1040,7 +1040,10 @@ def check_all(evidence: Evidence, *, only: Iterable[str] | None = None) -> list[
             f"unknown invariant(s) {', '.join(map(repr, unknown))}; choose from: {', '.join(INVARIANTS)}"
         )
     violations: list[Violation] = []
-    skipped = dict(not_applicable(evidence))
+    # A whole invariant is skipped only when none of it can be judged (the ledger ones
+    # without a ledger); the effect invariants leave out the unwatched calls themselves
+    # and judge the others (not_applicable still names the tools they could not judge).
+    skipped = {name for name, _ in not_applicable(evidence) if name in LEDGER_INVARIANTS}
     for name, check in INVARIANTS.items():
         if name not in selected or name in skipped:
             continue
@@ -1049,8 +1052,10 @@ def check_all(evidence: Evidence, *, only: Iterable[str] | None = None) -> list[
 
 
 def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
-    """(invariant, why) for each invariant this evidence cannot judge: never a pass, never
-    a failure; reports list them with the reason."""
+    """(invariant, why) for each invariant this evidence cannot judge, wholly (the ledger
+    invariants of an agent without a ledger) or for some calls (the effect invariants for a
+    tool whose effects the world does not watch): never a pass, never a failure; reports
+    list them with the reason."""
     out: list[tuple[str, str]] = []
     for name in INVARIANTS:
         if name in LEDGER_INVARIANTS and not evidence.has_ledger:

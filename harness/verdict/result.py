@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,16 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.verdict import Verdict
 
-__all__ = ["CaseResult"]
+__all__ = ["CaseResult", "failures_first"]
+
+
+def failures_first(subs: Sequence[tuple[str, Verdict]]) -> list[tuple[str, Verdict]]:
+    """A depth-2 case's second crashes that did not pass, the one that stands for the case
+    first: one the agent failed before one that was not applicable (a fault that could not
+    act is no verdict on the agent), otherwise in the order they ran."""
+    return sorted(
+        ((sid, v) for sid, v in subs if not v.passed), key=lambda sv: sv[1].status == "not_applicable"
+    )
 
 
 @dataclass(frozen=True)

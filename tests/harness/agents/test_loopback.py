@@ -280,3 +280,20 @@ def test_the_model_logs_each_request_as_one_json_line_whatever_its_layout(
     lines = (tmp_path / "log.jsonl").read_bytes().splitlines()
     assert [json.loads(line) for line in lines] == [body, body]
     assert (lines[0] == raw) is (indent is None)
+
+
+@pytest.mark.parametrize(
+    ("example", "watched"),
+    [
+        ("blackbox_agent", None),  # tools: harness: every tool is a mock tool the world records
+        ("desk_agent", frozenset({"send_email", "create_order"})),  # effects:
+        ("http_agent", frozenset({"send_email", "create_order"})),  # services: mail, orders
+        ("memo_agent", frozenset({"send_email", "create_order"})),  # effects: + services:
+        ("state_agent", frozenset({"send_email", "create_order"})),  # intercept:
+        ("python_agent", frozenset()),  # runs its own tools and declares no effect source
+    ],
+)
+def test_the_tools_whose_effects_the_world_watches_come_from_the_adapter(
+    example: str, watched: frozenset[str] | None
+) -> None:
+    assert load_foreign(ROOT / "examples" / example / "adapter.yaml").watched == watched

@@ -27,4 +27,3 @@ def test_a_database_under_a_crash_point_folder_is_read_not_missed(tmp_path: Path
             reader.execute("INSERT INTO log VALUES ('two')")
     finally:
         reader.close()
-    assert not (tmp_path / "after_approved[call_0").exists()

@@ -4,32 +4,20 @@ passed -- unless the agent failed anyway, which stays a failure (a real finding)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.core.contracts import ToolContract
-from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.core.trace import LifeRecord
 from crashmatrix.harness.core.world_events import WorldEvent
 from crashmatrix.harness.observation.observation import AppliedFault, BetweenLives, Observation, WorldView
 from crashmatrix.harness.verdict.verdict import judge
 
-CALL = {"id": "call_mail", "type": "function", "function": {"name": "send_email", "arguments": "{}"}}
-SCENARIO = Scenario(
-    path=Path("mail.yaml"),
-    name="mail",
-    tools=("send_email",),
-    contracts={"send_email": ToolContract(name="send_email")},
-    turns=("Send it",),
-    rules=(
-        Rule(When(role="user"), Reply(tool_calls=(("call_mail", "send_email", {}),))),
-        Rule(When(role="tool"), Reply(content="Sent.")),
-    ),
-    expect={"default": {"world": {"emails": 1}}},
-)
-USER = {"role": "user", "content": "Send it"}
-ASKED = {"role": "assistant", "content": "", "tool_calls": [CALL]}
+from .test_verdict import ASKED, USER
+from .test_verdict import SCENARIO as MAIL
+
+# test_verdict's mail scenario, judged on the world alone (a foreign agent keeps no ledger).
+SCENARIO = replace(MAIL, expect={"default": {"world": {"emails": 1}}})
 RESULT = {"role": "tool", "tool_call_id": "call_mail", "content": json.dumps({"ok": True})}
 DETAIL = "the agent keeps its own session; crashmatrix edits only its own copy"
 

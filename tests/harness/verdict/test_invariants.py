@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from crashmatrix.harness.verdict.invariants import (
     Evidence,
     Violation,
     check_all,
+    not_applicable,
     undecided_effects,
 )
 
@@ -539,6 +540,28 @@ def test_two_emails_for_one_send_email_call_is_a_violation() -> None:
     ]
     v = only_violation(evidence(lines, events), "non_idempotent_at_most_once", naming="call_mail")
     assert "seq 1, 2" in v.message
+
+
+def test_told_success_with_no_effect_in_the_world_is_a_lie() -> None:
+    # The agent said the mail went out; the world (which records every send_email) has none.
+    lines = email_session([("exec_mail", ["approved", "running", "succeeded"])])
+    v = only_violation(evidence(lines), "told_the_truth", naming="call_mail")
+    assert "told 'succeeded', but the world holds no side effect" in v.message
+
+
+def test_an_effect_the_world_does_not_watch_is_not_judged_but_said_to_be_unjudged() -> None:
+    # A foreign agent's own send_email with no effects:, service or intercept: the world
+    # cannot see it, so "no event" proves nothing either way.
+    lines = email_session([("exec_mail", ["approved", "running", "succeeded"])])
+    blind = replace(evidence(lines), watched=frozenset({"create_order"}))
+    assert "told_the_truth" not in names(check_all(blind))
+    unjudged = dict(not_applicable(blind))
+    assert set(unjudged) >= {"told_the_truth", "non_idempotent_at_most_once"}
+    assert "the effects of send_email are not observed" in unjudged["told_the_truth"]
+    # Watched again, the same lie is caught.
+    watched = replace(blind, watched=frozenset({"send_email"}))
+    assert "told_the_truth" in names(check_all(watched))
+    assert "told_the_truth" not in dict(not_applicable(watched))
 
 
 def test_a_blind_retry_of_a_non_idempotent_call_is_a_violation_over_all_executions() -> None:
