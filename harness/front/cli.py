@@ -12,6 +12,7 @@ and exit status 2 here, never a traceback.
     crashmatrix eval --agent ADAPTER [-n N] [--out DIR] the built-in suite against an agent: its scorecard
     crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
     crashmatrix explore [--examples N] [--seed S] [--out DIR]   generated conversations and crashes
+    crashmatrix doctor --agent ADAPTER [--json]          plant each check's fault: which checks fire
 """
 
 from __future__ import annotations
@@ -324,6 +325,7 @@ DELEGATED_HELP = {
     "eval": "run the built-in suite against an agent (--agent ADAPTER) and print its scorecard",
     "mutants": "run the suite against the deliberately broken agents; exit 1 if one survives",
     "explore": "hypothesis generates conversations and crash schedules; writes found failures as YAML",
+    "doctor": "plant the faults each check exists for into an agent's own case; show which checks fire",
 }
 
 
@@ -340,6 +342,10 @@ def _delegated(command: str, rest: Sequence[str]) -> int:
         from crashmatrix.harness.front.explore import main_explore
 
         return main_explore(rest)
+    if command == "doctor":
+        from crashmatrix.harness.front.doctor import main_doctor
+
+        return main_doctor(rest)
     raise AssertionError(command)
 
 
