@@ -53,7 +53,7 @@ from crashmatrix.harness.agents.python_agent import (
     install_intercepts,
     probing_fsyncs,
 )
-from crashmatrix.harness.agents.supervised import _pump, _stopped
+from crashmatrix.harness.agents.supervised import _left_behind, _pump, _stopped
 from crashmatrix.harness.core.boundaries import BOUNDARIES, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.ledger import arguments_sha256
@@ -390,6 +390,7 @@ class ForeignAdapter:
         pump.start()
         try:
             code = process.wait()
+            _left_behind(ctx.trace)
         finally:
             # Whatever it left running in its group goes with it.
             with contextlib.suppress(ProcessLookupError):

@@ -8,9 +8,12 @@ import os
 import signal
 import subprocess
 from collections.abc import Iterator
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, Conversation
+from crashmatrix.harness.lives import descendants
 
 __all__ = []
 
@@ -34,6 +37,17 @@ def _stopped(pid: int) -> Iterator[None]:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGCONT)
+
+
+def _left_behind(trace: Callable[[Mapping[str, Any]], None]) -> None:
+    """After the agent exited: what it left running (its process group, a ``setsid`` daemon,
+    all re-parented to this life, a subreaper) is stopped, named in the trace and killed.
+    Killing its group silently instead would hide exactly what no_effect_after_death is for."""
+    if not descendants.tracking():
+        return
+    left = descendants.kill_adopted(os.getpid(), ())
+    if left:
+        trace({"event": "survivors", "processes": [survivor.describe() for survivor in left]})
 
 
 def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Path) -> None:

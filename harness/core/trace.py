@@ -3,9 +3,11 @@ its lives, its trace). Values the lives stage produces and every later stage rea
 
 The trace (``trace.jsonl``, written by ``harness.lives.tracer``) is one JSON object per
 line: ``{"life": N, "event": "start" | "boundary" | "append" | "model_request" | "crash" |
-"error" | "exit" | "ended", ...}``. All but ``ended`` are written by the life itself;
-``ended`` is the harness's, after a life that did not end as planned or normally (an
-unplanned death, an error, a hang): its status, exit status and the last boundary it passed.
+"error" | "exit" | "ended" | "survivors", ...}``. All but ``ended`` and ``survivors`` are
+written by the life itself; ``ended`` is the harness's, after a life that did not end as
+planned or normally (an unplanned death, an error, a hang): its status, exit status and the
+last boundary it passed; ``survivors`` names the processes the agent left running when its
+life ended (killed by the harness).
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class LifeRecord:
     # The tail of what the life wrote to its stderr (all of it: ``life-N.stderr`` in the
     # case directory), for the failure text of a life that ended abnormally.
     stderr: str = ""
+    # The processes the agent started that were still running when this life ended (each
+    # "pid P `command` (session S)"), stopped and killed by the harness
+    # (``harness.lives.descendants``); None: they could not be tracked on this platform.
+    survivors: tuple[str, ...] | None = ()
 
 
 @dataclass(frozen=True)

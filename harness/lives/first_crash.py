@@ -20,6 +20,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
@@ -87,6 +88,12 @@ class FirstCrashes:
             return found
 
 
+def _record(life: dict[str, Any]) -> LifeRecord:
+    # JSON has lists; the record keeps tuples.
+    left = life.get("survivors", ())
+    return LifeRecord(**{**life, "survivors": None if left is None else tuple(left)})
+
+
 def _lives(run: CaseRun) -> list[dict[str, object]]:
     return [asdict(life) for life in run.lives]
 
@@ -98,8 +105,8 @@ def _dump(found: FirstCrash) -> dict[str, object]:
     }
 
 
-def _case(case_dir: Path, lives: list[dict[str, object]]) -> CaseRun:
-    records = tuple(LifeRecord(**life) for life in lives)  # type: ignore[arg-type]
+def _case(case_dir: Path, lives: list[dict[str, Any]]) -> CaseRun:
+    records = tuple(_record(life) for life in lives)
     return CaseRun(case_dir, records, read_trace(case_dir))
 
 

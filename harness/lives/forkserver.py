@@ -15,11 +15,15 @@ This module is a small fork server without those costs (the same design as CPyth
 * Each life is one connection: the harness sends the pickled ``(target, args, cwd)``; the
   server forks; the child runs ``target(*args)`` and leaves with ``os._exit`` (no
   interpreter teardown); the server answers the child's pid, then its wait status when it
-  ends. Connections are independent, so several threads may run lives at once.
+  ends, then the processes the life left behind (``harness.lives.descendants``: the server
+  is a child subreaper, so they are its children now; it stops, names and kills them).
+  Connections are independent, so several threads may run lives at once.
 * A deadline is the harness's: it SIGKILLs the pid and still reads the status.
 
 ``spawn`` runs the same request in a fresh interpreter (``python -c ... run_once()``): the
 fallback for agents that cannot be forked, and the baseline the benchmark compares with.
+That interpreter forks the life itself and is its subreaper, so a spawned life's leftovers
+are found the same way.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import io
+import json
 import os
 import pickle
 import selectors
@@ -39,11 +44,12 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from crashmatrix.harness.errors import HarnessError
+from crashmatrix.harness.lives import descendants
 
 __all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve"]
 
@@ -68,6 +74,9 @@ class Exited:
     pid: int
     code: int
     hung: bool = False
+    # The processes the life left running when it ended, stopped and killed by the process
+    # that started it (``harness.lives.descendants``); None: they could not be tracked here.
+    survivors: tuple[str, ...] | None = ()
 
 
 # ---------------------------------------------------------------------------- wire format
@@ -96,6 +105,18 @@ def _returncode(status: int) -> int:
 
 
 # ---------------------------------------------------------------------------- the child
+def _left_behind(parent: int, started: Collection[int]) -> bytes:
+    """The descendants ``parent`` adopted from lives that ended, killed; as the wire's JSON."""
+    if not descendants.tracking():
+        return b"null"
+    return json.dumps([survivor.describe() for survivor in descendants.kill_adopted(parent, started)]).encode()
+
+
+def _survivors(payload: bytes) -> tuple[str, ...] | None:
+    found = json.loads(payload)
+    return None if found is None else tuple(found)
+
+
 def _request(target: Callable[..., object], args: tuple[Any, ...]) -> bytes:
     # sys.path first, on its own: the child needs it to unpickle the target (pytest adds
     # test directories to sys.path while it collects, after the server started).
@@ -159,6 +180,8 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
             __import__(module)
 
     server = os.getpid()
+    # What a life leaves running becomes ours when it dies, not init's (descendants.py).
+    descendants.become_subreaper()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -207,8 +230,10 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
                         break
                     waiting = children.pop(pid, None)
                     if waiting is not None:
+                        left = _left_behind(server, children.keys())
                         with waiting, contextlib.suppress(OSError):  # the harness may be gone
                             waiting.sendall(_STATUS.pack(_returncode(status)))
+                            _send(waiting, left)
 
 
 class ForkServer:
@@ -293,8 +318,9 @@ class ForkServer:
                 raw = _recv_exact(conn, _STATUS.size)
             except EOFError as error:
                 raise HarnessError(self._died_message()) from error
+            survivors = _survivors(_recv(conn))
         (code,) = _STATUS.unpack(raw)
-        return Exited(pid, code, hung)
+        return Exited(pid, code, hung, survivors)
 
     def _died_message(self) -> str:
         code = self._process.poll() if self._process else None
@@ -330,13 +356,31 @@ def run_once() -> None:  # pragma: no cover - runs in a spawned interpreter
     from crashmatrix.harness.lives.parent_death import die_with_parent
 
     die_with_parent(int(os.environ.pop(_PARENT_VARIABLE)))
+    report = int(os.environ.pop(_SURVIVORS_FD))
     request = sys.stdin.buffer.read()
     _stdin_from_devnull()
-    os._exit(_run_request(request))
+    # The life is our child, so what it leaves behind is ours to find (as in the server).
+    descendants.become_subreaper()
+    me = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        os.close(report)
+        die_with_parent(me)  # the harness's deadline kills us; the life goes with us
+        os._exit(_run_request(request))
+    _, status = os.waitpid(pid, 0)
+    os.write(report, _left_behind(me, ()))
+    os.close(report)
+    code = _returncode(status)
+    if code < 0:  # die the same way, so the harness reads the same status
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(me, -code)
+    os._exit(code)
 
 
 # The pid of the process that starts a fork server or a spawned life, for its die_with_parent.
 _PARENT_VARIABLE = "CRASHMATRIX_PARENT_PID"
+# The pipe a spawned life's parent reports the processes it left behind on.
+_SURVIVORS_FD = "CRASHMATRIX_SURVIVORS_FD"
 
 
 def _child_env(**extra: str) -> dict[str, str]:
@@ -349,17 +393,26 @@ def _child_env(**extra: str) -> dict[str, str]:
 
 def run_spawned(target: Callable[..., object], args: tuple[Any, ...], *, deadline: float) -> Exited:
     """Run ``target(*args)`` in a fresh interpreter (no warm state at all)."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", f"from {__name__} import run_once; run_once()"],
-        stdin=subprocess.PIPE,
-        env=_child_env(),
-    )
-    assert process.stdin is not None
-    with contextlib.suppress(BrokenPipeError):
-        process.stdin.write(_request(target, args))
-        process.stdin.close()
+    read, write = os.pipe()
     try:
-        return Exited(process.pid, process.wait(timeout=deadline))
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return Exited(process.pid, process.wait(timeout=10.0), hung=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", f"from {__name__} import run_once; run_once()"],
+            stdin=subprocess.PIPE,
+            env=_child_env(**{_SURVIVORS_FD: str(write)}),
+            pass_fds=(write,),
+        )
+    finally:
+        os.close(write)
+    with open(read, "rb") as report:
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.write(_request(target, args))
+            process.stdin.close()
+        try:
+            code = process.wait(timeout=deadline)
+        except subprocess.TimeoutExpired:
+            # Killed mid-life, its parent cannot report: what the life left is not known.
+            process.kill()
+            return Exited(process.pid, process.wait(timeout=10.0), hung=True, survivors=None)
+        payload = report.read()
+    return Exited(process.pid, code, survivors=_survivors(payload) if payload else None)

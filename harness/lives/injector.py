@@ -13,6 +13,10 @@ in a library: an unplanned death) is a crash all the same: it is restarted like 
 one, within the same ``max_lives``, and named with the last boundary its trace shows. How
 every abnormal life ended (status, exit status) is added to the trace by the harness, and
 each life's stderr is kept in the case directory (``life-N.stderr``).
+
+What a life leaves running when it ends (a shell the agent started, a ``setsid`` daemon) is
+stopped, named and killed before the next life starts (``harness.lives.descendants``); the
+life's record lists them and the ``no_effect_after_death`` invariant fails the case.
 """
 
 from __future__ import annotations
@@ -84,8 +88,22 @@ class LifeLauncher:
         else:
             ended = run_spawned(life_main, (spec,), deadline=deadline)
         seconds = time.monotonic() - started
-        trace = read_trace(Path(spec.case_dir))
-        return _life_record(spec, ended.code, ended.hung, seconds, deadline, trace), trace
+        case_dir = Path(spec.case_dir)
+        if ended.survivors:
+            # Found by the process that started the life, after it died: only the harness
+            # can write them down (the life's own, found before it exited, are there already).
+            append_event(case_dir, {"life": spec.life, "event": "survivors", "processes": list(ended.survivors)})
+        trace = read_trace(case_dir)
+        record = _life_record(spec, ended.code, ended.hung, seconds, deadline, trace)
+        if ended.survivors is None:
+            return replace(record, survivors=None), trace
+        left = [
+            str(process)
+            for event in trace
+            if event.get("life") == spec.life and event.get("event") == "survivors"
+            for process in event.get("processes") or ()
+        ]
+        return replace(record, survivors=tuple(dict.fromkeys(left))), trace
 
 
 # Lives that ended neither at their planned crash nor by returning.

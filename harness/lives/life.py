@@ -32,6 +32,7 @@ from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.lives import descendants
 from crashmatrix.harness.lives.casedir import session_path_of, stderr_path_of
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.tracer import Tracer
@@ -193,6 +194,9 @@ def _stderr_to(path: Path) -> None:
 def life_main(spec: LifeSpec) -> None:
     """Entry point of the agent's process for one life."""
     die_with_parent()
+    # Whatever the agent starts stays under this process while it lives, even a setsid'd
+    # daemon; when it dies, the process that started it adopts them (descendants.py).
+    descendants.become_subreaper()
     case_dir = Path(spec.case_dir)
     _stderr_to(stderr_path_of(case_dir, spec.life))
     if spec.power_loss:

@@ -111,6 +111,9 @@ class Evidence:
     # The suite's tools whose side effects are among ``events`` (WorldView.watched); None:
     # every tool's. For any other tool, no event is no evidence.
     watched: frozenset[str] | None = None
+    # The processes the agent left running when one of its lives ended, one line each
+    # ("life 1, crashed at P: pid 42 `sh -c ...` (session 42)"); None: not trackable here.
+    survivors: Sequence[str] | None = ()
 
     def sees(self, name: str) -> bool:
         """Whether the side effects of the agent's tool ``name`` are recorded as events."""
@@ -993,6 +996,28 @@ def unknown_never_succeeded(evidence: Evidence) -> list[Violation]:
     return out
 
 
+def no_effect_after_death(evidence: Evidence) -> list[Violation]:
+    """Nothing the agent started keeps acting after the agent died.
+
+    Why: a SIGKILL kills one process: a shell the agent started, a worker it forked or a daemon
+    that called ``setsid`` lives on and can write to the world after the agent's death --
+    while the next life recovers, or after the case is judged -- and no recovery can see or
+    reconcile that effect. The harness stops and kills every such process the moment the life
+    ends (``harness.lives.descendants``), so the effect never lands in a later case; the case
+    fails here, naming each one. An agent passes by tying its children to its own life
+    (``PR_SET_PDEATHSIG``, a process group it kills, waiting for them) or by recording their
+    effects in its ledger before it starts them and never starting one it cannot wait for.
+    """
+    return [
+        Violation(
+            "no_effect_after_death",
+            f"{left} was still running when its life ended: what it does after the agent died "
+            "is an effect no recovery can see (the harness stopped and killed it)",
+        )
+        for left in evidence.survivors or ()
+    ]
+
+
 def _clip(text: str, width: int = 40) -> str:
     return repr(text if len(text) <= width else text[: width - 1] + "…")
 
@@ -1014,6 +1039,7 @@ INVARIANTS: Mapping[str, Check] = MappingProxyType(
         "turn_ends_with_final": turn_ends_with_final,
         "no_ledger_in_prompt": no_ledger_in_prompt,
         "unknown_never_succeeded": unknown_never_succeeded,
+        "no_effect_after_death": no_effect_after_death,
     }
 )
 
@@ -1065,6 +1091,13 @@ def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
                 else "the agent keeps no ledger the adapter maps"
             )
             out.append((name, why))
+    if evidence.survivors is None:
+        out.append(
+            (
+                "no_effect_after_death",
+                "the processes an agent starts can be tracked on Linux only (child subreaper, /proc)",
+            )
+        )
     calls = [scope.site.call for scope in _scopes(evidence.entries)]
     unseen = sorted(
         {

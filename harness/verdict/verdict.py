@@ -84,7 +84,19 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         tool_names=observation.dialect.tools.suite_names(),
         results=observation.dialect.results,
         watched=observation.world.watched,
+        survivors=_survivors(observation),
     )
+
+
+def _survivors(observation: Observation) -> tuple[str, ...] | None:
+    """Each process a life left running, named with the life and how it ended."""
+    if any(life.survivors is None for life in observation.lives):
+        return None
+    out: list[str] = []
+    for life in observation.lives:
+        how = f"crashed at {life.crash}" if life.status == "crashed" and life.crash else life.status
+        out += [f"life {life.life} ({how}): {process}" for process in life.survivors or ()]
+    return tuple(out)
 
 
 def judge(

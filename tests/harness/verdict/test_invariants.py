@@ -251,6 +251,7 @@ def test_registry_names_and_order_are_the_documented_ones() -> None:
         "turn_ends_with_final",
         "no_ledger_in_prompt",
         "unknown_never_succeeded",
+        "no_effect_after_death",
     ]
     assert {
         "legal_transitions",
@@ -976,3 +977,21 @@ def clean_cases(draw: st.DrawFn) -> tuple[list[Raw], list[Event], list[str]]:
 def test_well_formed_sessions_have_no_violations(case: tuple[list[Raw], list[Event], list[str]]) -> None:
     lines, events, turns = case
     assert check_all(evidence(lines, events, turns=turns)) == []
+
+
+# ---------------------------------------------------------------------------- no effect after death
+
+
+def test_a_process_left_running_when_its_life_ended_is_named_and_fails() -> None:
+    left = "life 1 (crashed at after_side_effect[call_1]): pid 7 `sh -c sleep 4` (session 7)"
+    ev = replace(evidence(NORMAL), survivors=(left,))
+    violation = only_violation(ev, "no_effect_after_death", naming="pid 7 `sh -c sleep 4`")
+    assert "life 1 (crashed at after_side_effect[call_1])" in violation.message
+
+
+def test_no_process_left_running_passes_and_untracked_is_not_applicable() -> None:
+    assert check_all(evidence(NORMAL), only=["no_effect_after_death"]) == []
+    assert "no_effect_after_death" not in dict(not_applicable(evidence(NORMAL)))
+    untracked = replace(evidence(NORMAL), survivors=None)
+    assert check_all(untracked, only=["no_effect_after_death"]) == []
+    assert "Linux only" in dict(not_applicable(untracked))["no_effect_after_death"]

@@ -1,0 +1,148 @@
+"""No process of the agent outlives its life unseen: descendants adopted, named, and killed.
+
+A SIGKILL kills one process. Whatever the agent started (a shell running ``sleep 4; echo
+late >> audit.log``, a worker it forked, a daemon that called ``setsid``) keeps running,
+and would write to the world after the agent died -- after the case was judged, or while
+the next life recovers, unseen by either. A real crash leaves such processes behind too,
+which is exactly why the harness must find them rather than let them act on a later case.
+
+How they are found: every life and the process that starts lives (the fork server, or the
+small parent of a spawned life) are Linux *child subreapers* (``PR_SET_CHILD_SUBREAPER``).
+An orphan is re-parented to its nearest living subreaper ancestor instead of init, so a
+double fork or ``setsid`` does not escape: while the life lives its descendants stay under
+it, and when it dies they become children of the process that started it. That process,
+having reaped the life, takes every child it did not start itself (``adopted``), stops the
+whole subtree (``SIGSTOP``, so nothing forks or writes while it is being listed), records
+each process and kills it. No environment marker is needed, so an agent that clears its
+environment or execs does not escape either (Jenkins' ProcessTreeKiller marks by
+environment; systemd and tini use a subreaper or a cgroup, as here).
+
+Processes already dying of a SIGKILL (the agent of a supervised life, killed by
+``PR_SET_PDEATHSIG`` as its life died) are not survivors.
+
+Linux only; elsewhere ``tracking()`` is False and the check that reads the survivors
+(``no_effect_after_death``) is not applicable, with that reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+__all__ = ["Survivor", "become_subreaper", "kill_adopted", "tracking"]
+
+_PR_SET_CHILD_SUBREAPER = 36
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
+_ROUNDS = 20  # a subtree that keeps forking faster than it is stopped is cut off here
+
+
+def tracking() -> bool:
+    """Whether descendants can be tracked on this platform."""
+    return sys.platform.startswith("linux") and os.path.isdir("/proc/self/task")
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (see the module docstring); False where the
+    platform has none."""
+    if not tracking():
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Survivor:
+    """A process that outlived the life that started it."""
+
+    pid: int
+    command: str  # its command line, as ``ps`` shows it
+    session: int  # its session id (a ``setsid`` daemon has its own)
+
+    def describe(self) -> str:
+        return f"pid {self.pid} `{self.command}` (session {self.session})"
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid`` (every thread's: a child belongs to the thread that forked it)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as stream:
+                out += [int(part) for part in stream.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def _dying(pid: int) -> bool:
+    """A zombie, or a process with a SIGKILL pending: already on its way out."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as stream:
+            fields = dict(
+                line.split(b":", 1) for line in stream.read().splitlines() if b":" in line
+            )
+    except OSError:
+        return True  # gone already
+    state = fields.get(b"State", b"").strip()[:1]
+    if state in (b"Z", b"X"):
+        return True
+    pending = 0
+    for name in (b"SigPnd", b"ShdPnd"):
+        with contextlib.suppress(ValueError):
+            pending |= int(fields.get(name, b"0").strip(), 16)
+    return bool(pending & _SIGKILL_BIT)
+
+
+def _describe(pid: int) -> Survivor:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            argv = [part.decode("utf-8", "replace") for part in stream.read().split(b"\0") if part]
+    except OSError:
+        argv = []
+    command = " ".join(argv) or "?"
+    try:
+        session = os.getsid(pid)
+    except OSError:
+        session = -1
+    return Survivor(pid, command[:200], session)
+
+
+def _subtree(roots: Iterable[int]) -> list[int]:
+    seen: list[int] = []
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        todo += _children(pid)
+    return seen
+
+
+def kill_adopted(parent: int, started: Collection[int]) -> tuple[Survivor, ...]:
+    """Stop, record and kill every descendant of ``parent`` that it did not start itself
+    (``started``: its own children, the lives): the orphans of lives that ended. The
+    caller reaps them (they are its children, or its children's)."""
+    stopped: dict[int, Survivor] = {}
+    for _ in range(_ROUNDS):
+        orphans = [pid for pid in _children(parent) if pid not in started]
+        fresh = [pid for pid in _subtree(orphans) if pid not in stopped and not _dying(pid)]
+        if not fresh:
+            break
+        for pid in fresh:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)  # frozen first: listed, then killed, no fork between
+            stopped[pid] = _describe(pid)
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return tuple(sorted(stopped.values(), key=lambda survivor: survivor.pid))

@@ -1,0 +1,184 @@
+"""No process of the agent outlives its life unseen: what an agent starts and leaves running
+(a shell in the background, a ``setsid`` daemon) is found when its life ends, named, killed
+before it can write to the world, and fails ``no_effect_after_death``.
+
+The agents are the reference agent whose tools first start a background process that writes
+to the world a moment later (loaded by the lives as ``tests...test_descendants:Factory``).
+Without the harness killing it, that write lands after the case was judged (issue 15's
+``bash -lc 'sleep 4; echo late >> audit.log'``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crashmatrix.harness.agents.protocol import LifeContext
+from crashmatrix.harness.agents.reference import ReferenceAdapter
+from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.front.cases import run_point
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives import descendants
+from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.verdict.explain import explain
+from crashmatrix.reference_agent.agent import Agent
+
+from ...scenario_data import email_once
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not descendants.tracking(), reason="descendants are tracked on Linux only"),
+]
+
+LATE = "late.txt"  # in the world's workspace: what the background process writes
+DELAY = 1.5  # seconds before it writes: long after the life died, well inside the case
+
+
+class _LeavingToolbox:
+    """The agent's toolbox, except that each tool first starts a background shell that
+    appends to the world's workspace after ``DELAY`` seconds, in a new session (``setsid``),
+    and does not wait for it."""
+
+    def __init__(self, inner: Any, workspace: Path) -> None:
+        self._inner = inner
+        self._workspace = workspace
+
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: Any) -> Any:
+        subprocess.Popen(
+            ["sh", "-c", f"sleep {DELAY}; echo late >> {LATE}"],
+            cwd=self._workspace,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return self._inner.execute(name, arguments, ctx)
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._inner, attribute)
+
+
+class LeavesAProcess(ReferenceAdapter):
+    name = "leaves-a-process"
+
+    def build(self, ctx: LifeContext) -> Agent:
+        agent = super().build(ctx)
+        agent.toolbox = _LeavingToolbox(agent.toolbox, ctx.world_dir / "workspace")
+        return agent
+
+
+AGENT = f"{__name__}:LeavesAProcess"
+
+
+@pytest.fixture(scope="module", params=["fork", "spawn"])
+def launcher(request: pytest.FixtureRequest) -> Iterator[LifeLauncher]:
+    yield LifeLauncher(request.param, preload=[__name__])
+
+
+def _late_written(case_dir: Path) -> bool:
+    return (case_dir / "world" / "workspace" / LATE).exists()
+
+
+def _scenario(tmp_path: Path) -> Scenario:
+    path = tmp_path / "email_once.yaml"
+    path.write_text(email_once(), encoding="utf-8")
+    return load_scenario(path)
+
+
+@pytest.mark.parametrize("crash", ["after_side_effect[call_1]", None], ids=["crashed", "clean"])
+def test_a_process_left_running_is_killed_named_and_fails_the_case(
+    launcher: LifeLauncher, tmp_path: Path, crash: str | None
+) -> None:
+    point = parse_point(crash) if crash else None
+    result = run_point(_scenario(tmp_path), point, launcher, tmp_path / "case", agent=AGENT)
+    assert result.verdict.status == "failed"
+    found = [v for v in result.verdict.violations if v.invariant == "no_effect_after_death"]
+    assert found, result.verdict.violations
+    assert f"sleep {DELAY}; echo late >> {LATE}" in found[0].message
+    assert "life 1" in found[0].message
+    # Killed (not just stopped), so it never writes: wait past the moment it would have.
+    pid = int(found[0].message.split("pid ", 1)[1].split()[0])
+    _wait_gone(pid)
+    time.sleep(DELAY + 0.5)
+    assert not _late_written(tmp_path / "case")
+    assert result.observation is not None
+    lives = result.observation.lives
+    assert all(life.survivors is not None for life in lives)
+    assert any(life.survivors for life in lives)
+    assert "no_effect_after_death" in explain(result)
+
+
+def test_the_reference_agent_leaves_nothing(launcher: LifeLauncher, tmp_path: Path) -> None:
+    point = parse_point("after_side_effect[call_1]")
+    result = run_point(_scenario(tmp_path), point, launcher, tmp_path / "case")
+    assert result.verdict.status == "passed", result.verdict
+    assert result.observation is not None
+    assert all(life.survivors == () for life in result.observation.lives)
+
+
+def _subreaper_with_orphan(ready: int) -> None:
+    """In a forked child: become a subreaper, start a double-forked setsid'd sleeper (its
+    parent exits at once, so it is re-parented to us), report its pid, then wait."""
+    descendants.become_subreaper()
+    process = subprocess.Popen(
+        ["sh", "-c", "setsid sleep 30 & echo $!"], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert process.stdout is not None
+    pid = process.stdout.readline().strip()
+    process.wait()
+    os.write(ready, pid + b"\n")
+
+
+def test_kill_adopted_finds_a_double_forked_setsid_process_and_kills_it() -> None:
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's side
+        try:
+            _subreaper_with_orphan(write)
+            time.sleep(0.2)  # let the sleeper's parent exit and the sleeper be re-parented
+            left = descendants.kill_adopted(os.getpid(), ())
+            os.write(write, (",".join(str(s.pid) for s in left) + "|" + left[0].command + "\n").encode())
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    with os.fdopen(read) as answers:
+        os.close(write)
+        orphan = int(answers.readline())
+        killed, command = answers.readline().strip().split("|")
+    os.waitpid(child, 0)
+    assert killed == str(orphan)
+    assert command == "sleep 30"
+    _wait_gone(orphan)
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.05)
+    assert not _alive(pid), f"pid {pid} still alive"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as stream:
+            return b"State:\tZ" not in stream.read()
+    except FileNotFoundError:
+        return False
+
+
+def test_a_process_already_dying_of_sigkill_is_not_a_survivor() -> None:
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        os.kill(process.pid, signal.SIGSTOP)  # stopped: the SIGKILL stays pending while we look
+        os.kill(process.pid, signal.SIGKILL)
+        assert descendants._dying(process.pid)
+    finally:
+        process.kill()
+        process.wait()
