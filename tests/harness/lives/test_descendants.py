@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.reference import ReferenceAdapter
@@ -28,6 +29,7 @@ from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives import descendants
 from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.plan.enumeration import points_from_trace
 from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.reference_agent.agent import Agent
 
@@ -121,6 +123,50 @@ def test_the_reference_agent_leaves_nothing(launcher: LifeLauncher, tmp_path: Pa
     assert result.verdict.status == "passed", result.verdict
     assert result.observation is not None
     assert all(life.survivors == () for life in result.observation.lives)
+
+
+# -- a black box (kind 3): the issue's case, a shell in its own session ---------------------
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+WRAPPER = """\
+import runpy, subprocess, sys
+subprocess.Popen(["bash", "-c", "sleep {delay}; echo late >> {late}"], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+sys.argv = [{agent!r}]
+runpy.run_path({agent!r}, run_name="__main__")
+"""
+
+
+def _leaving_black_box(where: Path) -> Path:
+    """examples/blackbox_agent, started by a wrapper that first leaves a shell running in its
+    own session (``setsid``): the agent itself is unchanged and correct."""
+    agent = EXAMPLES / "blackbox_agent" / "agent.py"
+    wrapper = where / "leaving.py"
+    wrapper.write_text(WRAPPER.format(delay=DELAY, late=LATE, agent=str(agent)), encoding="utf-8")
+    data = yaml.safe_load((EXAMPLES / "blackbox_agent" / "adapter.yaml").read_text(encoding="utf-8"))
+    data["command"] = ["{python}", "-u", str(wrapper)]
+    adapter = where / "adapter.yaml"
+    adapter.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return adapter
+
+
+def test_a_black_box_that_leaves_a_shell_in_its_own_session_fails_and_the_shell_never_writes(
+    tmp_path: Path,
+) -> None:
+    launcher = LifeLauncher("fork")
+    adapter = str(_leaving_black_box(tmp_path))
+    scenario = load_scenario(EXAMPLES / "blackbox_agent" / "scenario.yaml")
+    clean = run_point(scenario, None, launcher, tmp_path / "clean", agent=adapter)
+    points = points_from_trace(clean.observation.trace if clean.observation else ())
+    assert points, "the black box passed no crash point"
+    crashed = run_point(scenario, points[0], launcher, tmp_path / "crashed", agent=adapter)
+    for result in (clean, crashed):
+        found = [v for v in result.verdict.violations if v.invariant == "no_effect_after_death"]
+        assert found and f"sleep {DELAY}; echo late >> {LATE}" in found[0].message, result.verdict
+        assert result.verdict.status == "failed"
+    time.sleep(DELAY + 0.5)
+    for case in ("clean", "crashed"):
+        assert not (tmp_path / case / "world" / "workspace" / LATE).exists()
 
 
 def _subreaper_with_orphan(ready: int) -> None:
