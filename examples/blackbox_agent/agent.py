@@ -54,6 +54,20 @@ def entries() -> list[dict[str, Any]]:
     return [json.loads(line) for line in SESSION.read_text(encoding="utf-8").split("\n")[:-1] if line]
 
 
+def drop_torn_tail(path: Path) -> None:
+    """A last line without its newline is one a dead process was writing: cut it off before
+    anything is appended, or the next line would be glued to it (and the file corrupt)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as file:
+            file.truncate(data.rfind(b"\n") + 1)
+            file.flush()
+            os.fsync(file.fileno())
+
+
 def messages() -> list[dict[str, Any]]:
     return [e["message"] for e in entries() if e["kind"] == "message"]
 
@@ -162,6 +176,7 @@ def recover() -> None:
 
 
 def main() -> None:
+    drop_torn_tail(SESSION)
     recover()
     for line in iter(lambda: (sys.stdout.write("> "), sys.stdout.flush(), sys.stdin.readline())[2], ""):
         if line.strip():

@@ -82,6 +82,20 @@ def load_entries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n")[:-1] if line.strip()]
 
 
+def drop_torn_tail(path: Path) -> None:
+    """A last line without its newline is one a dead process was writing: cut it off before
+    anything is appended, or the next line would be glued to it (and the file corrupt)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as file:
+            file.truncate(data.rfind(b"\n") + 1)
+            file.flush()
+            os.fsync(file.fileno())
+
+
 def arguments_sha256(arguments: dict[str, Any]) -> str:
     canonical = json.dumps(arguments, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
@@ -305,6 +319,7 @@ def main() -> None:
     agent = Agent(
         session, workspace, OpenAI(max_retries=0), os.environ.get("DESK_AGENT_MODEL", "gpt-4o-mini")
     )
+    drop_torn_tail(session)
     agent.recover()
     while True:
         try:

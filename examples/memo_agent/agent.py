@@ -140,6 +140,20 @@ class Journal:
         return [json.loads(line) for line in text.split("\n")[:-1] if line.strip()]
 
 
+def drop_torn_tail(path: Path) -> None:
+    """A last line without its newline is one a dead process was writing: cut it off before
+    anything is appended, or the next line would be glued to it (and the file corrupt)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as file:
+            file.truncate(data.rfind(b"\n") + 1)
+            file.flush()
+            os.fsync(file.fileno())
+
+
 # -- the tools -----------------------------------------------------------------------------
 
 
@@ -579,9 +593,11 @@ def main() -> None:
         max_retries=0,
         timeout=60,
     )
+    journal = Journal(Path(os.environ.get("MEMO_AGENT_JOURNAL", str(JOURNAL))))
+    drop_torn_tail(journal.path)
     agent = MemoAgent(
         Path.cwd(),
-        Journal(Path(os.environ.get("MEMO_AGENT_JOURNAL", str(JOURNAL)))),
+        journal,
         client,
         os.environ.get("MEMO_AGENT_MODEL", "gpt-4o-mini"),
         os.environ.get("MEMO_AGENT_ORDERS_URL", "http://127.0.0.1:8080"),

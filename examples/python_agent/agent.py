@@ -56,6 +56,20 @@ def load_entries(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines[:-1] if line.strip()]
 
 
+def drop_torn_tail(path: Path) -> None:
+    """A last line without its newline is one a dead process was writing: cut it off before
+    anything is appended, or the next line would be glued to it (and the file corrupt)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as file:
+            file.truncate(data.rfind(b"\n") + 1)
+            file.flush()
+            os.fsync(file.fileno())
+
+
 def write_file(workspace: Path, path: str, content: str) -> dict[str, Any]:
     target = (workspace / path).resolve()
     if workspace.resolve() not in target.parents:
@@ -184,6 +198,7 @@ def main() -> None:
     agent = Agent(
         session, workspace, OpenAI(max_retries=0), os.environ.get("NOTES_AGENT_MODEL", "gpt-4o-mini")
     )
+    drop_torn_tail(session)
     agent.recover()
     while True:
         try:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -43,7 +44,7 @@ from typing import Any, TextIO, cast
 from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign
 from crashmatrix.harness.agents.conversation import Conversation, _Console, check_approvals
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects
-from crashmatrix.harness.agents.foreign_session import _write_copy, read_foreign
+from crashmatrix.harness.agents.foreign_session import AppendWatch, _write_copy, read_foreign, tear_last_line
 from crashmatrix.harness.agents.loopback import LoopbackServer
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.python_agent import (
@@ -54,7 +55,7 @@ from crashmatrix.harness.agents.python_agent import (
     probing_fsyncs,
 )
 from crashmatrix.harness.agents.supervised import _left_behind, _pump, _stopped
-from crashmatrix.harness.core.boundaries import BOUNDARIES, BoundaryHook
+from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
@@ -78,6 +79,22 @@ _LOOPBACK_EDGES = ("after_running", "after_side_effect")
 
 def _ordered(names: set[str]) -> tuple[str, ...]:
     return tuple(b for b in BOUNDARIES if b in names)
+
+
+def _why_not_torn(spec: ForeignSpec) -> str:
+    """Why the harness cannot tear this agent's session writes ("" when it can: a JSONL file,
+    whose last line a supervisor can cut)."""
+    source = spec.source
+    if source.kind == "sqlite":
+        return (
+            f"its session is a SQLite database ({source.path}): SQLite writes rows through its own "
+            "journal, there is no appended line to cut"
+        )
+    if source.kind == "reader":
+        return f"its session is read by {source.reader}: the harness does not know which file to tear"
+    if source.kind == "none":
+        return "the harness cannot read its session (readable: false), so it cannot tear it either"
+    return ""
 
 
 class ForeignAdapter:
@@ -112,6 +129,11 @@ class ForeignAdapter:
             # separate process can be stopped.
             self.loopback_edges = frozenset(edges | {"after_tool_call_saved"})
             self.boundaries = _ordered(set(self.loopback_edges))
+        # Torn writes: a supervisor can cut the last line of a JSONL session after a kill
+        # (see _tear_moment). Why not, for every other session (reports show it where they
+        # list what this agent cannot be killed at).
+        self.torn_write_unreachable = _why_not_torn(spec)
+        self.tears_writes = not self.torn_write_unreachable
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -120,6 +142,27 @@ class ForeignAdapter:
 
     def raw_session(self, case_dir: Path) -> Path:
         return self.workspace(case_dir) / self.spec.session
+
+    def power_session(self, case_dir: Path) -> Path | str:
+        """The file a power loss cuts back to its last fsync (``harness.lives.power``), or
+        why a power loss cannot act on this agent."""
+        if self.spec.kind != "python":
+            return (
+                "a black box's fsyncs are not visible to the harness (kind 3: the agent is a "
+                "separate process), so its synced bytes cannot be told from the rest"
+            )
+        source = self.spec.source
+        if source.kind == "jsonl":
+            return self.raw_session(case_dir)
+        if source.kind == "sqlite":
+            return (
+                f"the session is a SQLite database ({source.path}): SQLite syncs from its C library, "
+                "which the harness's os.fsync recorder does not see, and a database is not cut back "
+                "by length"
+            )
+        if source.kind == "reader":
+            return f"the session is read by {source.reader}: the harness does not know which file to cut"
+        return "the harness cannot read the agent's session (readable: false)"
 
     def read_session(self, case_dir: Path) -> SessionLog:
         """The agent's session as our records."""
@@ -172,7 +215,11 @@ class ForeignAdapter:
 
     def after_life(self, case_dir: Path, life: LifeRecord, trace: Sequence[Mapping[str, Any]]) -> None:
         """In the harness's process, after a life ended (killed or not): the effects that
-        appeared after its last probe. They happened after the size that probe saw."""
+        appeared after its last probe. They happened after the size that probe saw.
+
+        A life killed at a ``torn_write`` point first has its session's last line torn."""
+        if life.status == "crashed" and (life.crash or "").startswith(f"{TORN_WRITE}["):
+            self._tear(case_dir, life)
         if not self.spec.effects:
             return
         mine = [event for event in trace if event.get("life") == life.life]
@@ -191,6 +238,80 @@ class ForeignAdapter:
             hook(boundary, tool_call_id)
 
         return probed
+
+    # -- torn writes ------------------------------------------------------------------------
+    #
+    # A torn write is the writer dying in the middle of a session line. A native agent's
+    # appends go through ``ctx.before_append``, which writes half the line and kills. A
+    # foreign agent appends with its own code, so the harness tears on the supervisor's side,
+    # which both kinds allow honestly: at a moment the agent has done nothing since its last
+    # line (kind 2: it fsyncs its session, in our process; kind 3: one of its requests
+    # arrives while it waits, stopped first), that line is offered to the tracer as the
+    # append it is (``torn_write[call:label]`` in the trace, so a clean run lists it). At the
+    # planned point the life dies there and, once it is dead, ``after_life`` cuts the line in
+    # half: the file is then exactly what a writer killed in that line leaves. Intercepting
+    # the agent's writes instead would mean replacing ``open``/``write`` in its process (and
+    # is impossible for a black box); the cut needs neither.
+
+    def _tear_moment(self, ctx: LifeContext, watch: AppendWatch, scratch: Path) -> None:
+        line = watch.last_new_line()
+        if line is not None:
+            # The tracer labels the line in our vocabulary; at the planned point it writes
+            # its half to the scratch file (the agent's own line is cut after the death).
+            ctx.before_append(scratch, line)
+
+    def _on_session_sync(self, ctx: LifeContext, watch: AppendWatch, scratch: Path) -> Any:
+        """Kind 2: after each fsync of the agent's session file (by inode: any fd, any path)."""
+        path = self.raw_session(ctx.case_dir)
+
+        def synced(fd: int) -> None:
+            try:
+                synced_file, session = os.fstat(fd), os.stat(path)
+            except (OSError, ValueError):
+                return
+            if (synced_file.st_dev, synced_file.st_ino) == (session.st_dev, session.st_ino):
+                self._tear_moment(ctx, watch, scratch)
+
+        return synced
+
+    def _on_request_tearing(
+        self, ctx: LifeContext, watch: AppendWatch, scratch: Path, then: Any, holder: dict[str, int]
+    ) -> Any:
+        """Kind 3: at the arrival of each of its requests (it waits for the answer, so it
+        wrote nothing since). Stopped while the tracer decides, so that a kill there leaves
+        it no instant to write another line before the kernel kills it with the life."""
+        lock = threading.Lock()
+
+        def arrived(route: str) -> None:
+            then(route)
+            with lock:
+                line = watch.last_new_line()
+                if line is None:
+                    return
+                with _stopped(holder["pid"]) if "pid" in holder else contextlib.nullcontext():
+                    ctx.before_append(scratch, line)
+
+        return arrived
+
+    def _tear(self, case_dir: Path, life: LifeRecord) -> None:
+        """After a life died at a torn_write point: cut the agent's last line in half, and
+        say in the trace whether that happened (a tear that could not act is no pass)."""
+        session = self.raw_session(case_dir)
+        torn = tear_last_line(session)
+        detail = (
+            f"cut the last line of {session.name} after {torn[1]} of its bytes"
+            if torn
+            else f"{session.name} had no complete last line to tear"
+        )
+        event = {
+            "life": life.life,
+            "event": "fault",
+            "fault": TORN_WRITE,
+            "acted": bool(torn),
+            "detail": detail,
+        }
+        with open(case_dir / "trace.jsonl", "a", encoding="utf-8") as out:  # the harness's own line
+            out.write(json.dumps(event, ensure_ascii=False) + "\n")
 
     # -- interception -----------------------------------------------------------------------
 
@@ -270,6 +391,16 @@ class ForeignAdapter:
 
             services["mail"] = MailAPI(world)
         holder: dict[str, int] = {}
+        on_request = lambda route: probe.probe(f"request {route}")  # noqa: E731
+        on_sync: Any = None
+        if self.tears_writes:
+            watch = AppendWatch(self.raw_session(ctx.case_dir), self.spec.source.ledger)
+            scratch = ctx.case_dir / "torn-write.part"
+            scratch.touch()
+            if self.spec.kind == "python":
+                on_sync = self._on_session_sync(ctx, watch, scratch)
+            else:
+                on_request = self._on_request_tearing(ctx, watch, scratch, on_request, holder)
         server = LoopbackServer(
             model,
             tools=toolbox if self.spec.tools == "harness" else None,
@@ -279,7 +410,7 @@ class ForeignAdapter:
             edges=self.loopback_edges,
             freeze=lambda: _stopped(holder["pid"]) if "pid" in holder else contextlib.nullcontext(),
             before_tool=lambda: self._copy(ctx),
-            on_request=lambda route: probe.probe(f"request {route}"),
+            on_request=on_request,
         )
         server.remember(prompt_view(log.entries))
         workspace = ctx.world_dir / "workspace"
@@ -306,7 +437,7 @@ class ForeignAdapter:
         cwd = workspace if self.spec.cwd == "workspace" else (self.spec.here / self.spec.cwd)
         try:
             if self.spec.kind == "python":
-                self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox)
+                self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox, on_sync)
             else:
                 self._run_command(ctx, server, env, cwd, conversation, values, holder)
         finally:
@@ -326,6 +457,7 @@ class ForeignAdapter:
         hook: BoundaryHook,
         probe: EffectProbe,
         toolbox: Any,
+        on_sync: Any = None,
     ) -> None:
         server.start()
         os.environ.update(env)
@@ -341,7 +473,7 @@ class ForeignAdapter:
         saved = sys.argv, sys.stdin, sys.stdout
         with (
             open(ctx.case_dir / f"agent-{ctx.life}.log", "a", encoding="utf-8") as log,
-            probing_fsyncs(probe),
+            probing_fsyncs(probe, on_sync),
         ):
             console = _Console(conversation, log)
             sys.argv = [str(self.spec.script or self.spec.module), *self.spec.argv]
@@ -396,9 +528,23 @@ class ForeignAdapter:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
         pump.join(5)
+        if code < 0:
+            # Killed by a signal nobody planned (a tool that kills it, the OOM killer): the
+            # agent died, as in a crash. Its life dies with it, so the injector restarts it
+            # like any crash and names the unplanned death (not an error of the harness).
+            _die_with_agent(ctx, -code)
         if code != 0:
             tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-400:].strip()
             raise HarnessError(f"agent {self.name} exited with {code}: {tail or '(no stderr)'}")
+
+
+def _die_with_agent(ctx: LifeContext, number: int) -> None:
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    ctx.trace({"event": "agent_died", "signal": name})
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def load_foreign_adapter(path: Path | str) -> ForeignAdapter:

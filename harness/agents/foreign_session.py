@@ -25,7 +25,15 @@ from crashmatrix.harness.core.session_log import SessionLog, encode_line, split_
 from crashmatrix.harness.errors import SessionCorruption
 from crashmatrix.harness.session_file import fsync_directory
 
-__all__ = ["FIELD_ALIASES", "LedgerMap", "SessionSource", "read_foreign", "read_foreign_session"]
+__all__ = [
+    "FIELD_ALIASES",
+    "AppendWatch",
+    "LedgerMap",
+    "SessionSource",
+    "read_foreign",
+    "read_foreign_session",
+    "tear_last_line",
+]
 # Seed 004's ledger entry (callId, stepId, toolName, inputHash, idempotencyKey) and common
 # camelCase spellings of seed 000's fields; the YAML's ``fields`` are applied first.
 FIELD_ALIASES: Mapping[str, str] = {
@@ -259,3 +267,75 @@ def _write_copy(target: Path, lines: Sequence[bytes]) -> None:
         os.close(fd)
     os.replace(temporary, target)
     fsync_directory(target.parent)
+
+
+# -- torn writes, done by a supervisor -------------------------------------------------------
+
+
+class AppendWatch:
+    """The lines a foreign agent appends to its JSONL session, seen at moments when it has
+    done nothing since its last append: when it fsyncs the session (kind 2, in our process)
+    and when one of its requests arrives at the loopback server (kind 3, blocked waiting).
+
+    Only the LAST new line at such a moment is offered for tearing: a torn write means the
+    writer died in that line, and nothing after it may have happened. A line followed, before
+    the moment, by another line is not (what happened between the two is unknown)."""
+
+    def __init__(self, path: Path, mapping: LedgerMap) -> None:
+        self.path = path
+        self.mapping = mapping
+        self.seen = self._size()  # what earlier lives wrote is not this life's append
+
+    def _size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def last_new_line(self) -> bytes | None:
+        """The normalised form (our vocabulary, what the tracer labels) of the last line
+        appended since the previous call, if it is a ledger line or a Tool Result; else None."""
+        try:
+            with open(self.path, "rb") as stream:
+                size = os.fstat(stream.fileno()).st_size
+                if size <= self.seen:
+                    self.seen = size  # nothing new, or the agent cut its file (a torn tail)
+                    return None
+                stream.seek(self.seen)
+                new = stream.read(size - self.seen)
+        except FileNotFoundError:
+            return None
+        if not new.endswith(b"\n"):
+            return None  # a line still being written: not a moment to tear it
+        self.seen = size
+        last = new[:-1].rsplit(b"\n", 1)[-1]
+        try:
+            record = normalise_line(json.loads(last), self.mapping, {})
+        except ValueError:
+            return None  # not JSON, or a malformed ledger line: the judge reports it
+        if record is None:
+            return None
+        return json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def tear_last_line(path: Path) -> tuple[int, int] | None:
+    """After the writer's death: cut the file's last line in half, as if the writer had died
+    in the middle of writing it (the first ``max(1, len // 2)`` bytes of the line stay, the
+    rule ``harness.lives.tracer`` tears a native agent's line by). Returns (where the line
+    starts, bytes kept of it), or None when the file has no complete last line to tear."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    if not data.endswith(b"\n"):
+        return None
+    start = data.rfind(b"\n", 0, len(data) - 1) + 1
+    line = data[start:]
+    kept = max(1, len(line) // 2)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, start + kept)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return start, kept

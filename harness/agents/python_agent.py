@@ -203,16 +203,22 @@ def import_agent(spec: ForeignSpec) -> ModuleType:
 
 
 @contextlib.contextmanager
-def probing_fsyncs(probe: EffectProbe) -> Iterator[None]:
+def probing_fsyncs(probe: EffectProbe, on_sync: Callable[[int], None] | None = None) -> Iterator[None]:
     """Probe the agent's own effects after every ``os.fsync`` / ``os.fdatasync`` in this
     process: an agent that makes an effect durable is seen right then, before its next
-    session line (a ``running`` written after the effect is then caught, not undecided)."""
+    session line (a ``running`` written after the effect is then caught, not undecided).
+
+    ``on_sync(fd)`` runs after the probe: the moment the agent synced a file is one where
+    it has done nothing since its last write (``ForeignAdapter`` offers its session's last
+    line for tearing there; it may never return)."""
     originals = os.fsync, os.fdatasync
 
     def wrap(original: Callable[[Any], None]) -> Callable[[Any], None]:
         def synced(fd: Any) -> None:
             original(fd)
             probe.probe("fsync")
+            if on_sync is not None:
+                on_sync(fd if isinstance(fd, int) else fd.fileno())
 
         return synced
 

@@ -17,22 +17,25 @@ the kill matrix share it). Every case goes through the stages once, in order:
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.core.trace import CaseRun
+from crashmatrix.harness.core.trace import CaseRun, TraceEvent
 from crashmatrix.harness.lives.first_crash import FirstCrashes, first_crash
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
-from crashmatrix.harness.observation.observation import Observation
+from crashmatrix.harness.lives.power import FAULT_EVENT
+from crashmatrix.harness.observation.observation import AppliedFault, Observation
 from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
 from crashmatrix.harness.verdict.result import CaseResult, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict, judge
 
-__all__ = ["Enumeration", "enumerate_points", "run_point", "run_recovery"]
+__all__ = ["Enumeration", "enumerate_points", "run_point", "run_recovery", "with_harness_faults"]
 
 
 @dataclass(frozen=True)
@@ -70,8 +73,35 @@ def _judged(
     check_ledger: bool = True,
 ) -> tuple[Observation, Verdict]:
     """The observation and the verdict of a run: the stages after the lives."""
-    observation = observe(adapter_for(agent), run)
-    return observation, judge(observation, scenario, point, recovery=recovery, check_ledger=check_ledger)
+    observation = with_harness_faults(observe(adapter_for(agent), run))
+    verdict = judge(observation, scenario, point, recovery=recovery, check_ledger=check_ledger)
+    acted = [f"{fault.fault}: {fault.detail}" for fault in _harness_faults(run.trace) if fault.acted]
+    if acted:  # the proof the fault happened, shown with the verdict (passed or not)
+        verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *acted))
+    return observation, verdict
+
+
+def _harness_faults(trace: Sequence[TraceEvent]) -> tuple[AppliedFault, ...]:
+    return tuple(
+        AppliedFault(str(event.get("fault")), bool(event.get("acted")), str(event.get("detail", "")))
+        for event in trace
+        if event.get("event") == FAULT_EVENT
+    )
+
+
+def with_harness_faults(observation: Observation) -> Observation:
+    """The observation with the faults the harness did after a life -- a power loss
+    (``harness.lives.power``), a supervisor's torn write (``harness.agents.foreign``) -- as
+    faults applied between lives, each with whether it acted (the trace's ``fault`` events).
+    The verdict then treats one that could not act on this agent as it treats any fault
+    that did nothing: the case is not applicable, with the reason, never passed."""
+    faults = _harness_faults(observation.trace)
+    if not faults:
+        return observation
+    between = dataclasses.replace(
+        observation.between_lives, applied=(*observation.between_lives.applied, *faults)
+    )
+    return dataclasses.replace(observation, between_lives=between)
 
 
 def enumerate_points(

@@ -37,7 +37,6 @@ from crashmatrix.harness.lives.between import apply_between_lives
 from crashmatrix.harness.lives.casedir import (
     clone_case,
     prepare_case,
-    session_path_of,
     stderr_path_of,
 )
 from crashmatrix.harness.lives.forkserver import ForkServer, run_spawned
@@ -157,7 +156,10 @@ def _life_record(
         return record("error")
     point = last_point(trace, spec.life)
     where = f"after {point.id}" if point else "before any boundary"
-    return record("died", f"unplanned death ({_how(code)}) {where}")
+    # A supervised agent is its own process: its life dies with it and says of what.
+    agent = [e for e in trace if e.get("life") == spec.life and e.get("event") == "agent_died"]
+    how = f"the agent's process: {agent[-1].get('signal')}" if agent else _how(code)
+    return record("died", f"unplanned death ({how}) {where}")
 
 
 def _ended_event(record: LifeRecord, trace: Sequence[TraceEvent]) -> dict[str, object]:
@@ -232,10 +234,9 @@ def run_case(
         if callable(after_life):
             after_life(case_dir, record, trace)
         if power_loss and record.status == "crashed":
-            from crashmatrix.harness.lives.power import SYNC_LOG, lose_unsynced
+            from crashmatrix.harness.lives.power import cut_power
 
-            session = session_path_of(case_dir)
-            lose_unsynced(session, case_dir / SYNC_LOG, keep=case_dir / f"power-lost-{index}.bin")
+            cut_power(case_dir, agent, index)  # the agent's own session; the trace says if it acted
         if record.status in ("hung", "error", "exited", "not_reached"):
             break
         # Left: "crashed", or "died" (an unplanned death), restarted alike within max_lives.

@@ -200,9 +200,9 @@ def life_main(spec: LifeSpec) -> None:
     case_dir = Path(spec.case_dir)
     _stderr_to(stderr_path_of(case_dir, spec.life))
     if spec.power_loss:
-        from crashmatrix.harness.lives.power import SYNC_LOG, record_fsyncs
+        from crashmatrix.harness.lives.power import record_for
 
-        record_fsyncs(session_path_of(case_dir), case_dir / SYNC_LOG)
+        record_for(spec.agent, case_dir)  # the agent's own session file, if it can (power.py)
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
     tracer.write({"life": spec.life, "event": "start", "pid": os.getpid()})
     try:

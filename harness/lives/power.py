@@ -18,11 +18,35 @@ The world (SQLite committed before a side effect returns, files replaced atomica
 fsynced) outlives the agent's death at every side effect (``mock_tools/world.py``), so only
 the session loses bytes: exactly the asymmetry that makes a lost ``running`` line dangerous.
 
+Which file, and whether a power loss can act at all, is the adapter's to say
+(``power_target``; an adapter's ``power_session(case_dir)``):
+
+* kind 1 (native): crashmatrix's session file (``session_path_of``), unless the adapter says
+  otherwise;
+* kind 2 with a JSONL session: the agent's own file. Its appends and ``fsync`` calls happen
+  in the life's process, so they are recorded exactly like a native agent's;
+* kind 2 with a SQLite session: not applicable. SQLite syncs from its C library, which never
+  goes through ``os.fsync``, so the recorder cannot see what it made durable (and a database
+  is not cut back by length); a reader function's or an unreadable session: not applicable,
+  the harness does not know which file to cut;
+* kind 3 (a black box): not applicable. Its fsyncs happen in another process and are not
+  visible to the harness, so its synced bytes cannot be told from the rest.
+
+No silent green: after every crash the harness writes a ``fault`` event to the trace
+(``{"event": "fault", "fault": "power_loss", "acted": ..., "detail": ...}``). It acted when
+the fsyncs were visible: it dropped the unsynced bytes, or the session was fully synced at the
+crash (the fault happened, with nothing to drop). Otherwise (no visibility, or no session
+file where the adapter said) it did not act, and a case that would have passed is not
+applicable with that reason (``harness.front.cases`` hands the event to the verdict as a
+fault that did not act, as ``harness.lives.between`` does for its faults).
+
 Known limit: only syncs of the session file's own inode count. An agent that rewrites its
 session by ``write tmp; fsync tmp; rename`` syncs another inode and is treated as unsynced.
+A new file's directory entry is assumed durable (the directory's fsync is not modelled).
 
 Wired through ``run_case(..., power_loss=True)`` / ``run_point(..., power_loss=True)``: the
-life records its fsyncs (``LifeSpec.power_loss``) and the injector truncates after each crash.
+life records its fsyncs (``LifeSpec.power_loss``, ``record_for``) and the injector cuts the
+power after each crash (``cut_power``).
 """
 
 from __future__ import annotations
@@ -35,11 +59,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "FAULT_EVENT",
     "SYNC_LOG",
     "PowerLoss",
+    "cut_power",
     "durable_length",
     "lose_unsynced",
     "parse_sync_log",
+    "power_target",
+    "record_for",
     "record_fsyncs",
 ]
 
@@ -49,6 +77,8 @@ if TYPE_CHECKING:
     Sync = Callable[[FileDescriptorLike], None]
 
 SYNC_LOG = "fsyncs.jsonl"
+# The trace event a fault done by the harness after a life writes, with whether it acted.
+FAULT_EVENT = "fault"
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,3 +186,66 @@ def lose_unsynced(session_path: Path, log_path: Path, *, keep: Path | None = Non
         os.truncate(session_path, cut)
     _append_line(log_path, {"size": cut, "power_loss": True})
     return PowerLoss(session_path, len(data), cut, data[cut:])
+
+
+# ---------------------------------------------------------------- which file, and proof it acted
+
+
+def power_target(agent: str, case_dir: Path) -> Path | str:
+    """The session file a power loss acts on for ``agent``, or why it cannot act on this
+    agent (a sentence). An adapter says so with ``power_session(case_dir) -> Path | str``;
+    one that does not (kind 1) keeps crashmatrix's session file."""
+    from crashmatrix.harness.agents.loading import adapter_for
+    from crashmatrix.harness.lives.casedir import session_path_of
+
+    method = getattr(adapter_for(agent), "power_session", None)
+    if callable(method):
+        target: Path | str = method(case_dir)
+        return target
+    return session_path_of(case_dir)
+
+
+def record_for(agent: str, case_dir: Path) -> Callable[[], None] | None:
+    """Inside the life: record the fsyncs of ``agent``'s session (None: the power loss cannot
+    act on this agent; ``cut_power`` says so after the crash)."""
+    target = power_target(agent, case_dir)
+    if isinstance(target, str):
+        return None
+    return record_fsyncs(target, case_dir / SYNC_LOG)
+
+
+def cut_power(case_dir: Path, agent: str, life: int) -> PowerLoss | None:
+    """In the harness, after life ``life`` crashed: the power goes too. Drops what the
+    agent's session never synced (the lost bytes kept as ``power-lost-<life>.bin``) and writes
+    to the trace whether the loss acted, and how (``FAULT_EVENT``)."""
+    from crashmatrix.harness.lives.tracer import append_event
+
+    target = power_target(agent, case_dir)
+    loss: PowerLoss | None = None
+    if isinstance(target, str):
+        acted, detail = False, target
+    else:
+        loss = lose_unsynced(target, case_dir / SYNC_LOG, keep=case_dir / f"power-lost-{life}.bin")
+        acted, detail = _what_it_did(target, loss)
+    append_event(
+        case_dir,
+        {
+            "life": life,
+            "event": FAULT_EVENT,
+            "fault": "power_loss",
+            "acted": acted,
+            "detail": detail,
+            "dropped": loss.dropped if loss else 0,
+        },
+    )
+    return loss
+
+
+def _what_it_did(target: Path, loss: PowerLoss | None) -> tuple[bool, str]:
+    if loss is None:
+        # Every crash point comes after the agent saved something: no file means the
+        # adapter names a file the agent does not write, and nothing was put to the test.
+        return False, f"no session file {target.name} at the crash: nothing a power loss could drop"
+    if loss.dropped:
+        return True, f"dropped the {loss.dropped} bytes of {target.name} written after its last fsync"
+    return True, f"{target.name} was fully synced at the crash ({loss.size_after} bytes): nothing to drop"
