@@ -169,6 +169,45 @@ def test_a_black_box_that_leaves_a_shell_in_its_own_session_fails_and_the_shell_
         assert not (tmp_path / case / "world" / "workspace" / LATE).exists()
 
 
+KILLER = """\
+import os, runpy, signal, sys, urllib.request
+real = urllib.request.urlopen
+def urlopen(request, *args, **kwargs):
+    url = request.full_url if hasattr(request, "full_url") else str(request)
+    if "/create_order" in url and not os.path.exists("killed-once"):
+        open("killed-once", "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)  # the agent dies of a signal nobody planned
+    return real(request, *args, **kwargs)
+urllib.request.urlopen = urlopen
+sys.argv = [{agent!r}]
+runpy.run_path({agent!r}, run_name="__main__")
+"""
+
+
+def test_a_black_box_killed_by_a_signal_nobody_planned_is_restarted_like_a_crash(tmp_path: Path) -> None:
+    agent = EXAMPLES / "blackbox_agent" / "agent.py"
+    wrapper = tmp_path / "killed.py"
+    wrapper.write_text(KILLER.format(agent=str(agent)), encoding="utf-8")
+    data = yaml.safe_load((EXAMPLES / "blackbox_agent" / "adapter.yaml").read_text(encoding="utf-8"))
+    data["command"] = ["{python}", "-u", str(wrapper)]
+    adapter = tmp_path / "adapter.yaml"
+    adapter.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    scenario = load_scenario(EXAMPLES / "blackbox_agent" / "scenario.yaml")
+    result = run_point(scenario, None, LifeLauncher("fork"), tmp_path / "case", agent=str(adapter))
+    assert result.observation is not None
+    first, *rest = result.observation.lives
+    assert first.status == "died", first
+    assert "the agent's process: SIGKILL" in first.error
+    assert rest and rest[-1].status == "exited"
+    # Judged as a recovery (never an error of the harness): the agent survived it, breaking
+    # no invariant; only the clean run's exact ledger differs, as after any crash.
+    assert result.verdict.status == "failed", result.verdict
+    assert result.verdict.violations == ()
+    assert [p.split(":")[0] for p in result.verdict.problems] == ["life 1 died"]
+    assert [m.field.split("[")[0] for m in result.verdict.mismatches] == ["ledger"], result.verdict.mismatches
+    assert any("life 1 died" in note for note in result.verdict.notes)
+
+
 def _subreaper_with_orphan(ready: int) -> None:
     """In a forked child: become a subreaper, start a double-forked setsid'd sleeper (its
     parent exits at once, so it is re-parented to us), report its pid, then wait."""
