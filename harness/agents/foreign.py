@@ -533,23 +533,9 @@ class ForeignAdapter:
             # agent died, as in a crash. Its life dies with it, so the injector restarts it
             # like any crash and names the unplanned death (not an error of the harness).
             _die_with_agent(ctx, -code)
-        if code < 0:
-            # Killed by a signal nobody planned (a tool that kills it, the OOM killer): the
-            # agent died, as in a crash. Its life dies with it, so the injector restarts it
-            # like any crash and names the unplanned death (not an error of the harness).
-            _die_with_agent(ctx, -code)
         if code != 0:
             tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-400:].strip()
             raise HarnessError(f"agent {self.name} exited with {code}: {tail or '(no stderr)'}")
-
-
-def _die_with_agent(ctx: LifeContext, number: int) -> None:
-    try:
-        name = signal.Signals(number).name
-    except ValueError:
-        name = f"signal {number}"
-    ctx.trace({"event": "agent_died", "signal": name})
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _die_with_agent(ctx: LifeContext, number: int) -> None:
