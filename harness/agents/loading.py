@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 from typing import TYPE_CHECKING, Any
@@ -37,15 +38,19 @@ def observe(adapter: AgentAdapter, run: CaseRun) -> Observation:
     kind-1 adapter written before it existed) keeps seed 000's JSONL where the harness
     told it: it is read natively."""
     method = getattr(adapter, "observe", None)
+    observation: Observation
     if callable(method):
-        observation: Observation = method(run)
-        return observation
-    from crashmatrix.harness.core.dialect import NATIVE
-    from crashmatrix.harness.observation.reading import read_observation
+        observation = method(run)
+    else:
+        from crashmatrix.harness.core.dialect import NATIVE
+        from crashmatrix.harness.observation.reading import read_observation
 
-    return read_observation(
-        run, keeps_ledger=adapter.keeps_ledger, dialect=getattr(adapter, "dialect", NATIVE)
-    )
+        observation = read_observation(
+            run, keeps_ledger=adapter.keeps_ledger, dialect=getattr(adapter, "dialect", NATIVE)
+        )
+    # The checks ``crashmatrix doctor`` found blind on this agent travel with every observation.
+    blind = capabilities_of(adapter).blind
+    return dataclasses.replace(observation, blind_checks=blind) if blind else observation
 
 
 def load_adapter(spec: str, **options: Any) -> AgentAdapter:

@@ -8,6 +8,7 @@ reason (``harness.plan.applicability``): never failed, never passed. Pure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from crashmatrix.harness.core.toolmap import ToolMap
@@ -23,6 +24,9 @@ class Capabilities:
     served: frozenset[str] | None = None
     approvals: bool = True  # it asks for approval, so a scenario's "no" reaches it
     edits_native_session: bool = True  # tamper_arguments can edit what it will read
+    # check -> why, for each invariant ``crashmatrix doctor`` found blind on this agent (its
+    # planted fault did not make it fire): not applicable in every verdict of the agent.
+    blind: Mapping[str, str] = field(default_factory=dict)
 
 
 NATIVE_CAPABILITIES = Capabilities()

@@ -75,7 +75,16 @@ from crashmatrix.harness.verdict.invariants import check_all
 from crashmatrix.harness.verdict.invariants import not_applicable as checks_not_applicable
 from crashmatrix.harness.verdict.verdict import evidence
 
-__all__ = ["cache_dir", "cached_coverage", "doctor_scenario", "main_doctor", "run_doctor"]
+__all__ = [
+    "blind_checks",
+    "cache_dir",
+    "cached_coverage",
+    "cached_summary",
+    "doctor_scenario",
+    "main_doctor",
+    "run_doctor",
+    "self_check",
+]
 
 # The scenarios the doctor prefers, in order: a non-idempotent call with an effect, a Tool
 # Result and a final answer. Any other scenario of the suite that applies comes after.
@@ -92,9 +101,10 @@ _SAY_NO = ("no", "n", "false")
 class _Cannot(Exception):
     """A plant the harness cannot make on this agent; the message says why."""
 
-    def __init__(self, why: str, *, state: State = BLIND) -> None:
+    def __init__(self, why: str, *, state: State = BLIND, per_call: bool = False) -> None:
         super().__init__(why)
         self.state = state
+        self.per_call = per_call
 
 
 # -- which scenario ------------------------------------------------------------------------
@@ -169,11 +179,17 @@ def run_doctor(
                 f"the clean case of {label} did not finish ({run.status}{': ' + problem if problem else ''})"
             )
             return Coverage(agent, label, (), why, time.monotonic() - started)
-        case = _Case(agent, adapter, chosen, run, observe(adapter, run))
+        case = _Case(agent, adapter, chosen, run, _observe(adapter, run))
         clean = evidence(case.observation, chosen)
         baseline = check_all(clean)
         results = [_try(plant, case, base / plant.name, baseline) for plant in PLANTS]
     return Coverage(agent, label, tuple(results), "", time.monotonic() - started)
+
+
+def _observe(adapter: AgentAdapter, run: CaseRun) -> Observation:
+    """The adapter's observation with every check at work: what an earlier doctor found
+    blind must not silence the checks this one is testing."""
+    return dataclasses.replace(observe(adapter, run), blind_checks={})
 
 
 def _label(scenario: Scenario) -> str:
@@ -196,8 +212,10 @@ def _try(plant: Plant, case: _Case, target: Path, baseline: Sequence[Any]) -> Pl
     try:
         where = _PLANTERS[plant.name](case, target)
     except _Cannot as cannot:
-        return PlantResult(plant.name, plant.check, cannot.state, f"cannot plant: {cannot}")
-    planted = observe(case.adapter, dataclasses.replace(case.run, case_dir=target))
+        return PlantResult(
+            plant.name, plant.check, cannot.state, f"cannot plant: {cannot}", per_call=cannot.per_call
+        )
+    planted = _observe(case.adapter, dataclasses.replace(case.run, case_dir=target))
     if planted.session is None and planted.session_problem:
         # The adapter could not read what was planted: the verdict fails such a case with
         # the reason, but this check saw nothing.
@@ -432,7 +450,8 @@ def _plant_duplicate_effect(case: _Case, target: Path) -> str:
         if unseen:
             raise _Cannot(
                 f"the effects of {', '.join(unseen)} are not observed (declare them under effects: "
-                "in the adapter, or serve them as services:)"
+                "in the adapter, or serve them as services:)",
+                per_call=True,
             )
         raise _Cannot(f"the clean case shows no effect of {', '.join(tools)}")
     event = events[-1]
@@ -613,6 +632,51 @@ def cached_coverage(
         temporary.write_text(json.dumps(coverage.to_json(), indent=1), encoding="utf-8")
         os.replace(temporary, target)
     return coverage
+
+
+# What the doctor found in this process, by --agent: the checks blind on each agent, which
+# every verdict of that agent lists as not applicable (``blind_checks``).
+_FOUND: dict[str, Coverage | None] = {}  # None: looked for, none cached
+
+
+def self_check(agent: str, launcher: Callable[[], LifeLauncher], *, deadline: float = 30.0) -> str:
+    """The pytest plugin's once-per-session doctor: its one summary line. Never fails a run:
+    a doctor that cannot run says so in the line."""
+    try:
+        coverage = cached_coverage(agent, launcher, deadline=deadline)
+    except (CrashmatrixError, OSError) as error:
+        return f"doctor: {agent}: could not run ({str(error).splitlines()[0]})"
+    _remember(agent, coverage)
+    return coverage.summary()
+
+
+def cached_summary(agent: str) -> str:
+    """The summary line of the doctor's cached findings for ``agent`` ("" if none): what an
+    xdist controller prints after its workers ran the doctor."""
+    coverage = read_cached(cache_dir() / f"doctor-{cache_key(agent)}.json")
+    return coverage.summary() if coverage is not None else ""
+
+
+def blind_checks(agent: str) -> dict[str, str]:
+    """check -> why, for each check the doctor found blind on ``agent`` in this process (or
+    in the cache, for a process that did not run it): not applicable in every verdict."""
+    if agent not in _FOUND:
+        _remember(agent, read_cached(cache_dir() / f"doctor-{cache_key(agent)}.json"))
+    coverage = _FOUND[agent]
+    return coverage.blind_reasons() if coverage is not None else {}
+
+
+def _remember(agent: str, coverage: Coverage | None) -> None:
+    """Keep what the doctor found for ``agent``, and give its blind checks to the adapter
+    this process judges the agent's cases with (``Capabilities.blind``): every observation
+    then carries them (``agents.loading.observe``) and every verdict lists them as not
+    applicable with the doctor's reason."""
+    _FOUND[agent] = coverage
+    blind = coverage.blind_reasons() if coverage is not None else {}
+    adapter = adapter_for(agent)
+    capabilities = capabilities_of(adapter)
+    if dict(capabilities.blind) != blind:
+        setattr(adapter, "capabilities", dataclasses.replace(capabilities, blind=blind))  # noqa: B010
 
 
 def read_cached(path: Path) -> Coverage | None:

@@ -28,6 +28,8 @@ import pytest
 __all__ = ["REPORT_ATTR"]
 
 _ACTIVE = pytest.StashKey[bool]()
+# The doctor's one-line summary in this process ("" while it has not run).
+_DOCTOR = pytest.StashKey[str]()
 # The attribute of a crash case's TestReport that carries its report record (a JSON string).
 REPORT_ATTR = "crashmatrix_case"
 
@@ -62,6 +64,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write matrix.json, matrix.md and matrix.html here (default: reports/latest under the rootdir)",
     )
     group.addoption("--no-report", action="store_true", help="write no pass-matrix report")
+    group.addoption(
+        "--no-doctor",
+        action="store_true",
+        help="skip the once-per-session self-check (crashmatrix doctor) that every check can see the agent",
+    )
+    parser.addini(
+        "crashmatrix_doctor",
+        type="bool",
+        default=True,
+        help="crashmatrix: run the cached self-check of the agent's checks once per session (default true)",
+    )
 
 
 def _terminate_as_interrupt(signum: int, frame: object) -> None:
@@ -164,10 +177,46 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
         _activate(node.config)
 
 
+def _doctor_enabled(config: pytest.Config) -> bool:
+    return not config.getoption("no_doctor") and bool(config.getini("crashmatrix_doctor"))
+
+
+def _self_check(config: pytest.Config) -> None:
+    """``crashmatrix doctor`` once per process, before the first scenario is collected (its
+    clean case is judged then): cached across sessions and shared by xdist workers
+    (``harness.front.doctor.cached_coverage``). The checks it finds blind on this agent are
+    not applicable in every verdict of the run."""
+    if _DOCTOR in config.stash or not _doctor_enabled(config):
+        return
+    config.stash[_DOCTOR] = ""
+    from crashmatrix.harness.front.collection import launcher_for
+    from crashmatrix.harness.front.doctor import self_check
+
+    config.stash[_DOCTOR] = self_check(
+        config.getoption("agent"),
+        lambda: launcher_for(config),
+        deadline=config.getoption("case_deadline"),
+    )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """One line: how many of the checks the doctor proved can fire on this agent."""
+    if hasattr(config, "workerinput") or not config.stash.get(_ACTIVE, False) or not _doctor_enabled(config):
+        return
+    line = config.stash.get(_DOCTOR, "")
+    if not line:  # an xdist controller: its workers ran the doctor and cached what it found
+        from crashmatrix.harness.front.doctor import cached_summary
+
+        line = cached_summary(config.getoption("agent"))
+    if line:
+        terminalreporter.write_line(f"crashmatrix {line}")
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if not _is_scenario(file_path):
         return None
     _activate(parent.config)
+    _self_check(parent.config)
     from crashmatrix.harness.front.collection import ScenarioFile
 
     file: pytest.Collector = ScenarioFile.from_parent(parent, path=file_path)

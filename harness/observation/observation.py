@@ -95,6 +95,9 @@ class Observation:
     session_unavailable: str = ""
     # How the agent words tools and results: the verdict reads its session and requests so.
     dialect: Dialect = NATIVE
+    # check -> why, for the invariants ``crashmatrix doctor`` found blind on this agent
+    # (``Capabilities.blind``): listed not applicable, never passed.
+    blind_checks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def status(self) -> str:

@@ -65,6 +65,9 @@ class PlantResult:
     detail: str
     where: str = ""
     also: tuple[str, ...] = ()  # other checks the plant set off (information only)
+    # Blind only for some calls, which every verdict already lists as not applicable (the
+    # effects of an unwatched tool: ``Evidence.sees``): not made blind for every call.
+    per_call: bool = False
 
 
 def blind_reason(check: str, detail: str) -> str:
@@ -123,7 +126,7 @@ class Coverage:
 
     def blind_reasons(self) -> dict[str, str]:
         """check -> the not-applicable reason every report of this agent gives for it."""
-        return {r.check: blind_reason(r.check, r.detail) for r in self.blind}
+        return {r.check: blind_reason(r.check, r.detail) for r in self.blind if not r.per_call}
 
     def summary(self) -> str:
         """One line: ``doctor: 5/5 checks can fire on reference`` (and what is blind)."""
@@ -166,6 +169,7 @@ class Coverage:
                     "detail": r.detail,
                     "where": r.where,
                     "also": list(r.also),
+                    "per_call": r.per_call,
                 }
                 for r in self.results
             ],
@@ -184,6 +188,7 @@ class Coverage:
                     str(p["detail"]),
                     str(p.get("where", "")),
                     tuple(p.get("also") or ()),
+                    bool(p.get("per_call", False)),
                 )
                 for p in raw["plants"]
             ),

@@ -111,6 +111,9 @@ class Evidence:
     # The suite's tools whose side effects are among ``events`` (WorldView.watched); None:
     # every tool's. For any other tool, no event is no evidence.
     watched: frozenset[str] | None = None
+    # Invariants ``crashmatrix doctor`` found blind on this agent (check -> why): its planted
+    # fault did not make them fire, so their silence proves nothing. Not applicable, not run.
+    blind: Mapping[str, str] = field(default_factory=dict)
     # The processes the agent left running when one of its lives ended, one line each
     # ("life 1, crashed at P: pid 42 `sh -c ...` (session 42)"); None: not trackable here.
     survivors: Sequence[str] | None = ()
@@ -1067,9 +1070,11 @@ def check_all(evidence: Evidence, *, only: Iterable[str] | None = None) -> list[
         )
     violations: list[Violation] = []
     # A whole invariant is skipped only when none of it can be judged (the ledger ones
-    # without a ledger); the effect invariants leave out the unwatched calls themselves
-    # and judge the others (not_applicable still names the tools they could not judge).
-    skipped = {name for name, _ in not_applicable(evidence) if name in LEDGER_INVARIANTS}
+    # without a ledger, one the doctor found blind on this agent); the effect invariants
+    # leave out the unwatched calls themselves and judge the others (not_applicable still
+    # names the tools they could not judge).
+    whole = LEDGER_INVARIANTS | set(evidence.blind)
+    skipped = {name for name, _ in not_applicable(evidence) if name in whole}
     for name, check in INVARIANTS.items():
         if name not in selected or name in skipped:
             continue
@@ -1113,4 +1118,5 @@ def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
             "(declare them under effects: in the adapter, or serve them as services:)"
         )
         out += [("non_idempotent_at_most_once", why), ("told_the_truth", why)]
+    out += [(name, why) for name, why in evidence.blind.items() if name in INVARIANTS]
     return out

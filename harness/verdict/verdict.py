@@ -85,6 +85,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         results=observation.dialect.results,
         watched=observation.world.watched,
         survivors=_survivors(observation),
+        blind=observation.blind_checks,
     )
 
 
