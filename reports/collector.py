@@ -11,6 +11,12 @@ Where each step runs, under xdist (``-n 2``):
   in ``pytest_sessionfinish``, then prints the table in ``pytest_terminal_summary``.
 
 A worker never writes: it has only its share of the cases, and N workers would race.
+
+A scenario's clean case also carries its plan (``plan``: the agent's reachable boundaries,
+and the points with no case -- not reachable by this agent, or deselected -- with why),
+which ``harness.front.collection`` computed from the clean run; the controller lifts it
+into the results file's ``reachable`` and ``not_run``. Without it a boundary the agent
+cannot reach would produce no case and no cell would say so.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ import datetime
 import json
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.reports.matrix import COLUMNS, Matrix
-from crashmatrix.reports.results import CaseRecord, Results, record_from_result, with_world_diffs
+from crashmatrix.reports.results import CaseRecord, NotRun, Results, record_from_result, with_world_diffs
 from crashmatrix.reports.terminal import render_terminal
 from crashmatrix.reports.timeline import timeline_of
 from crashmatrix.reports.writer import append_step_summary, write_report
@@ -33,11 +41,28 @@ from crashmatrix.reports.writer import append_step_summary, write_report
 __all__ = ["MatrixReporter", "case_record"]
 
 
-def case_record(result: CaseResult, node_id: str) -> str:
-    """The record of a case as the JSON string that travels on its pytest report."""
+_PLAN = "plan"  # the key of a clean record's plan in the string that travels
+
+
+def case_record(
+    result: CaseResult,
+    node_id: str,
+    *,
+    reachable: Sequence[str] | None = None,
+    not_run: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The record of a case as the JSON string that travels on its pytest report. A clean
+    case adds its scenario's plan: ``reachable`` boundaries and ``not_run`` entries, each
+    ``{boundary, state, why, points}`` (see ``reports.results.NotRun``)."""
     timeline = timeline_of(result.observation) if result.observation is not None else ()
     record = record_from_result(result, node_id, timeline=timeline)
-    return json.dumps(record.to_json(), ensure_ascii=False, separators=(",", ":"))
+    raw = record.to_json()
+    if reachable is not None or not_run:
+        raw[_PLAN] = {
+            "reachable": None if reachable is None else list(reachable),
+            "not_run": [{**gap, "scenario_path": record.scenario_path} for gap in not_run],
+        }
+    return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
 
 
 class MatrixReporter:
@@ -51,15 +76,23 @@ class MatrixReporter:
         self.agent = agent
         self.step_summary = step_summary
         self.records: dict[str, CaseRecord] = {}
+        self.reachable: tuple[str, ...] | None = None
+        self.not_run: dict[str, tuple[NotRun, ...]] = {}  # by scenario path
         self.started = time.monotonic() if started is None else started
         self.matrix: Matrix | None = None
         self.error = ""
 
     def add(self, raw: str) -> None:
         """One case's record, as the JSON string its report carried."""
-        record = CaseRecord.from_json(json.loads(raw))
+        loaded = json.loads(raw)
+        plan = loaded.pop(_PLAN, None)
+        record = CaseRecord.from_json(loaded)
         # Keyed by node id: a rerun of a case (pytest-rerunfailures) replaces its record.
         self.records[record.node_id] = record
+        if plan is not None:
+            if plan.get("reachable") is not None:
+                self.reachable = tuple(plan["reachable"])
+            self.not_run[record.scenario_path] = tuple(NotRun.from_json(gap) for gap in plan["not_run"])
 
     def results(self, *, incomplete: bool = False) -> Results:
         order = {column: index for index, column in enumerate(COLUMNS)}
@@ -73,6 +106,8 @@ class MatrixReporter:
             created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             seconds=time.monotonic() - self.started,
             incomplete=incomplete,
+            reachable=self.reachable,
+            not_run=tuple(gap for path in sorted(self.not_run) for gap in self.not_run[path]),
         )
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:

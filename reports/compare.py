@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from crashmatrix.reports.html import MARKS as _HTML_MARKS
 from crashmatrix.reports.html import page, text
 from crashmatrix.reports.markdown import MARKS
 from crashmatrix.reports.matrix import COLUMNS, LABELS, Cell, Matrix, Tally, build_matrix, row_label
@@ -27,7 +28,6 @@ __all__ = [
 ]
 
 _EMPTY = Tally()
-_HTML_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·", "not_applicable": "–"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +45,17 @@ class CellPair:
         return self.b.tally if self.b else _EMPTY
 
     @property
+    def a_state(self) -> str:
+        return self.a.state if self.a else "not_reached"
+
+    @property
+    def b_state(self) -> str:
+        return self.b.state if self.b else "not_reached"
+
+    @property
     def differs(self) -> bool:
         a, b = self.a_tally, self.b_tally
-        return (a.state, a.passed, a.cases) != (b.state, b.passed, b.cases)
+        return (self.a_state, a.passed, a.cases) != (self.b_state, b.passed, b.cases)
 
     def changes(self) -> list[str]:
         """The cases of this cell whose status differs: ``after_running[call_1]: passed -> failed``."""
@@ -141,10 +149,14 @@ def _md_eval(state: str) -> str:
     return f"{MARKS[state]} {state}"
 
 
-def _md_cell(tally: Tally) -> str:
+def _md_cell(cell: Cell | None) -> str:
+    tally = cell.tally if cell else _EMPTY
+    state = cell.state if cell else "not_reached"
     if not tally.cases:
-        return MARKS["not_reached"]
-    return f"{MARKS[tally.state]} {tally.passed}/{tally.cases}"
+        return MARKS[state] + (
+            f" {state.replace('_', ' ')}" if state in ("not_reachable", "deselected") else ""
+        )
+    return f"{MARKS[state]} {tally.passed}/{tally.cases}"
 
 
 def render_compare_markdown(comparison: Comparison) -> str:
@@ -168,9 +180,7 @@ def render_compare_markdown(comparison: Comparison) -> str:
     if c.differing:
         lines += ["### Differing cells", ""]
         for row, cell in c.differing:
-            lines.append(
-                f"- **{row.label}** · {cell.column}: A {_md_cell(cell.a_tally)} → B {_md_cell(cell.b_tally)}"
-            )
+            lines.append(f"- **{row.label}** · {cell.column}: A {_md_cell(cell.a)} → B {_md_cell(cell.b)}")
             lines += [f"  - `{change}`" for change in cell.changes()]
         lines.append("")
     head = ["scenario", *(LABELS[col] for col in COLUMNS)]
@@ -178,16 +188,21 @@ def render_compare_markdown(comparison: Comparison) -> str:
     for row in c.rows:
         cells = []
         for cell in row.cells:
-            shown = f"{_md_cell(cell.a_tally)} / {_md_cell(cell.b_tally)}"
+            shown = f"{_md_cell(cell.a)} / {_md_cell(cell.b)}"
             cells.append(f"**{shown}**" if cell.differs else shown)
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _html_half(tally: Tally) -> str:
-    state = tally.state
+def _html_half(cell: Cell | None) -> str:
+    tally = cell.tally if cell else _EMPTY
+    state = cell.state if cell else "not_reached"
     label = _HTML_MARKS[state] + (f" {tally.passed}/{tally.cases}" if tally.cases else "")
-    return f'<span class="{state}" style="padding:0 4px;border-radius:3px">{text(label)}</span>'
+    tip = "; ".join(cell.why) if cell and state in ("not_reachable", "deselected") else state
+    return (
+        f'<span class="{state}" title="{text(tip)}" style="padding:0 4px;border-radius:3px">'
+        f"{text(label)}</span>"
+    )
 
 
 def render_compare_html(comparison: Comparison) -> str:
@@ -202,14 +217,14 @@ def render_compare_html(comparison: Comparison) -> str:
         cells = "".join(
             f'<td data-col="{cell.column}" class="{"differs" if cell.differs else ""}"'
             f' title="{text("; ".join(cell.changes()) or "same")}">'
-            f"{_html_half(cell.a_tally)} {_html_half(cell.b_tally)}</td>"
+            f"{_html_half(cell.a)} {_html_half(cell.b)}</td>"
             for cell in row.cells
         )
         name = f'<th scope="row" title="{text(row.scenario_path)}">{text(row.label)}</th>'
         rows.append(f'<tr class="row">{name}{cells}</tr>')
     changed = "".join(
-        f"<li><b>{text(row.label)}</b> · {text(cell.column)}: {_html_half(cell.a_tally)} → "
-        f"{_html_half(cell.b_tally)}<ul>"
+        f"<li><b>{text(row.label)}</b> · {text(cell.column)}: {_html_half(cell.a)} → "
+        f"{_html_half(cell.b)}<ul>"
         + "".join(f"<li><code>{text(change)}</code></li>" for change in cell.changes())
         + "</ul></li>"
         for row, cell in c.differing

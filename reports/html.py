@@ -23,14 +23,34 @@ from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix
 from crashmatrix.reports.results import CaseRecord, Results
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
-__all__ = ["CSS", "SCRIPT", "case_anchor", "matrix_table", "page", "render_html", "text"]
+__all__ = [
+    "CSS",
+    "MARKS",
+    "SCRIPT",
+    "case_anchor",
+    "matrix_table",
+    "not_run_section",
+    "page",
+    "render_html",
+    "text",
+]
 
-_MARKS = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·", "not_applicable": "–"}
+MARKS = {
+    "pass": "✓",
+    "fail": "✗",
+    "indeterminate": "~",
+    "not_reached": "·",
+    "not_reachable": "⊘",
+    "deselected": "»",
+    "not_applicable": "–",
+}
 _STATE_NAMES = {
     "pass": "pass",
     "fail": "fail",
     "indeterminate": "allowed-indeterminate",
     "not_reached": "not reached",
+    "not_reachable": "not reachable by this agent",
+    "deselected": "deselected",
     "not_applicable": "not applicable",
 }
 
@@ -68,6 +88,8 @@ td.cell a:hover{text-decoration:underline}
 .indeterminate{background:var(--ind-bg);color:var(--ind)}
 .not_reached{background:var(--nr-bg);color:var(--nr)}
 .not_applicable{background:var(--nr-bg);color:var(--nr);font-style:italic}
+.not_reachable{background:repeating-linear-gradient(135deg,#f1f1f1 0 4px,#e2e2e6 4px 8px);color:#55555c}
+.deselected{background:#fff;color:var(--nr)}
 td.differs{outline:3px solid #e0a800;outline-offset:-3px}
 td.total{font-variant-numeric:tabular-nums}
 #failures ul{margin:0;padding-left:18px}
@@ -76,7 +98,7 @@ details.case{background:#fff;border:1px solid var(--line);border-left:5px solid 
 border-radius:4px;margin:6px 0}
 details.case.state-fail{border-left-color:var(--fail)}
 details.case.state-indeterminate{border-left-color:#e0a800}
-details.case.state-not_reached{border-left-color:#aaa}
+details.case.state-not_reached,details.case.state-not_reachable{border-left-color:#aaa}
 details.case:target{box-shadow:0 0 0 2px #4a7bd0}
 details.case>summary{cursor:pointer;padding:6px 10px;display:flex;gap:10px;align-items:baseline;
 flex-wrap:wrap}
@@ -181,8 +203,8 @@ def page(title: str, body: str, *, script: str = SCRIPT) -> str:
 
 def _legend() -> str:
     items = "".join(
-        f'<span><span class="swatch {state}">{_MARKS[state]}</span>{_STATE_NAMES[state]}</span>'
-        for state in ("pass", "fail", "indeterminate", "not_reached", "not_applicable")
+        f'<span><span class="swatch {state}">{MARKS[state]}</span>{_STATE_NAMES[state]}</span>'
+        for state in MARKS
     )
     return (
         f'<div class="legend">{items}<span class="dim">a cell holds every case of that crash point '
@@ -214,7 +236,7 @@ def matrix_table(matrix: Matrix, anchors: Mapping[str, str]) -> str:
             cells = []
             for cell in row.cells:
                 t = cell.tally
-                mark = _MARKS[cell.state]
+                mark = MARKS[cell.state]
                 label = (
                     f"{mark} {t.failed}/{t.cases}"
                     if cell.state == "fail"
@@ -222,6 +244,8 @@ def matrix_table(matrix: Matrix, anchors: Mapping[str, str]) -> str:
                 )
                 focus = cell.focus
                 tip = f"{cell.column}: {t.passed}/{t.cases} passed" if t.cases else f"{cell.column}: no case"
+                if cell.state in ("not_reachable", "deselected"):
+                    tip = f"{cell.column}: {_STATE_NAMES[cell.state]}: {'; '.join(cell.why)}"
                 inner = (
                     f'<a href="#{anchors[focus.node_id]}" title="{text(tip)}">{text(label)}</a>'
                     if focus is not None
@@ -246,10 +270,29 @@ def matrix_table(matrix: Matrix, anchors: Mapping[str, str]) -> str:
     )
 
 
+def not_run_section(matrix: Matrix) -> str:
+    """Why cells are not reachable or deselected: one line per reason (``Matrix.no_verdict``)."""
+    entries = matrix.no_verdict()
+    if not entries:
+        return ""
+    items = "".join(
+        f'<li><span class="swatch {e.state}">{MARKS[e.state]}</span> {text(_STATE_NAMES[e.state])} at '
+        + ", ".join(f"<b>{text(LABELS[c])}</b> (<code>{text(c)}</code>)" for c in e.columns)
+        + f" in {text(e.where())}: {text(e.why)}</li>"
+        for e in entries
+    )
+    reach = (
+        ""
+        if matrix.reachable is None
+        else f"<p>This agent can be killed at: {text(', '.join(matrix.reachable) or 'nothing')}.</p>"
+    )
+    return f'<div id="not-run"><h4>Cells with no verdict, and why</h4>{reach}<ul>{items}</ul></div>'
+
+
 def _eval_cell(row: EvalRow | None, anchors: Mapping[str, str]) -> str:
     if row is None:
         return '<td class="dim" title="not asked of this class">—</td>'
-    label = _MARKS[row.state] + (f" {len(row.failing)}/{len(row.cases)}" if row.state == "fail" else "")
+    label = MARKS[row.state] + (f" {len(row.failing)}/{len(row.cases)}" if row.state == "fail" else "")
     tip = row.why or f"{len(row.cases)} cases"
     target = row.failing[0] if row.failing else (row.cases[0] if row.cases else None)
     inner = (
@@ -394,7 +437,7 @@ def _case(case: CaseRecord, anchor: str) -> str:
         "fail"
         if case.failing
         else case.status
-        if case.status in ("not_reached", "not_applicable")
+        if case.status in ("not_reached", "not_reachable", "not_applicable")
         else "indeterminate"
         if case.indeterminate
         else "pass"
@@ -472,7 +515,7 @@ def render_html(results: Results, matrix: Matrix) -> str:
     tools = [t for row in matrix.rows for t in row.tools]
     body.append(
         f'<section id="matrix"><h2>Matrix</h2>{_controls(tools)}{_legend()}'
-        f"{matrix_table(matrix, anchors)}</section>"
+        f"{matrix_table(matrix, anchors)}{not_run_section(matrix)}</section>"
     )
     cases = "".join(_case(case, anchors[case.node_id]) for case in order)
     body.append(f'<section id="cases"><h2>Cases</h2>{cases}</section>')

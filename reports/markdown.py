@@ -16,11 +16,24 @@ from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
 __all__ = ["MARKS", "render_markdown"]
 
-MARKS = {"pass": "✅", "fail": "❌", "indeterminate": "🟨", "not_reached": "⬜", "not_applicable": "➖"}
+MARKS = {
+    "pass": "✅",
+    "fail": "❌",
+    "indeterminate": "🟨",
+    "not_reached": "⬜",
+    "not_reachable": "🚫",
+    "deselected": "⏭",
+    "not_applicable": "➖",
+}
+# Cells that hold no verdict say what they are in words too: a mark alone is easy to misread.
+_WORDS = {"not_reachable": "not reachable", "deselected": "deselected"}
 _LEGEND = (
     f"{MARKS['pass']} pass · {MARKS['fail']} fail · {MARKS['indeterminate']} allowed-indeterminate "
     f"(passed; the expectation allowed a set of outcomes) · {MARKS['not_reached']} not reached "
-    f"(no case, or its point never happened) · {MARKS['not_applicable']} not applicable to this agent"
+    f"(a case ran but its point never happened, or no case and no reason) · "
+    f"{MARKS['not_reachable']} not reachable by this agent (it cannot be killed there; why below) · "
+    f"{MARKS['deselected']} deselected (by --crash-boundary, the scenario's cover or "
+    f"--no-recovery-crashes) · {MARKS['not_applicable']} not applicable to this agent"
 )
 
 
@@ -30,12 +43,36 @@ def _code(text: str) -> str:
 
 
 def _cell_text(row: Row, column: str) -> str:
-    tally = row.cell(column).tally
+    cell = row.cell(column)
+    tally, state = cell.tally, cell.state
+    if state in _WORDS:
+        return f"{MARKS[state]} {_WORDS[state]}"
     if not tally.cases:
         return MARKS["not_reached"]
-    if tally.state == "fail":
+    if state == "fail":
         return f"{MARKS['fail']} {tally.failed}/{tally.cases}"
-    return f"{MARKS[tally.state]} {tally.cases}"
+    return f"{MARKS[state]} {tally.cases}"
+
+
+def _not_run(matrix: Matrix) -> list[str]:
+    """Why cells are not reachable or deselected: one line per reason, with its columns and
+    scenarios (``Matrix.no_verdict``)."""
+    entries = matrix.no_verdict()
+    if not entries:
+        return []
+    lines = ["#### Cells with no verdict, and why", ""]
+    if matrix.reachable is not None:
+        lines += [
+            f"This agent can be killed at: {', '.join(_code(b) for b in matrix.reachable) or 'nothing'}.",
+            "",
+        ]
+    for entry in entries:
+        columns = ", ".join(f"**{LABELS[c]}** ({_code(c)})" for c in entry.columns)
+        lines.append(
+            f"- {MARKS[entry.state]} {_WORDS[entry.state]} at {columns} in {_escape(entry.where())}: "
+            f"{_escape(entry.why)}"
+        )
+    return [*lines, ""]
 
 
 def _escape(text: str) -> str:
@@ -127,6 +164,8 @@ def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None
     lines += ["### Matrix" if cells else "### Per scenario", ""]
     lines += _matrix_table(matrix) if cells else _row_totals(matrix)
     lines += ["", _LEGEND if cells else "(per-cell matrix left out to fit; see matrix.html)", ""]
+    if cells:
+        lines += _not_run(matrix)
     return "\n".join(lines)
 
 

@@ -5,13 +5,21 @@ A cell aggregates every case of one scenario at one column: all points of that b
 all depth-2 recovery cases. Its state, worst first:
 
 * ``fail``           some case failed, hung or errored;
-* ``not_reached``    no case, or none of them reached its point;
+* ``not_reached``    a case ran and none of them reached its point, or there is no case and
+                     no reason why (the clean run never passed that boundary);
+* ``not_reachable``  this agent cannot be killed there (``adapter.boundaries``; a black box is
+                     crashed only at its model and service edges): the results file's
+                     ``not_run`` or cases recorded so, with the reason;
+* ``deselected``     the clean run passed the points, and ``--crash-boundary``, the
+                     scenario's ``cover`` or ``--no-recovery-crashes`` removed them;
 * ``not_applicable`` the scenario does not apply to this agent (a tool it does not have, a
                      fault the harness cannot inject into it), with the reason;
 * ``indeterminate``  all passed, at least one only because the expectation allowed a set
                      of outcomes (``Verdict.indeterminate``: "the email may or may not
                      have been sent, and the agent said so");
 * ``pass``           all passed.
+
+None of not reached, not reachable, deselected and not applicable is ever a pass.
 
 Every renderer (Markdown, HTML, terminal, comparison) reads this one structure, so the
 same run can never be counted two ways. It carries the run's scorecard (the named evals,
@@ -25,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
-from crashmatrix.reports.results import CaseRecord, Results
+from crashmatrix.reports.results import CaseRecord, NotRun, Results
 from crashmatrix.reports.scorecard import Scorecard, build_scorecard
 
 __all__ = [
@@ -35,6 +43,7 @@ __all__ = [
     "STATES",
     "Cell",
     "Matrix",
+    "NoVerdict",
     "Row",
     "Tally",
     "build_matrix",
@@ -67,7 +76,7 @@ SHORT = {
     TORN_WRITE: "TW",
     "recovery": "RC",
 }
-STATES = ("pass", "fail", "indeterminate", "not_reached", "not_applicable")
+STATES = ("pass", "fail", "indeterminate", "not_reached", "not_reachable", "deselected", "not_applicable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,7 @@ class Tally:
     indeterminate: int = 0  # passed, with an allowed set of outcomes
     not_reached: int = 0
     not_applicable: int = 0
+    not_reachable: int = 0  # cases recorded at a point this agent cannot be killed at
 
     @classmethod
     def of(cls, cases: Iterable[CaseRecord]) -> Tally:
@@ -89,6 +99,7 @@ class Tally:
             indeterminate=sum(c.passed and c.indeterminate for c in cases),
             not_reached=sum(c.status == "not_reached" for c in cases),
             not_applicable=sum(c.status == "not_applicable" for c in cases),
+            not_reachable=sum(c.status == "not_reachable" for c in cases),
         )
 
     def __add__(self, other: Tally) -> Tally:
@@ -99,6 +110,7 @@ class Tally:
             self.indeterminate + other.indeterminate,
             self.not_reached + other.not_reached,
             self.not_applicable + other.not_applicable,
+            self.not_reachable + other.not_reachable,
         )
 
     @property
@@ -107,6 +119,8 @@ class Tally:
             return "fail"
         if not self.passed and self.not_applicable and self.not_applicable == self.cases:
             return "not_applicable"
+        if not self.passed and self.not_reachable and self.not_reachable + self.not_applicable == self.cases:
+            return "not_reachable"
         if not self.passed:
             return "not_reached"
         return "indeterminate" if self.indeterminate else "pass"
@@ -121,10 +135,26 @@ class Cell:
     column: str
     cases: tuple[CaseRecord, ...]
     tally: Tally
+    not_run: tuple[NotRun, ...] = ()  # points of this cell with no case, and why
 
     @property
     def state(self) -> str:
-        return self.tally.state
+        if self.tally.cases:
+            return self.tally.state
+        # No case at all: the results file may say why (reachability, selection); a cell
+        # that has none stays "not reached" -- the clean run never passed the boundary.
+        states = {gap.state for gap in self.not_run}
+        for state in ("not_reachable", "deselected"):
+            if state in states:
+                return state
+        return "not_reached"
+
+    @property
+    def why(self) -> tuple[str, ...]:
+        """Why the cell's points have no case or were not reachable, one reason each."""
+        reasons = [gap.why for gap in self.not_run]
+        reasons += [p for c in self.cases if c.status == "not_reachable" for p in c.problems]
+        return tuple(dict.fromkeys(reasons))
 
     @property
     def focus(self) -> CaseRecord | None:
@@ -156,6 +186,24 @@ class Row:
 
 
 @dataclass(frozen=True, slots=True)
+class NoVerdict:
+    """Columns with no verdict for the same reason in the same scenarios (``Matrix.no_verdict``)."""
+
+    state: str  # "not_reachable" | "deselected"
+    columns: tuple[str, ...]
+    scenarios: tuple[str, ...]  # row labels
+    why: str
+    every: bool = False  # every scenario that ran (not a not-applicable one)
+
+    def where(self, most: int = 5) -> str:
+        if self.every:
+            return f"every scenario that ran ({len(self.scenarios)})"
+        if len(self.scenarios) > most:
+            return f"{len(self.scenarios)} scenarios ({', '.join(self.scenarios[:most])}, …)"
+        return ", ".join(self.scenarios)
+
+
+@dataclass(frozen=True, slots=True)
 class Matrix:
     agent: str
     rows: tuple[Row, ...]
@@ -164,6 +212,27 @@ class Matrix:
     failing: tuple[CaseRecord, ...]  # every failed/hung/errored case, in row then column order
     incomplete: bool = False  # the run was interrupted; see Results.incomplete
     scorecard: Scorecard = _NO_SCORECARD
+    reachable: tuple[str, ...] | None = None  # see Results.reachable
+
+    def cells_in(self, state: str) -> list[tuple[Row, Cell]]:
+        return [(row, cell) for row in self.rows for cell in row.cells if cell.state == state]
+
+    def no_verdict(self) -> list[NoVerdict]:
+        """Why cells are not reachable or deselected, merged: the columns that share a
+        reason and the same scenarios are one entry (a black box's columns, in every row)."""
+        per_column: dict[tuple[str, str, str], list[str]] = {}
+        for state in ("not_reachable", "deselected"):
+            for row, cell in self.cells_in(state):
+                for why in cell.why or ("no reason recorded",):
+                    per_column.setdefault((state, cell.column, why), []).append(row.label)
+        merged: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+        for (state, column, why), labels in per_column.items():
+            merged.setdefault((state, why, tuple(labels)), []).append(column)
+        ran = tuple(row.label for row in self.rows if row.cell("clean").state != "not_applicable")
+        return [
+            NoVerdict(state, tuple(columns), labels, why, every=labels == ran and len(ran) > 1)
+            for (state, why, labels), columns in merged.items()
+        ]
 
     @property
     def headline(self) -> str:
@@ -176,6 +245,12 @@ class Matrix:
             extras.append(f"{t.not_reached} not reached")
         if t.not_applicable:
             extras.append(f"{t.not_applicable} not applicable")
+        unreachable = len(self.cells_in("not_reachable"))
+        if unreachable:
+            extras.append(f"{unreachable} cells not reachable by this agent")
+        deselected = len(self.cells_in("deselected"))
+        if deselected:
+            extras.append(f"{deselected} cells deselected")
         if t.indeterminate:
             extras.append(f"{t.indeterminate} allowed-indeterminate")
         text += f" ({', '.join(extras)})" if extras else ""
@@ -210,11 +285,14 @@ def build_matrix(results: Results | Sequence[CaseRecord], agent: str = "") -> Ma
     by_row: dict[str, list[CaseRecord]] = {}
     for case in cases:
         by_row.setdefault(case.scenario_path, []).append(case)
+    gaps: dict[tuple[str, str], list[NotRun]] = {}
+    for gap in results.not_run if isinstance(results, Results) else ():
+        gaps.setdefault((gap.scenario_path, gap.boundary), []).append(gap)
     rows = []
     for path, members in by_row.items():
         first = members[0]
         cells = tuple(
-            Cell(column, picked, Tally.of(picked))
+            Cell(column, picked, Tally.of(picked), tuple(gaps.get((path, column), ())))
             for column in COLUMNS
             for picked in [tuple(c for c in members if _column_of(c) == column)]
         )
@@ -231,4 +309,5 @@ def build_matrix(results: Results | Sequence[CaseRecord], agent: str = "") -> Ma
         failing,
         incomplete,
         build_scorecard(cases, agent),
+        results.reachable if isinstance(results, Results) else None,
     )

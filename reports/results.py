@@ -30,10 +30,12 @@ from crashmatrix.reports.errors import ResultsFileError
 __all__ = [
     "FAILING",
     "FORMAT",
+    "GAP_STATES",
     "SCHEMA_PATH",
     "STATUSES",
     "VERSION",
     "CaseRecord",
+    "NotRun",
     "Results",
     "load_results",
     "record_from_result",
@@ -47,7 +49,11 @@ __all__ = [
 FORMAT = "crashmatrix-results"
 VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("results.schema.json")
-STATUSES = ("passed", "failed", "not_reached", "not_applicable", "hung", "error")
+# not_reached: the case ran and its point never happened; not_reachable: the point was
+# recorded, but this agent cannot be killed there (outside ``adapter.boundaries``).
+STATUSES = ("passed", "failed", "not_reached", "not_reachable", "not_applicable", "hung", "error")
+# Why a matrix cell has no case at all, when it has a reason (``NotRun``).
+GAP_STATES = ("not_reachable", "deselected")
 FAILING = frozenset({"failed", "hung", "error"})
 
 # A world view keeps file texts so a diff can show them; a generated file can be large, and
@@ -144,6 +150,43 @@ class CaseRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NotRun:
+    """Crash points of one scenario at one matrix column that have no case, and why.
+
+    ``not_reachable``: this agent cannot be killed there (a black box is crashed only at its
+    model and service edges), so no case could exist -- the clean run does not even see those
+    boundaries. ``deselected``: the clean run passed them, and ``--crash-boundary``, the
+    scenario's ``cover`` or ``--no-recovery-crashes`` removed them. Neither is a pass."""
+
+    scenario_path: str
+    boundary: str  # the matrix column
+    state: str  # one of GAP_STATES
+    why: str
+    # Point ids (deselected) or the clean run's calls that would have passed the boundary
+    # (not reachable: the agent's run never showed the boundary, so no point id exists).
+    points: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario_path": self.scenario_path,
+            "boundary": self.boundary,
+            "state": self.state,
+            "why": self.why,
+            "points": list(self.points),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> NotRun:
+        return cls(
+            str(raw["scenario_path"]),
+            str(raw["boundary"]),
+            str(raw["state"]),
+            str(raw["why"]),
+            tuple(str(p) for p in raw.get("points", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Results:
     """A whole run: which agent, when, and every case."""
 
@@ -154,6 +197,10 @@ class Results:
     # The run was interrupted (Ctrl-C, SIGTERM, -x): the cases present are real, the
     # absent ones were never run. Readers must not take a partial matrix for a whole one.
     incomplete: bool = False
+    # The boundaries the agent can be killed at (``adapter.boundaries``, plus torn_write if
+    # the harness can tear its writes); None: not recorded (a file from an older run).
+    reachable: tuple[str, ...] | None = None
+    not_run: tuple[NotRun, ...] = ()  # per scenario and column: no case, and why
 
     @property
     def failing(self) -> tuple[CaseRecord, ...]:
@@ -306,6 +353,8 @@ def results_to_json(results: Results, derived: Mapping[str, Any] | None = None) 
         "created": results.created,
         "seconds": round(results.seconds, 3),
         "incomplete": results.incomplete,
+        **({} if results.reachable is None else {"reachable": list(results.reachable)}),
+        "not_run": [gap.to_json() for gap in results.not_run],
         **(derived or {}),
         "cases": [case.to_json() for case in results.cases],
     }
@@ -333,6 +382,8 @@ def results_from_json(raw: Any, path: Path | str = "<results>") -> Results:
         created=str(raw.get("created", "")),
         seconds=float(raw.get("seconds", 0.0)),
         incomplete=bool(raw.get("incomplete", False)),
+        reachable=None if raw.get("reachable") is None else tuple(str(b) for b in raw["reachable"]),
+        not_run=tuple(NotRun.from_json(gap) for gap in raw.get("not_run", ())),
     )
 
 

@@ -12,8 +12,25 @@ from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
 __all__ = ["render_scorecard", "render_terminal", "symbols"]
 
-_UNICODE = {"pass": "✓", "fail": "✗", "indeterminate": "~", "not_reached": "·", "not_applicable": "-"}
-_ASCII = {"pass": "+", "fail": "X", "indeterminate": "~", "not_reached": ".", "not_applicable": "-"}
+_UNICODE = {
+    "pass": "✓",
+    "fail": "✗",
+    "indeterminate": "~",
+    "not_reached": "·",
+    "not_reachable": "⊘",
+    "deselected": "»",
+    "not_applicable": "-",
+}
+_ASCII = {
+    "pass": "+",
+    "fail": "X",
+    "indeterminate": "~",
+    "not_reached": ".",
+    "not_reachable": "/",
+    "deselected": ">",
+    "not_applicable": "-",
+}
+_MAX_REASONS = 6
 _NAME_WIDTH = 30
 _CELL = 4
 
@@ -74,9 +91,28 @@ def render_terminal(matrix: Matrix, *, encoding: str | None = "utf-8", max_failu
         f"{marks['pass']} pass  {marks['fail']} fail (number: how many)  "
         f"{marks['indeterminate']} allowed-indeterminate  {marks['not_reached']} not reached"
     )
-    lines.append(f"{marks['not_applicable']} not applicable to this agent")
+    lines.append(
+        f"{marks['not_reachable']} not reachable by this agent  {marks['deselected']} deselected  "
+        f"{marks['not_applicable']} not applicable to this agent"
+    )
+    lines += _not_run(matrix, marks)
     legend = [f"{SHORT[c]} {c}" for c in COLUMNS]
     lines += [", ".join(legend[:4]), ", ".join(legend[4:7]), ", ".join(legend[7:])]
+    return lines
+
+
+def _not_run(matrix: Matrix, marks: dict[str, str]) -> list[str]:
+    """One line per reason cells are not reachable or deselected, with their columns."""
+    columns: dict[tuple[str, str], list[str]] = {}
+    for entry in matrix.no_verdict():
+        named = columns.setdefault((entry.state, entry.why), [])
+        named += [SHORT[c] for c in entry.columns if SHORT[c] not in named]
+    lines = [
+        f"{marks[state]} {' '.join(shorts)}: {why}"
+        for (state, why), shorts in list(columns.items())[:_MAX_REASONS]
+    ]
+    if len(columns) > _MAX_REASONS:
+        lines.append(f"... and {len(columns) - _MAX_REASONS} more reasons (see matrix.md)")
     return lines
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import pytest
 
 from crashmatrix.harness.agents.loading import capabilities_of, load_adapter
 from crashmatrix.harness.agents.protocol import AgentAdapter
-from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, YamlError
 from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_point, run_recovery
@@ -89,6 +89,93 @@ def reachable(adapter: AgentAdapter, point: CrashPoint) -> bool:
     return point.boundary in adapter.boundaries
 
 
+def reachable_boundaries(adapter: AgentAdapter) -> tuple[str, ...]:
+    """Every column this agent can be killed at (the results file's ``reachable``)."""
+    tears = (TORN_WRITE,) if getattr(adapter, "tears_writes", False) else ()
+    return (*(b for b in BOUNDARIES if b in adapter.boundaries), *tears)
+
+
+def unreachable_why(adapter: AgentAdapter, boundary: str) -> str:
+    """Why this agent cannot be killed at ``boundary``, in the words of its adapter kind."""
+    kind = getattr(getattr(adapter, "spec", None), "kind", None)  # ForeignAdapter's spec
+    reached = ", ".join(adapter.boundaries) or "no boundary"
+    if boundary == TORN_WRITE:
+        given = getattr(adapter, "torn_write_unreachable", "")  # the adapter's own words
+        if given:
+            return str(given)
+        if kind == "command":
+            return "kind 3 black box: it writes its own session, so the harness cannot tear a write"
+        return (
+            f"adapter {adapter.name} does not append its session through ctx.before_append: "
+            "the harness cannot tear its writes"
+        )
+    if kind == "command":
+        return f"kind 3 black box: the harness crashes it only at its model and service edges ({reached})"
+    if kind == "python":
+        return (
+            f"kind 2: adapter.yaml maps no function to {boundary} (boundaries:) and it is no tool "
+            f"edge; it reaches {reached}"
+        )
+    return f"adapter {adapter.name} does not list {boundary} in its boundaries ({reached})"
+
+
+def not_run(
+    adapter: AgentAdapter,
+    scenario: Scenario,
+    recorded: Sequence[CrashPoint],
+    chosen: Sequence[CrashPoint],
+    only: Sequence[str],
+    *,
+    recovery: str = "",
+) -> list[dict[str, Any]]:
+    """The scenario's points that get no item, and why (``reports.results.NotRun``):
+
+    * every boundary the agent cannot be killed at, for the calls the clean run made: a
+      black box's clean run never even shows those boundaries, so without this entry no
+      cell would say the harness could not crash it there;
+    * points the clean run passed that ``--crash-boundary`` or ``cover`` removed;
+    * ``recovery``: why no depth-2 case runs (``--no-recovery-crashes``, the scenario's
+      ``recovery_crashes: false``), for the points that would have had one."""
+    calls = list(dict.fromkeys(p.tool_call_id for p in recorded))
+    seen = {p.boundary for p in recorded}
+    gaps: list[dict[str, Any]] = []
+    for boundary in (*BOUNDARIES, TORN_WRITE):
+        unreachable = boundary not in reachable_boundaries(adapter)
+        if unreachable and boundary not in seen:  # a recorded one is an item, marked so
+            gaps.append(
+                {
+                    "boundary": boundary,
+                    "state": "not_reachable",
+                    "why": unreachable_why(adapter, boundary),
+                    "points": calls,
+                }
+            )
+    kept = set(chosen)
+    dropped: dict[tuple[str, str], list[str]] = {}
+    for point in recorded:
+        if point in kept:
+            continue
+        why = (
+            f"not in the scenario's cover ({', '.join(scenario.cover)})"
+            if not scenario.covers(point)
+            else f"--crash-boundary {' '.join(only)}"
+        )
+        dropped.setdefault((point.boundary, why), []).append(point.id)
+    gaps += [
+        {"boundary": boundary, "state": "deselected", "why": why, "points": ids}
+        for (boundary, why), ids in dropped.items()
+    ]
+    if recovery:
+        firsts = [
+            p.id
+            for p in chosen
+            if p.boundary in RECOVERY_FIRST and p.occurrence == 1 and reachable(adapter, p)
+        ]
+        if firsts:
+            gaps.append({"boundary": "recovery", "state": "deselected", "why": recovery, "points": firsts})
+    return gaps
+
+
 def tool_marker(tool: str) -> str:
     """``pytest -m tool_send_email`` selects every case of a scenario that uses send_email."""
     return "tool_" + tool.replace("-", "_")
@@ -142,10 +229,26 @@ class ScenarioFile(pytest.File):
                     f"(it reached {', '.join(sorted({p.boundary for p in enum.points})) or 'no boundary'}); "
                     "fix the scenario or the agent"
                 )
-        yield CrashCase.from_parent(
-            self, name="clean", scenario=scenario, point=None, kind="clean", enumeration=enum
-        )
         depth_two = scenario.recovery_crashes and not config.getoption("no_recovery_crashes")
+        no_depth_two = (
+            ""
+            if depth_two
+            else "--no-recovery-crashes"
+            if scenario.recovery_crashes
+            else "the scenario sets recovery_crashes: false"
+        )
+        yield CrashCase.from_parent(
+            self,
+            name="clean",
+            scenario=scenario,
+            point=None,
+            kind="clean",
+            enumeration=enum,
+            plan=(
+                reachable_boundaries(adapter),
+                tuple(not_run(adapter, scenario, enum.points, points, only or (), recovery=no_depth_two)),
+            ),
+        )
 
         def has_recovery_item(point: CrashPoint) -> bool:
             return depth_two and point.boundary in RECOVERY_FIRST and point.occurrence == 1
@@ -200,10 +303,14 @@ class CrashCase(pytest.Item):
         enumeration: Enumeration | None = None,
         not_applicable: tuple[str, ...] = (),
         shares_first_crash: bool = False,
+        plan: tuple[tuple[str, ...], tuple[dict[str, Any], ...]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.scenario = scenario
+        # The clean item's: the agent's reachable boundaries and the scenario's points that
+        # have no item, with why; its report record carries them (``reports.collector``).
+        self.plan = plan
         # The clean item's result: collection already ran and judged the clean case (to
         # enumerate the points), in this process; running it again would only cost a life.
         self.enumeration = enumeration
@@ -251,8 +358,9 @@ class CrashCase(pytest.Item):
         if not config.getoption("no_report"):
             from crashmatrix.reports.collector import case_record
 
+            reach, gaps = self.plan if self.plan is not None else (None, ())
             try:
-                self.report_record = case_record(result, self.nodeid)
+                self.report_record = case_record(result, self.nodeid, reachable=reach, not_run=gaps)
             except Exception as error:  # the report is a by-product: it must not fail the case
                 self.warn(pytest.PytestWarning(f"crashmatrix: no report record for {self.nodeid}: {error!r}"))
         # The record holds what a report needs; the item outlives the case by the whole
@@ -274,11 +382,11 @@ class CrashCase(pytest.Item):
     def _not_reachable(self, agent: str, case_dir: Path) -> None:
         assert self.point is not None
         why = f"not reachable: agent {agent} cannot be killed at {self.point.boundary}"
-        self._skip_as("not_reached", agent, case_dir, why)
+        self._skip_as("not_reachable", agent, case_dir, why)
 
     def _skip_as(self, status: str, agent: str, case_dir: Path, why: str) -> None:
-        """Record the cell as not reached or not applicable (the matrix shows it so, with the
-        reason) and skip: neither a pass nor a failure."""
+        """Record the cell as not reachable or not applicable (the matrix shows it so, with
+        the reason) and skip: neither a pass nor a failure."""
         verdict = Verdict(status, None, {}, problems=(why,))
         result = CaseResult(self.scenario, self.name, self.kind, verdict, 0.0, 0, case_dir, agent)
         if not self.config.getoption("no_report"):

@@ -90,7 +90,7 @@ def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_points_a_black_box_agent_cannot_reach_are_shown_not_reached_never_passed(
+def test_points_a_black_box_agent_cannot_reach_are_shown_not_reachable_with_why_never_passed(
     pytester: pytest.Pytester,
 ) -> None:
     examples = Path(__file__).resolve().parents[3] / "examples" / "blackbox_agent"
@@ -106,12 +106,24 @@ def test_points_a_black_box_agent_cannot_reach_are_shown_not_reached_never_passe
         f"--agent={examples / 'adapter.yaml'}",
     )
     assert result.ret == 0
-    # A black box writes its own session: the harness cannot tear its writes nor stop it
-    # between its own ledger steps. Those columns have no case, and show "not reached".
-    row = build_matrix(load_results(pytester.path / "reports" / "latest" / "matrix.json")).rows[0]
-    for column in ("after_approved", "before_tool_result", "after_tool_result", "torn_write"):
-        assert row.cell(column).state == "not_reached", column
+    # A black box cannot be stopped between its own ledger steps: those columns have no case,
+    # and show "not reachable" with why (issue 15: they showed "not reached", like a point
+    # that simply never happened), in the results file and in matrix.md.
+    report = pytester.path / "reports" / "latest"
+    results = load_results(report / "matrix.json")
+    assert results.reachable is not None and "after_approved" not in results.reachable
+    row = build_matrix(results).rows[0]
+    for column in ("after_approved", "before_tool_result", "after_tool_result"):
+        assert row.cell(column).state == "not_reachable", column
     assert row.cell("after_running").state == "pass"
+    markdown = (report / "matrix.md").read_text(encoding="utf-8")
+    table = next(line for line in markdown.splitlines() if line.startswith("| order |"))
+    assert table.count("🚫 not reachable") >= 3 and "✅" in table
+    assert (
+        "not reachable at **approved** (`after_approved`), **before result** (`before_tool_result`), "
+        "**after result** (`after_tool_result`) in order: kind 3 black box: the harness crashes it only "
+        "at its model and service edges" in markdown
+    )
 
 
 def test_a_recorded_point_outside_the_adapters_boundaries_is_skipped_as_not_reachable(
@@ -138,7 +150,7 @@ class Limited(ReferenceAdapter):
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert {c.point: c.status for c in results.cases} == {
         "clean": "passed",
-        "after_running[call_1]": "not_reached",
+        "after_running[call_1]": "not_reachable",  # not "not_reached": it was never tried
     }
 
 

@@ -1,0 +1,66 @@
+"""The points of a scenario that get no test item, and why (``collection.not_run``): what the
+report shows as "not reachable by this agent" or "deselected" instead of an empty cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from crashmatrix.harness.core.boundaries import BOUNDARIES, CrashPoint
+from crashmatrix.harness.front.collection import not_run, reachable_boundaries, unreachable_why
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.plan.enumeration import selected
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIO = load_scenario(ROOT / "examples" / "blackbox_agent" / "scenario.yaml")
+EDGES = ("after_tool_call_saved", "after_running", "after_side_effect")
+# What a black box's clean run records: its model and service edges only.
+RECORDED = [CrashPoint(b, "call_order") for b in EDGES]
+BLACK_BOX: object = SimpleNamespace(name="order-desk", boundaries=EDGES, spec=SimpleNamespace(kind="command"))
+NATIVE: object = SimpleNamespace(name="reference", boundaries=BOUNDARIES, tears_writes=True)
+
+
+def test_a_black_box_gets_not_reachable_for_every_boundary_its_clean_run_cannot_show() -> None:
+    gaps = not_run(BLACK_BOX, SCENARIO, RECORDED, RECORDED, ())  # type: ignore[arg-type]
+    assert [(g["boundary"], g["state"], g["points"]) for g in gaps] == [
+        ("after_approved", "not_reachable", ["call_order"]),
+        ("before_tool_result", "not_reachable", ["call_order"]),
+        ("after_tool_result", "not_reachable", ["call_order"]),
+        ("torn_write", "not_reachable", ["call_order"]),
+    ]
+    assert gaps[0]["why"] == (
+        "kind 3 black box: the harness crashes it only at its model and service edges "
+        "(after_tool_call_saved, after_running, after_side_effect)"
+    )
+    assert gaps[3]["why"] == "kind 3 black box: it writes its own session, so the harness cannot tear a write"
+    assert reachable_boundaries(BLACK_BOX) == EDGES  # type: ignore[arg-type]
+
+
+def test_an_adapter_that_says_why_it_cannot_tear_is_quoted() -> None:
+    adapter = SimpleNamespace(**vars(BLACK_BOX), torn_write_unreachable="its session is a SQLite database")
+    assert unreachable_why(adapter, "torn_write") == "its session is a SQLite database"  # type: ignore[arg-type]
+
+
+def test_an_agent_that_reaches_everything_has_no_gap() -> None:
+    assert not_run(NATIVE, SCENARIO, RECORDED, RECORDED, ()) == []  # type: ignore[arg-type]
+    assert reachable_boundaries(NATIVE)[-1] == "torn_write"  # type: ignore[arg-type]
+
+
+def test_points_removed_by_crash_boundary_and_depth_two_turned_off_are_deselected_with_why() -> None:
+    only = ["after_tool_call_saved", "after_running"]
+    chosen = selected(RECORDED, SCENARIO, only)
+    gaps = not_run(NATIVE, SCENARIO, RECORDED, chosen, only, recovery="--no-recovery-crashes")  # type: ignore[arg-type]
+    assert gaps == [
+        {
+            "boundary": "after_side_effect",
+            "state": "deselected",
+            "why": "--crash-boundary after_tool_call_saved after_running",
+            "points": ["after_side_effect[call_order]"],
+        },
+        {
+            "boundary": "recovery",
+            "state": "deselected",
+            "why": "--no-recovery-crashes",
+            "points": ["after_running[call_order]"],
+        },
+    ]
