@@ -9,6 +9,10 @@ Its session ($CRASHMATRIX_SESSION_PATH) is JSONL with its own vocabulary: lines 
 (callId, stepId, toolName, inputHash, idempotencyKey, status planned / approved / started /
 succeeded / failed / uncertain). Recovery: a step left "started" becomes "uncertain" and is
 retried with the SAME idempotency key, which the order service deduplicates.
+
+``BLACKBOX_AGENT_BUG`` plants one bug, for the tests of a crash harness:
+blind_retry_after_unknown (a step left started is retried as if it never ran: a new key, so the
+service cannot tell it from a new order).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MODEL_URL = os.environ["OPENAI_BASE_URL"].rstrip("/")
 TOOLS_URL = os.environ["CRASHMATRIX_TOOLS_URL"].rstrip("/")
 SESSION = Path(os.environ.get("CRASHMATRIX_SESSION_PATH", ".order-desk/session.jsonl"))
 FINAL = ("succeeded", "failed", "uncertain")
+BUG = os.environ.get("BLACKBOX_AGENT_BUG", "")
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -160,6 +165,8 @@ def recover() -> None:
             key = last["idempotencyKey"] if last else f"order-desk:{call['id']}"
             if last is not None and last["status"] == "started":
                 ledger(call, last["stepId"], "uncertain", key)  # the request may have gone out
+                if BUG == "blind_retry_after_unknown":
+                    key = f"order-desk:{call['id']}:{uuid.uuid4().hex[:8]}"  # BUG: "it did not happen"
             if last is not None and last["status"] in ("succeeded", "failed"):
                 content = json.dumps(last.get("result") or {})
                 append(
