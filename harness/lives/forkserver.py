@@ -372,7 +372,8 @@ def run_once() -> None:  # pragma: no cover - runs in a spawned interpreter
     os.close(report)
     code = _returncode(status)
     if code < 0:  # die the same way, so the harness reads the same status
-        signal.signal(-code, signal.SIG_DFL)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL cannot be (and need not be) reset
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(me, -code)
     os._exit(code)
 
