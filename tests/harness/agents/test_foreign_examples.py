@@ -46,11 +46,41 @@ KIND2_POINTS = (
     *(f"after_tool_call_saved[{call}]" for call in _CALLS),
     *(f"{step}[{call}]" for call in _CALLS for step in _STEPS),
 )
-# A black box is seen from the wire: the model's reply, then each service request.
-KIND3_POINTS = (
+# With a JSONL session the harness also tears the last line the agent wrote where it did
+# nothing since (kind 2: at its fsync of the session; kind 3: at its next request), so the
+# matrix lists torn_write points too (harness/agents/foreign.py); a SQLite session has none.
+DESK_POINTS = (
     *(f"after_tool_call_saved[{call}]" for call in _CALLS),
-    *(f"{step}[{call}]" for call in _CALLS for step in ("after_running", "after_side_effect")),
+    *(
+        point
+        for call in _CALLS
+        for point in (
+            f"torn_write[{call}:approved]",
+            f"after_approved[{call}]",
+            f"torn_write[{call}:running]",
+            f"after_running[{call}]",
+            f"after_side_effect[{call}]",
+            f"torn_write[{call}:succeeded]",
+            f"before_tool_result[{call}]",
+            f"torn_write[{call}:tool_result]",
+            f"after_tool_result[{call}]",
+        )
+    ),
 )
+# A black box is seen from the wire: the model's reply, then each service request; its
+# line is torn when its next request arrives: each service request follows
+# its running line, the last model request follows the order's Tool Result.
+HTTP_POINTS = (
+    *(f"after_tool_call_saved[{call}]" for call in _CALLS),
+    *(
+        point
+        for call in _CALLS
+        for point in (f"torn_write[{call}:running]", f"after_running[{call}]", f"after_side_effect[{call}]")
+    ),
+    "torn_write[call_order:tool_result]",
+)
+# The lost order response: the retry's running line is torn at its request too.
+HTTP_LOST_POINTS = (*HTTP_POINTS[:-1], "torn_write[call_order:running#2]", HTTP_POINTS[-1])
 # The first crashes a recovery@ case is made of (harness.plan.enumeration.RECOVERY_FIRST).
 _RECOVERY_FIRST = ("after_approved", "after_running", "after_side_effect", "before_tool_result")
 
@@ -88,18 +118,18 @@ class Example:
         return ["clean", *self.points, *recovery]
 
 
-DESK = Example("desk_agent", "desk_agent", "DESK_AGENT_BUG", KIND2_POINTS)
+DESK = Example("desk_agent", "desk_agent", "DESK_AGENT_BUG", DESK_POINTS)
 # After a crash once its order is placed, the restarted http-agent finds it by key (a GET,
 # which is no crash edge) and places nothing: its recovery has nothing to crash.
 _HTTP_UNREACHED = ("recovery@after_side_effect[call_order]",)
-HTTP = Example("http_agent", "http_agent", "HTTP_AGENT_BUG", KIND3_POINTS, unreached=_HTTP_UNREACHED)
+HTTP = Example("http_agent", "http_agent", "HTTP_AGENT_BUG", HTTP_POINTS, unreached=_HTTP_UNREACHED)
 # Both services act and then lose their answer: what makes an http-agent step uncertain
 # while it runs.
 HTTP_LOST = Example(
     "http_agent_lost_responses",
     "http_agent",
     "HTTP_AGENT_BUG",
-    KIND3_POINTS,
+    HTTP_LOST_POINTS,
     scenario="scenario-lost-response.yaml",
     unreached=_HTTP_UNREACHED,
 )
