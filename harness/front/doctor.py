@@ -644,8 +644,8 @@ def self_check(agent: str, launcher: Callable[[], LifeLauncher], *, deadline: fl
     a doctor that cannot run says so in the line."""
     try:
         coverage = cached_coverage(agent, launcher, deadline=deadline)
-    except (CrashmatrixError, OSError) as error:
-        return f"doctor: {agent}: could not run ({str(error).splitlines()[0]})"
+    except Exception as error:  # the self-check is a by-product: it must not fail the run
+        return f"doctor: {agent}: could not run ({(str(error) or type(error).__name__).splitlines()[0]})"
     _remember(agent, coverage)
     return coverage.summary()
 
