@@ -140,7 +140,9 @@ def run_point(
 ) -> CaseResult:
     """One case. With ``power_loss`` the crash also drops unsynced session bytes; it is
     judged against the same expectations as the plain crash at that point (an agent that
-    fsyncs before each step cannot tell the two apart), and named ``power@<point>``.
+    fsyncs before each step cannot tell the two apart), and named ``power@<point>``. On an
+    agent whose fsyncs the harness cannot see (a black box, a SQLite session) the loss cannot
+    act: the case is not applicable with that reason, never passed (``with_harness_faults``).
 
     With ``shared``, the lives are those ``recovery@point`` also starts with, run once for
     both (``harness/lives/first_crash.py``); the case directory is then the shared one."""
