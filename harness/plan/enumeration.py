@@ -13,7 +13,12 @@ __all__ = ["RECOVERY_FIRST", "points_from_trace", "recovery_window"]
 
 
 def points_from_trace(trace: Sequence[Mapping[str, Any]], life: int = 1) -> list[CrashPoint]:
-    """Every crash point a life passed, in the order it passed them (ALICE-style enumeration)."""
+    """Every crash point a life passed, in the order it passed them (ALICE-style enumeration).
+
+    Torn writes are the trace's ``append`` events: a native agent's appends through
+    ``ctx.before_append``, a foreign JSONL session's lines as the supervisor saw them
+    (``harness.agents.foreign``). An agent whose writes cannot be torn has none, and its
+    adapter says why (``torn_write_unreachable``)."""
     points: list[CrashPoint] = []
     for event in trace:
         if event.get("life") != life:
