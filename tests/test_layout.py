@@ -91,6 +91,7 @@ ALLOWED: dict[str, set[str]] = {
         "harness.input.yamlfile",
         "harness.session_file",
         "harness.lives.parent_death",
+        "harness.lives.descendants",  # a leaf, like parent_death: no lives machinery behind it
         "harness.observation",
         "mock_tools",
         "reference_agent",

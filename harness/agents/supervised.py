@@ -7,13 +7,12 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, Conversation
-from crashmatrix.harness.lives import descendants
+from crashmatrix.harness.lives.descendants import kill_adopted, tracking
 
 __all__ = []
 
@@ -43,9 +42,9 @@ def _left_behind(trace: Callable[[Mapping[str, Any]], None]) -> None:
     """After the agent exited: what it left running (its process group, a ``setsid`` daemon,
     all re-parented to this life, a subreaper) is stopped, named in the trace and killed.
     Killing its group silently instead would hide exactly what no_effect_after_death is for."""
-    if not descendants.tracking():
+    if not tracking():
         return
-    left = descendants.kill_adopted(os.getpid(), ())
+    left = kill_adopted(os.getpid(), ())
     if left:
         trace({"event": "survivors", "processes": [survivor.describe() for survivor in left]})
 

@@ -109,7 +109,8 @@ def _left_behind(parent: int, started: Collection[int]) -> bytes:
     """The descendants ``parent`` adopted from lives that ended, killed; as the wire's JSON."""
     if not descendants.tracking():
         return b"null"
-    return json.dumps([survivor.describe() for survivor in descendants.kill_adopted(parent, started)]).encode()
+    left = descendants.kill_adopted(parent, started)
+    return json.dumps([survivor.describe() for survivor in left]).encode()
 
 
 def _survivors(payload: bytes) -> tuple[str, ...] | None:

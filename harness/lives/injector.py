@@ -91,7 +91,8 @@ class LifeLauncher:
         if ended.survivors:
             # Found by the process that started the life, after it died: only the harness
             # can write them down (the life's own, found before it exited, are there already).
-            append_event(case_dir, {"life": spec.life, "event": "survivors", "processes": list(ended.survivors)})
+            event = {"life": spec.life, "event": "survivors", "processes": list(ended.survivors)}
+            append_event(case_dir, event)
         trace = read_trace(case_dir)
         record = _life_record(spec, ended.code, ended.hung, seconds, deadline, trace)
         if ended.survivors is None:
