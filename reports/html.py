@@ -348,6 +348,9 @@ def _moment(moment: Mapping[str, Any]) -> str:
             return f'<li class="crash{lclass}">✗ {what} at {text(moment.get("point", ""))}</li>'
         if event == "exit":
             return f'<li class="exit{lclass}">■ life {life} exits normally</li>'
+        if event == "left_running":
+            what = f"left running (the harness killed it): {text(moment.get('error', ''))}"
+            return f'<li class="crash{lclass}">! life {life} {what}</li>'
         return f'<li class="crash{lclass}">! life {life} {text(event)}: {text(moment.get("error", ""))}</li>'
     if source == "session":
         line = f'<span class="ln">L{moment.get("line")}</span>'

@@ -145,6 +145,14 @@ def build_timeline(
             emit(
                 {"source": "life", "life": life, "event": "error", "error": str(event.get("error", ""))[:300]}
             )
+        elif kind == "ended" and event.get("status") in ("died", "hung"):
+            # The harness's word on a life that ended where nothing planned it (the life
+            # itself could not write it): an unplanned death, or the deadline.
+            why = str(event.get("error") or event.get("signal") or "")
+            emit({"source": "life", "life": life, "event": str(event["status"]), "error": why[:300]})
+        elif kind == "survivors":
+            left = "; ".join(str(process) for process in event.get("processes") or ())
+            emit({"source": "life", "life": life, "event": "left_running", "error": left[:300]})
     flush(len(entries) - 1, None)  # a hung life never wrote "exit"
 
     for world_event in events:

@@ -102,3 +102,24 @@ def test_a_long_timeline_keeps_its_start_and_end() -> None:
     assert len(timeline) == 11
     assert _short(timeline[0]) == "life1:start" and _short(timeline[-1]) == "life1:exit"
     assert timeline[5] == {"source": "more", "omitted": 42}
+
+
+def test_an_unplanned_death_and_what_a_life_left_running_are_on_the_timeline() -> None:
+    left = "pid 7 `sh -c sleep 4; echo late >> audit.log` (session 7)"
+    trace = [
+        {"life": 1, "event": "start", "pid": 11},
+        {"life": 1, "event": "boundary", "boundary": "after_tool_call_saved", "call": "c1", "occurrence": 1},
+        {"life": 1, "event": "survivors", "processes": [left]},
+        {"life": 1, "event": "ended", "status": "died", "error": "unplanned death (SIGKILL) after x"},
+        {"life": 2, "event": "start", "pid": 22},
+        {"life": 2, "event": "exit"},
+    ]
+    timeline = build_timeline(trace, ENTRIES, OFFSETS, [])
+    shown = [_short(m) for m in timeline if m["source"] == "life"]
+    assert shown == ["life1:start", "life1:left_running", "life1:died", "life2:start", "life2:exit"]
+    by_event = {m["event"]: m for m in timeline if m["source"] == "life"}
+    assert by_event["left_running"]["error"] == left
+    assert by_event["died"]["error"] == "unplanned death (SIGKILL) after x"
+    # The lines after the death are the restarted life's, not the dead one's.
+    lines = [_short(m) for m in timeline if m["source"] == "session"]
+    assert lines == ["L1@1", "L2@1", "L3@2", "L4@2", "L5@2", "L6@2", "L7@2"]
