@@ -120,7 +120,13 @@ TOOLS = [
 
 # Exceptions that confirm a tool did nothing (seed 000: failed = 已确认工具执行失败). Any other
 # exception from a side-effecting tool means nobody can say: unknown.
-CONFIRMED_FAILURES = (PermissionError, FileNotFoundError, IsADirectoryError, ConnectionRefusedError, ValueError)
+CONFIRMED_FAILURES = (
+    PermissionError,
+    FileNotFoundError,
+    IsADirectoryError,
+    ConnectionRefusedError,
+    ValueError,
+)
 
 
 # -- the session file --------------------------------------------------------------------------
@@ -173,7 +179,7 @@ def arguments_sha256(arguments: dict[str, Any]) -> str:
 # -- the tools (what runs in production; each takes the call's id for the service's logs) ------
 
 
-def resolve_workspace_file(workspace: Path, path: str) -> tuple[Path, Path]:
+def resolve_workspace_file(workspace: Path, path: object) -> tuple[Path, Path]:
     if not isinstance(path, str) or not path.strip():
         raise ValueError("path must be a non-empty string")
     root = workspace.resolve()
@@ -244,7 +250,9 @@ def find_order(idempotency_key: str, tool_call_id: str) -> dict[str, Any] | None
     """The order placed under ``idempotency_key``, or None: the service's own receipt."""
     query = urllib.parse.urlencode({"idempotency_key": idempotency_key})
     base = os.environ.get("ORDERS_URL", "http://127.0.0.1:8081")
-    found: dict[str, Any] | None = _http("GET", f"{base}/orders?{query}", None, {"X-Tool-Call-Id": tool_call_id})
+    found: dict[str, Any] | None = _http(
+        "GET", f"{base}/orders?{query}", None, {"X-Tool-Call-Id": tool_call_id}
+    )
     return found
 
 
@@ -289,7 +297,9 @@ class Agent:
         """A ``running`` execution found after a restart: the SAME execution_id becomes
         ``unknown``, with the identities it was recorded under."""
         same = {k: state[k] for k in ("tool_name", "idempotency_key", "arguments_sha256") if k in state}
-        return self.append_execution_state(call, state["execution_id"], "unknown", result=interrupted(state), **same)
+        return self.append_execution_state(
+            call, state["execution_id"], "unknown", result=interrupted(state), **same
+        )
 
     def persist_message(self, message: dict[str, Any]) -> None:
         append_entry(self.session_file, {"type": "message", "message": message})
@@ -335,7 +345,9 @@ class Agent:
         self.append_execution_state(call, execution_id, "approved")
         return self.run_approved(call, execution_id, arguments)
 
-    def run_approved(self, call: dict[str, Any], execution_id: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def run_approved(
+        self, call: dict[str, Any], execution_id: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
         """``running`` on disk, then the side effect, then the terminal state with its result."""
         self.append_execution_state(call, execution_id, "running")
         name = call["function"]["name"]
@@ -343,7 +355,9 @@ class Agent:
             if name == "write_file":
                 output = write_file(arguments["path"], arguments["content"], call["id"])
             elif name == "create_order":
-                output = create_order(arguments["item"], arguments["quantity"], idempotency_key(call), call["id"])
+                output = create_order(
+                    arguments["item"], arguments["quantity"], idempotency_key(call), call["id"]
+                )
             else:
                 output = send_email(arguments["to"], arguments["subject"], arguments["body"], call["id"])
         except CONFIRMED_FAILURES as error:
@@ -375,22 +389,31 @@ class Agent:
         while attempts < MAX_ORDER_ATTEMPTS:
             attempts += 1
             execution_id = new_execution_id()
+            result: dict[str, Any]
             self.append_execution_state(call, execution_id, "approved", recovery_of=state["execution_id"])
             self.append_execution_state(call, execution_id, "running", recovery_of=state["execution_id"])
             try:
                 found = find_order(idempotency_key(call), call["id"])
-            except CONFIRMED_FAILURES + (OSError,) as error:
+            except (OSError, ValueError) as error:  # no receipt either way
                 result = {"status": "unknown", "execution_id": execution_id, "message": f"lookup: {error}"}
                 self.append_execution_state(call, execution_id, "unknown", result=result)
                 return result
             if found is not None:
                 order = found.get("order", found) if isinstance(found, dict) else found
-                result = {"status": "succeeded", "execution_id": execution_id, "order": order, "reconciled": True}
+                result = {
+                    "status": "succeeded",
+                    "execution_id": execution_id,
+                    "order": order,
+                    "reconciled": True,
+                }
                 self.append_execution_state(call, execution_id, "succeeded", result=result)
                 return result
             try:
                 output = create_order(
-                    parse_arguments(call)["item"], parse_arguments(call)["quantity"], idempotency_key(call), call["id"]
+                    parse_arguments(call)["item"],
+                    parse_arguments(call)["quantity"],
+                    idempotency_key(call),
+                    call["id"],
                 )
             except CONFIRMED_FAILURES as error:
                 result = {"status": "failed", "execution_id": execution_id, "message": str(error)}
@@ -463,8 +486,13 @@ class Agent:
             reply = response.choices[0].message
             message: dict[str, Any] = {"role": "assistant", "content": reply.content or ""}
             calls = [
-                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.function.name, "arguments": c.function.arguments},
+                }
                 for c in reply.tool_calls or ()
+                if c.type == "function"
             ]
             if calls:
                 message["tool_calls"] = calls
@@ -508,7 +536,8 @@ def parse_arguments(call: dict[str, Any]) -> dict[str, Any]:
 def idempotency_key(call: dict[str, Any]) -> str:
     """Seed 000's key, ``<tool>:<arguments hash>``, made per call site: one business action is
     one tool call with its arguments (``_site`` tells apart a provider's reused call ids)."""
-    return f"{call['function']['name']}:{call.get('_site', call['id'])}:{arguments_sha256(parse_arguments(call))}"
+    site = call.get("_site", call["id"])
+    return f"{call['function']['name']}:{site}:{arguments_sha256(parse_arguments(call))}"
 
 
 def interrupted(state: dict[str, Any]) -> dict[str, Any]:
