@@ -189,7 +189,10 @@ def test_a_note_file_written_twice_by_a_black_box_turns_every_case_red(
     cases = [enum.clean_case()] + [
         run_point(scenario, p, launcher, tmp_path / p.id, agent=str(adapter)) for p in enum.points
     ]
-    assert len(cases) == 2  # clean, and the model edge (its tools are its own: no tool edges)
+    # Clean, the model edge (its tools are its own: no tool edges) and its session's torn
+    # writes (a supervisor cuts the last line of a JSONL session after a kill).
+    assert [c.point_id.split("[")[0] for c in cases].count("torn_write") >= 1
+    assert len([c for c in cases if not c.point_id.startswith("torn_write")]) == 2
     for case in cases:
         broken = [v.invariant for v in case.verdict.violations]
         assert broken == (["non_idempotent_at_most_once"] if red else []), case.point_id

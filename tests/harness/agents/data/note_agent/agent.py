@@ -28,6 +28,17 @@ def append(record: dict[str, Any]) -> None:
         os.fsync(file.fileno())
 
 
+def drop_torn_tail() -> None:
+    """A last line without its newline was being written when the agent died: cut it off
+    before appending, or the next line is glued to it."""
+    if SESSION.exists():
+        data = SESSION.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(SESSION, "r+b") as file:
+                file.truncate(data.rfind(b"\n") + 1)
+                os.fsync(file.fileno())
+
+
 def entries() -> list[dict[str, Any]]:
     if not SESSION.exists():
         return []
@@ -103,6 +114,14 @@ def recover() -> None:
                         "message": {"role": "tool", "tool_call_id": call["id"], "content": result},
                     }
                 )
+            elif history and history[-1]["status"] == "succeeded":
+                # Ran, its result lost (a torn Tool Result line): publish it, never run again.
+                append(
+                    {
+                        "type": "message",
+                        "message": {"role": "tool", "tool_call_id": call["id"], "content": '{"ok": true}'},
+                    }
+                )
             else:
                 run(call)
     messages = [e["message"] for e in entries() if e["type"] == "message"]
@@ -111,6 +130,7 @@ def recover() -> None:
 
 
 def main() -> None:
+    drop_torn_tail()
     recover()
     for line in sys.stdin:
         if line.strip():
