@@ -34,6 +34,7 @@ from openai import OpenAI
 
 BUG = os.environ.get("DESK_AGENT_BUG", "")
 TERMINAL = ("rejected", "succeeded", "failed", "unknown")
+REFUSED = {"ok": False, "code": "REJECTED", "content": "the user said no"}
 TOOLS = [
     {
         "type": "function",
@@ -206,8 +207,7 @@ class Agent:
         execution_id = f"exec_{uuid.uuid4().hex[:12]}"
         if not self.approve(call, again=again):
             self.ledger(call, execution_id, "rejected")
-            refused = {"ok": False, "code": "REJECTED", "content": "the user said no"}
-            self.publish(call, self.uncertain(call, acted) if acted else refused)
+            self.publish(call, self.uncertain(call, acted) if acted else REFUSED)
             return
         self.ledger(call, execution_id, "approved")
         if BUG == "running_after_effect":
@@ -252,6 +252,12 @@ class Agent:
             if status == "unknown" and BUG == "blind_retry_after_unknown":
                 self.run_call(call, again=True)  # BUG: unknown treated as "did not happen"
                 return
+        if status == "rejected":
+            # Seed 000: a refusal's receipt is rebuilt from the ledger (it stores no result):
+            # "uncertain" if an earlier attempt may have acted, else the plain refusal.
+            acted = [e["execution_id"] for e in history if e["status"] == "unknown"]
+            self.publish(call, self.uncertain(call, acted[-1]) if acted else REFUSED)
+            return
         # A terminal status: its result is replayed from the ledger.
         self.publish(call, result or self.uncertain(call, execution_id))
 
