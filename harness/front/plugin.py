@@ -1,10 +1,23 @@
-"""pytest plugin (the ``pytest11`` entry point): every ``scenarios/**/*.yaml`` becomes a
-crash matrix of test items (``harness.front.collection``).
+"""pytest plugin (the ``pytest11`` entry point): every scenario file becomes a crash matrix of
+test items (``harness.front.collection``).
 
 Installing crashmatrix puts this module in EVERY pytest run of that environment, so it is
-light: options, a file-name test and a reporter that stays idle until a crash case reports.
+light: options, a file test and a reporter that stays idle until a crash case reports.
 Nothing heavy is imported, no marker registered and no signal handler installed until the
 first scenario file is collected.
+
+Which YAML files are scenarios (``is_scenario_text``, ``RULE``): a file that declares it
+(``# yaml-language-server: $schema=.../scenario.schema.json`` at its top: every built-in
+scenario, example and ``crashmatrix explore`` finding carries it) wherever pytest finds it;
+or a file with a top-level ``turns:`` or ``model:`` key that is named on the command line
+or lies under ``crashmatrix_paths`` (ini; default ``scenarios`` beside the ini file). Any
+other YAML is left alone -- not collected, not an error -- so a Kubernetes manifest in a
+folder named ``scenarios/`` no longer breaks a team's ``pytest``. When a path named on the
+command line gives nothing, one line says why.
+
+``--shard=I/N`` keeps the files of shard I of N (``harness.plan.shards``) and deselects the
+rest, so a CI job matrix runs one suite on N machines; ``crashmatrix report --merge`` puts
+their results files back together (``reports.merge``).
 
 After the run, the pass matrix is written to ``--report-dir`` (``reports/latest/``) and
 printed at the end of the terminal summary: each case's record rides on its test report
@@ -16,22 +29,43 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-__all__ = ["REPORT_ATTR"]
+__all__ = ["REPORT_ATTR", "RULE", "is_scenario_text"]
 
 _ACTIVE = pytest.StashKey[bool]()
 # The doctor's one-line summary in this process ("" while it has not run).
 _DOCTOR = pytest.StashKey[str]()
 # The attribute of a crash case's TestReport that carries its report record (a JSON string).
 REPORT_ATTR = "crashmatrix_case"
+# Collection: where undeclared scenarios may live, the command line's files, what was
+# collected or failed to collect (for the "nothing collected from PATH" line).
+_PATHS = pytest.StashKey[tuple[Path, ...]]()
+_NAMED = pytest.StashKey[frozenset[Path]]()
+_SEEN = pytest.StashKey[set[Path]]()
+_SAID_WHY = pytest.StashKey[bool]()
+# --shard=I/N, parsed, and --shard-durations read into seconds per file.
+_SHARD = pytest.StashKey[Any]()
+_RECORDED = pytest.StashKey[dict[str, float]]()
+
+RULE = (
+    "a scenario declares '# yaml-language-server: $schema=.../scenario.schema.json' at its top, "
+    "or has a top-level turns: or model: key and is named on the command line or lies under "
+    "crashmatrix_paths"
+)
+# A top-level key only a scenario has (``crashmatrix validate`` reads files by the same keys).
+_SCENARIO_KEYS = re.compile(r"^(?:turns|model)\s*:", re.MULTILINE)
+_SCHEMA = re.compile(r"\$schema=(\S+)")
+# A declaration is in the leading comments: enough of the file to find it.
+_HEAD = 4096
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,6 +102,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--no-doctor",
         action="store_true",
         help="skip the once-per-session self-check (crashmatrix doctor) that every check can see the agent",
+    )
+    group.addoption(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run shard I of N (1-based): whole files, balanced; merge with crashmatrix report --merge",
+    )
+    group.addoption(
+        "--shard-durations",
+        default=None,
+        metavar="MATRIX_JSON",
+        help="balance --shard by the seconds a previous run's results file (matrix.json) recorded",
+    )
+    parser.addini(
+        "crashmatrix_paths",
+        type="paths",
+        default=None,
+        help="crashmatrix: folders whose YAML files with a top-level turns: or model: key are scenarios "
+        "even without the schema line (default: scenarios)",
     )
     parser.addini(
         "crashmatrix_doctor",
@@ -139,8 +192,196 @@ class _Reporter:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _configure_shard(config)
     if not hasattr(config, "workerinput") and not config.getoption("no_report"):
         config.pluginmanager.register(_Reporter(config), "crashmatrix-matrix")
+    config.pluginmanager.register(_Seen(config), "crashmatrix-seen")
+
+
+# ---------------------------------------------------------------------------- which files
+
+
+def is_scenario_text(text: str, *, candidate: bool) -> bool:
+    """Is a YAML file with this text a scenario? It is when its leading comments declare the
+    scenario schema. A file that declares another schema (a contract, an adapter) is not.
+    Otherwise only a ``candidate`` (named on the command line, or under crashmatrix_paths)
+    is, and only with a top-level key no other YAML of ours or of a team's tools has: a
+    broken scenario (a misspelt ``turnz:``) is still one, and fails with file:line."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if not stripped.startswith("#"):
+            break
+        declared = _SCHEMA.search(stripped)
+        if declared:
+            return declared[1].endswith("scenario.schema.json")
+    return candidate and _SCENARIO_KEYS.search(text) is not None
+
+
+def _scenario_paths(config: pytest.Config) -> tuple[Path, ...]:
+    if _PATHS not in config.stash:
+        configured = config.getini("crashmatrix_paths")
+        base = config.inipath.parent if config.inipath is not None else config.invocation_params.dir
+        paths = configured if configured else [base / "scenarios"]
+        config.stash[_PATHS] = tuple(Path(os.path.abspath(p)) for p in paths)
+    return config.stash[_PATHS]
+
+
+def _arg_paths(config: pytest.Config) -> list[tuple[str, Path]]:
+    """The paths named on the command line, as typed and absolute (not testpaths: those
+    are the project's defaults, not a request for these files)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    base = config.invocation_params.dir
+    return [(arg, Path(os.path.abspath(base / arg.partition("::")[0]))) for arg in config.args]
+
+
+def _named(config: pytest.Config) -> frozenset[Path]:
+    if _NAMED not in config.stash:
+        config.stash[_NAMED] = frozenset(path for _, path in _arg_paths(config))
+    return config.stash[_NAMED]
+
+
+def _is_scenario(file_path: Path, config: pytest.Config) -> bool:
+    if file_path.suffix not in (".yaml", ".yml"):
+        return False
+    path = Path(os.path.abspath(file_path))
+    candidate = path in _named(config) or any(path.is_relative_to(p) for p in _scenario_paths(config))
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            text = handle.read() if candidate else handle.read(_HEAD)
+    except OSError:
+        return candidate  # collected, so that loading it says what is wrong with it
+    return is_scenario_text(text, candidate=candidate)
+
+
+class _Seen:
+    """Files something was collected from besides the items that will run: scenario files,
+    files that failed to collect (on an xdist controller too: failed collect reports are
+    forwarded there), files whose items -k, -m or --shard deselected."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        config.stash[_SEEN] = set()
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and report.nodeid:
+            self.config.stash[_SEEN].add(self.config.rootpath / report.nodeid.partition("::")[0])
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self.config.stash[_SEEN].update(Path(os.path.abspath(item.path)) for item in items)
+
+
+def _has_yaml(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix in (".yaml", ".yml")
+    for _, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
+        if any(f.endswith((".yaml", ".yml")) for f in files):
+            return True
+    return False
+
+
+def _why_nothing(config: pytest.Config, collected: Sequence[Path]) -> list[str]:
+    """One line for each path named on the command line that holds YAML and gave nothing:
+    which rule its files did not meet (a silent "no tests ran" told nobody anything)."""
+    if config.stash.get(_SAID_WHY, False):
+        return []
+    config.stash[_SAID_WHY] = True
+    seen = [*collected, *config.stash.get(_SEEN, ())]
+    paths = ", ".join(_shown(p, config) for p in _scenario_paths(config))
+    lines = []
+    for arg, path in _arg_paths(config):
+        if any(p == path or p.is_relative_to(path) for p in seen) or not _has_yaml(path):
+            continue
+        what = "is not a scenario" if path.is_file() else "holds no scenario"
+        lines.append(f"crashmatrix: {arg} {what}, nothing collected ({RULE}: {paths})")
+    return lines
+
+
+def _shown(path: Path, config: pytest.Config) -> str:
+    try:
+        return str(path.relative_to(config.invocation_params.dir))
+    except ValueError:
+        return str(path)
+
+
+def pytest_report_collectionfinish(
+    config: pytest.Config, start_path: Path, items: Sequence[pytest.Item]
+) -> list[str]:
+    lines = _why_nothing(config, [Path(os.path.abspath(item.path)) for item in items])
+    shard = config.stash.get(_SHARD, None)
+    if shard is not None and shard.summary:
+        lines.append(shard.summary)
+    return lines
+
+
+# ---------------------------------------------------------------------------- shards
+
+
+class _ShardState:
+    def __init__(self, shard: Any, recorded: dict[str, float] | None, source: str) -> None:
+        self.shard = shard
+        self.recorded = recorded
+        self.source = source  # what the split is balanced by, for the summary line
+        self.summary = ""
+
+
+def _configure_shard(config: pytest.Config) -> None:
+    spec, durations = config.getoption("shard"), config.getoption("shard_durations")
+    if spec is None:
+        if durations is not None:
+            raise pytest.UsageError("--shard-durations balances --shard=I/N: give --shard too")
+        return
+    from crashmatrix.harness.plan.shards import parse_shard, seconds_by_file
+
+    try:
+        shard = parse_shard(spec)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
+    recorded = None
+    if durations is not None:
+        from crashmatrix.harness.errors import CrashmatrixError
+        from crashmatrix.reports.results import load_results
+
+        try:
+            results = load_results(durations)
+        except CrashmatrixError as error:
+            raise pytest.UsageError(f"--shard-durations {error}") from None
+        recorded = seconds_by_file((case.node_id, case.seconds) for case in results.cases)
+    source = f"recorded seconds in {durations}" if durations else "item count"
+    config.stash[_SHARD] = _ShardState(shard, recorded, source)
+
+
+def _file_of(item: pytest.Item) -> str:
+    return item.nodeid.partition("::")[0]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Keep shard I's files: after -k and -m (trylast), so the split balances what runs.
+    Every xdist worker and every CI job computes the same split from the same items."""
+    state = config.stash.get(_SHARD, None)
+    if state is None:
+        return
+    from crashmatrix.harness.plan.shards import split, weights
+
+    by_file: dict[str, int] = {}
+    for item in items:
+        by_file[_file_of(item)] = by_file.get(_file_of(item), 0) + 1
+    plan = split(weights(by_file, state.recorded), state.shard.count)
+    mine = set(plan[state.shard.index - 1])
+    kept = [item for item in items if _file_of(item) in mine]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if _file_of(item) not in mine])
+        items[:] = kept
+    state.summary = (
+        f"crashmatrix --shard={state.shard}: {len(mine)} of {len(by_file)} files, "
+        f"{len(kept)} of {sum(by_file.values())} items (balanced by {state.source})"
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -151,13 +392,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # A plain attribute of a TestReport travels with it from an xdist worker.
         setattr(report, REPORT_ATTR, record)
     return report
-
-
-def _is_scenario(file_path: Path) -> bool:
-    if file_path.suffix not in (".yaml", ".yml"):
-        return False
-    parts = file_path.parts
-    return "scenarios" in parts and "contracts" not in parts[parts.index("scenarios") :]
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -173,8 +407,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     # Under xdist the controller collects nothing itself: it learns from a worker's node ids
     # that crash cases are coming, in time to turn SIGTERM into an orderly stop there too.
-    if any(_is_scenario(Path(nodeid.partition("::")[0])) for nodeid in ids):
-        _activate(node.config)
+    config = node.config
+    files = {config.rootpath / nodeid.partition("::")[0] for nodeid in ids}
+    if any(_is_scenario(path, config) for path in files):
+        _activate(config)
+    lines = _why_nothing(config, sorted(files))
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    for line in lines if reporter is not None else ():
+        reporter.write_line(line)
 
 
 def _doctor_enabled(config: pytest.Config) -> bool:
@@ -212,9 +452,23 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(f"crashmatrix {line}")
 
 
+class _NotAScenario(pytest.File):
+    """A YAML file named on the command line that is not a scenario: it holds no item."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        return iter(())
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if not _is_scenario(file_path):
+    if not _is_scenario(file_path, parent.config):
+        named = Path(os.path.abspath(file_path)) in _named(parent.config)
+        if named and file_path.suffix in (".yaml", ".yml"):
+            # Named on the command line: without a collector pytest would stop at "not
+            # found: FILE", hiding the line that says why it is no scenario.
+            ignored: pytest.Collector = _NotAScenario.from_parent(parent, path=file_path)
+            return ignored
         return None
+    parent.config.stash.setdefault(_SEEN, set()).add(Path(os.path.abspath(file_path)))
     _activate(parent.config)
     _self_check(parent.config)
     from crashmatrix.harness.front.collection import ScenarioFile
