@@ -20,7 +20,7 @@ from typing import Any
 
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
 from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix
-from crashmatrix.reports.results import CaseRecord, Results
+from crashmatrix.reports.results import FAILING, CaseRecord, Results
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
 __all__ = [
@@ -117,6 +117,8 @@ ol.timeline li.crash{background:var(--fail-bg);color:var(--fail);font-weight:700
 ol.timeline li.exit{color:var(--pass);font-weight:600}
 ol.timeline li.world{background:#fff6e0}
 ol.timeline li.more{color:var(--dim);font-style:italic}
+details.second{border-left:3px solid var(--line);margin:6px 0 6px 2px;padding-left:8px}
+details.second>summary{cursor:pointer}
 .ln{display:inline-block;min-width:34px;color:var(--dim)}
 table.eo{border-collapse:collapse;width:100%;font-size:12.5px}
 table.eo th,table.eo td{border-bottom:1px solid #ececf0;padding:2px 6px;text-align:left;vertical-align:top}
@@ -435,6 +437,35 @@ def _expected_observed(case: CaseRecord) -> str:
     return f'<table class="eo"><tr><th></th><th>expected</th><th>observed</th></tr>{"".join(rows)}</table>'
 
 
+def _second_crashes(case: CaseRecord) -> str:
+    """A depth-2 case's second crashes, each with its own timeline and rerun line (the
+    case's timeline above is the one its verdict came from). Collapsed unless it failed."""
+    items = []
+    for second in case.recovery_points:
+        status = str(second.get("status", ""))
+        state = "fail" if status in FAILING else "pass" if status == "passed" else status
+        moments = "".join(_moment(m) for m in second.get("timeline") or ())
+        reasons = "".join(f"<li>{text(r)}</li>" for r in second.get("reasons") or ())
+        body = [f'<ul class="reasons">{reasons}</ul>'] if reasons else []
+        if moments:
+            body.append(f'<ol class="timeline">{moments}</ol>')
+        if second.get("repro"):
+            body.append(
+                f"<pre><code>{text(second['repro'])}</code></pre>"
+                f'<button class="copy" type="button" data-copy="{text(second["repro"])}">copy</button>'
+            )
+        if second.get("case_dir"):
+            body.append(f'<p class="dim">case directory <code>{text(second["case_dir"])}</code></p>')
+        items.append(
+            f'<details class="second"{" open" if status in FAILING else ""}><summary>'
+            f'<span class="badge {text(state)}">{text(status)}</span> second crash at '
+            f"<code>{text(second.get('point', ''))}</code></summary>{''.join(body)}</details>"
+        )
+    if not items:
+        return ""
+    return f"<h4>Second crashes ({len(items)})</h4>{''.join(items)}"
+
+
 def _case(case: CaseRecord, anchor: str) -> str:
     state = (
         "fail"
@@ -446,7 +477,7 @@ def _case(case: CaseRecord, anchor: str) -> str:
         else "pass"
     )
     timeline = "".join(_moment(m) for m in case.timeline) or '<li class="more">no timeline recorded</li>'
-    parts = [f'<h4>Timeline</h4><ol class="timeline">{timeline}</ol>']
+    parts = [f'<h4>Timeline</h4><ol class="timeline">{timeline}</ol>', _second_crashes(case)]
     right = ["<h4>Expected vs observed</h4>", _expected_observed(case)]
     if not case.passed:
         right.append('<h4>Why it did not pass</h4><ul class="reasons">')

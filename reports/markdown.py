@@ -13,6 +13,7 @@ from crashmatrix.harness.core.evals import CRASH_QUESTIONS
 from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix, Row
 from crashmatrix.reports.results import CaseRecord
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
+from crashmatrix.reports.timeline import summary
 
 __all__ = ["MARKS", "render_markdown"]
 
@@ -87,7 +88,27 @@ def _failure_detail(case: CaseRecord) -> list[str]:
     if case.world_diff:
         diff = "; ".join(f"{d['key']}: {d['clean']!r} → {d['observed']!r}" for d in case.world_diff)
         lines.append(f"- world vs clean run: {_escape(diff)}")
+    lines += _second_crash_detail(case)
     lines += ["", "```", case.repro, "```", ""]
+    return lines
+
+
+def _second_crash_detail(case: CaseRecord) -> list[str]:
+    """Each second crash of a depth-2 case that did not pass: why, its timeline in one
+    line and its own rerun line (the block below reruns only the first of them)."""
+    lines = []
+    for second in case.recovery_points:
+        if second.get("status") == "passed":
+            continue
+        why = "; ".join(second.get("reasons") or ())
+        lines.append(
+            f"- second crash at {_code(str(second.get('point', '')))}: {second.get('status')}"
+            + (f" — {_escape(why)}" if why else "")
+        )
+        if second.get("timeline"):
+            lines.append(f"  - timeline: {_escape(summary(second['timeline']))}")
+        if second.get("repro"):
+            lines.append(f"  - rerun: {_code(str(second['repro']))}")
     return lines
 
 

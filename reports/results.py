@@ -22,6 +22,7 @@ from typing import Any
 
 import jsonschema
 
+from crashmatrix.harness.verdict.expectations import show_value
 from crashmatrix.harness.verdict.explain import rerun_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
@@ -42,6 +43,7 @@ __all__ = [
     "results_from_json",
     "results_to_json",
     "schema",
+    "verdict_reasons",
     "with_world_diffs",
     "write_results",
 ]
@@ -87,7 +89,9 @@ class CaseRecord:
     notes: tuple[str, ...] = ()
     not_applicable: tuple[str, ...] = ()  # "check: why" -- neither passed nor failed
     evals: tuple[str, ...] = ()  # the named evals its scenario shows (the scorecard)
-    recovery_points: tuple[Mapping[str, Any], ...] = ()  # {point, status} of depth-2 crashes
+    # A depth-2 case's second crashes: {point, status, repro, case_dir, reasons, timeline}
+    # each (``_second_crashes``); older files hold {point, status} only.
+    recovery_points: tuple[Mapping[str, Any], ...] = ()
     world_diff: tuple[Mapping[str, Any], ...] = ()  # {key, clean, observed} vs the clean case
     timeline: tuple[Mapping[str, Any], ...] = ()  # see reports.timeline
 
@@ -110,7 +114,8 @@ class CaseRecord:
         as the failure text pytest prints)."""
         lines = [f"problem: {p}" for p in self.problems]
         for m in self.mismatches:
-            lines.append(f"{m['field']}: expected {_show(m['expected'])}, observed {_show(m['observed'])}")
+            expected, observed = show_value(m["expected"]), show_value(m["observed"])
+            lines.append(f"{m['field']}: expected {expected}, observed {observed}")
         lines += [f"invariant {v['invariant']}: {v['message']}" for v in self.violations]
         failed = [p["point"] for p in self.recovery_points if p.get("status") not in ("passed",)]
         if failed:
@@ -207,12 +212,6 @@ class Results:
         return tuple(case for case in self.cases if case.failing)
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, Mapping) and set(value) == {"in"}:
-        return "one of " + json.dumps(value["in"], ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False)
-
-
 # ---------------------------------------------------------------------------- from a case
 
 
@@ -269,6 +268,37 @@ def _verdict_fields(verdict: Verdict) -> dict[str, Any]:
     }
 
 
+def verdict_reasons(verdict: Verdict) -> tuple[str, ...]:
+    """Why a verdict is not a pass, in ``CaseRecord.reasons``'s words, one line each."""
+    return (
+        *(f"problem: {p}" for p in verdict.problems),
+        *(m.describe() for m in verdict.mismatches),
+        *(f"invariant {v.invariant}: {v.message}" for v in verdict.violations),
+    )
+
+
+def _second_crashes(result: CaseResult) -> tuple[dict[str, Any], ...]:
+    """Each second crash of a depth-2 case with what a reader acts on: its own rerun line,
+    its directory, why it did not pass and its compact timeline."""
+    cases = {sub.point: sub for sub in result.sub_cases}
+    out = []
+    for point, verdict in result.sub_results:
+        entry: dict[str, Any] = {
+            "point": point,
+            "status": verdict.status,
+            "repro": rerun_command(result, second=point),
+        }
+        sub = cases.get(point)
+        if sub is not None:
+            entry["case_dir"] = str(sub.case_dir)
+        if not verdict.passed:
+            entry["reasons"] = list(verdict_reasons(verdict)) or [verdict.status]
+        if sub is not None:
+            entry["timeline"] = [dict(moment) for moment in sub.timeline]
+        out.append(entry)
+    return tuple(out)
+
+
 def _shown_path(path: Path) -> str:
     try:  # relative to where the run stands, like the repro command
         return str(path.resolve().relative_to(Path.cwd()))
@@ -294,7 +324,7 @@ def record_from_result(
         lives=result.lives,
         repro=rerun_command(result),
         case_dir=str(result.case_dir),
-        recovery_points=tuple({"point": sid, "status": v.status} for sid, v in result.sub_results),
+        recovery_points=_second_crashes(result),
         timeline=tuple(timeline),
         **_verdict_fields(result.verdict),
     )

@@ -27,7 +27,7 @@ from crashmatrix.harness.core.records import Entry, ExecutionRecord, MessageEntr
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.invariants import WorldEventLike
 
-__all__ = ["MAX_MOMENTS", "build_timeline", "timeline_of"]
+__all__ = ["MAX_MOMENTS", "build_timeline", "summary", "timeline_of"]
 
 # A scenario has a handful of tool calls, so ~30 moments is typical; a runaway agent that
 # appends hundreds of lines must not make ~700 records megabytes each.
@@ -196,3 +196,39 @@ def _insert_event(
     }
     moments.insert(position, moment)
     ends.insert(position, None)
+
+
+def summary(moments: Sequence[Mapping[str, Any]]) -> str:
+    """A timeline in one line, for text that has no room for it whole (Markdown failure
+    details): how each life ended, and the world's side effects in between, in order.
+    ``life 1 crashed at after_running[call_1] -> life 2 crashed at before_tool_result[call_1]
+    -> 1 world event -> life 3 exited``."""
+    parts: list[str] = []
+    events = 0
+
+    def flush_events() -> None:
+        nonlocal events
+        if events:
+            parts.append(f"{events} world event{'s' if events > 1 else ''}")
+            events = 0
+
+    for moment in moments:
+        if moment.get("source") == "world":
+            events += 1
+            continue
+        if moment.get("source") == "more":
+            flush_events()
+            parts.append(f"... {moment.get('omitted')} moments left out")
+        if moment.get("source") != "life" or moment.get("event") == "start":
+            continue
+        flush_events()
+        life, event = moment.get("life"), moment.get("event")
+        if event in ("crash", "torn"):
+            what = "torn write at" if event == "torn" else "crashed at"
+            parts.append(f"life {life} {what} {moment.get('point', '')}")
+        elif event == "exit":
+            parts.append(f"life {life} exited")
+        else:
+            parts.append(f"life {life} {event}")
+    flush_events()
+    return " -> ".join(parts)

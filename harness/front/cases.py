@@ -32,8 +32,9 @@ from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
 from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
-from crashmatrix.harness.verdict.result import CaseResult, failures_first
+from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict, judge
+from crashmatrix.reports.timeline import timeline_of
 
 __all__ = ["Enumeration", "enumerate_points", "run_point", "run_recovery", "with_harness_faults"]
 
@@ -213,12 +214,16 @@ def run_recovery(
     resume, first = found.crashed, found.run
     lives = len(first.lives)
     subs: list[tuple[str, Verdict]] = []
+    # Each second crash keeps its compact timeline, not its observation: a case with a dozen
+    # of them would otherwise hold a dozen sessions and worlds until its record is made.
+    sub_cases: list[SubCase] = []
     # The observation a report shows: the first failed second crash's, else the first crash's.
     shown: tuple[Observation, str] | None = None  # the shown second crash and its status
     seconds_points = recovery_window(first.trace)
     for index, second in enumerate(seconds_points):
+        second_dir = case_dir / f"second-{index}"
         run = run_case(
-            case_dir / f"second-{index}",
+            second_dir,
             scenario,
             launcher,
             agent=agent,
@@ -232,6 +237,7 @@ def run_recovery(
         if not verdict.passed and (shown is None or shown[1] == "not_applicable"):
             shown = (observation, verdict.status)  # the first real failure wins over an n.a.
         subs.append((second.id, verdict))
+        sub_cases.append(SubCase(second.id, second_dir, timeline_of(observation)))
     failed = failures_first(subs)
     first_observation, base = _judged(first, scenario, point, agent)
     if not seconds_points and base.status == "not_reached":
@@ -268,4 +274,5 @@ def run_recovery(
         tuple(subs),
         {"recovery_points": [sid for sid, _ in subs], "failed_points": [sid for sid, _ in failed]},
         observation=shown[0] if shown else first_observation,
+        sub_cases=tuple(sub_cases),
     )

@@ -12,7 +12,16 @@ from crashmatrix.harness.core.ledger import executions_by_call, tool_call_sites
 from crashmatrix.harness.core.records import MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog
 
-__all__ = ["LEDGER_FIELDS", "PORTABLE_FIELDS", "Mismatch", "Observed", "compare", "matches", "project"]
+__all__ = [
+    "LEDGER_FIELDS",
+    "PORTABLE_FIELDS",
+    "Mismatch",
+    "Observed",
+    "compare",
+    "matches",
+    "project",
+    "show_value",
+]
 
 
 # The fields of an expectation, by tier. Portable: what any agent must get right, seen from
@@ -40,13 +49,17 @@ class Mismatch:
     observed: Any
 
     def describe(self) -> str:
-        return f"{self.field}: expected {_show(self.expected)}, observed {_show(self.observed)}"
+        return f"{self.field}: expected {show_value(self.expected)}, observed {show_value(self.observed)}"
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """An expected or observed value in a text a person reads and a machine could parse:
+    JSON (``null``, ``["saved", "running"]``), never a Python repr (``None``, ``['saved']``),
+    so the same value reads the same in the failure text, the Markdown and the terminal.
+    A set of allowed values (``{"in": [...]}``) is ``one of [...]``."""
     if isinstance(value, Mapping) and set(value) == {"in"}:
-        return "one of " + json.dumps(value["in"], ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False)
+        return "one of " + json.dumps(value["in"], ensure_ascii=False, default=str)
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def matches(expected: Any, observed: Any) -> bool:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, stderr_name
 from crashmatrix.harness.plan.schedule import DEFAULT_KEEP, RECOVERY, repro_command
+from crashmatrix.harness.verdict.expectations import show_value
 from crashmatrix.harness.verdict.result import CaseResult, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict
 
@@ -30,12 +31,17 @@ def failing_second(result: CaseResult) -> str | None:
     return None
 
 
-def rerun_command(result: CaseResult, keep: str | None = DEFAULT_KEEP) -> str:
+def rerun_command(result: CaseResult, keep: str | None = DEFAULT_KEEP, *, second: str | None = None) -> str:
     """The command that runs this case again, and only it: the same scenario, crash (power
     loss, second crash) and agent. A failed ``recovery@P`` reruns as its failing depth-2
-    case (``--crash P --second Q``); one that passed or was not reached as ``recovery@P``."""
+    case (``--crash P --second Q``); one that passed or was not reached as ``recovery@P``.
+    ``second``: one given second crash of a ``recovery@P`` case (each has its own line)."""
     return repro_command(
-        result.scenario.path, result.point_id, keep, agent=result.agent, second=failing_second(result)
+        result.scenario.path,
+        result.point_id,
+        keep,
+        agent=result.agent,
+        second=second if second is not None else failing_second(result),
     )
 
 
@@ -48,12 +54,11 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
     if observed is not None:
         for call, seq in observed.ledger.items():
             want = expected_ledger.get(call)
-            marker = "" if want is None else f"   (expected {want})"
-            lines.append(f"{indent}ledger[{call}]: {' > '.join(seq) or '(none)'}{marker}")
+            marker = "" if want is None else f"   (expected {show_value(want)})"
+            lines.append(f"{indent}ledger[{call}]: {show_value(list(seq))}{marker}")
         for call, outcome in observed.outcome.items():
-            lines.append(
-                f"{indent}outcome[{call}]: {outcome}; code seen by the model: {observed.code.get(call)}"
-            )
+            code = show_value(observed.code.get(call))
+            lines.append(f"{indent}outcome[{call}]: {show_value(outcome)}; code seen by the model: {code}")
     for mismatch in verdict.mismatches:
         lines.append(f"{indent}MISMATCH {mismatch.describe()}")
     for violation in verdict.violations:
@@ -99,8 +104,10 @@ def _life_lines(result: CaseResult, indent: str = "  ") -> list[str]:
     return lines
 
 
-def explain(result: CaseResult, agent: str | None = None) -> str:
-    """``agent``: how the header names the agent (default: the spec the case ran with)."""
+def explain(result: CaseResult, agent: str | None = None, *, kept: bool = True) -> str:
+    """``agent``: how the header names the agent (default: the spec the case ran with).
+    ``kept`` False: the case directories are removed when the run ends (``crashmatrix run``
+    without ``--keep``), so the text does not send the reader to them."""
     scenario = result.scenario
     status = result.verdict.status.upper()
     name = result.point_id
@@ -112,15 +119,21 @@ def explain(result: CaseResult, agent: str | None = None) -> str:
     lines = [head]
     if result.sub_results:
         failed = [(sid, v) for sid, v in result.sub_results if not v.passed]
+        where = {sub.point: sub.case_dir for sub in result.sub_cases}
         lines.append(f"  {len(failed)} of {len(result.sub_results)} recovery crash points failed:")
         for sid, verdict in failed:
-            lines.append(f"  second crash at {sid}:")
+            lines.append(f"  second crash at {sid}: {verdict.status.upper()}")
             lines.extend(_verdict_lines(verdict, "    "))
-        if len(failed) > 1:  # the rerun line names one of them; say so, and how to get the others
-            lines.append(f"  the rerun line repeats {failed[0][0]}; change its --second to repeat another")
+            if sid in where and kept:
+                lines.append(f"    case directory: {where[sid]}")
+            # Each its own line: the case's rerun line below repeats only the first of them.
+            lines.append(f"    rerun: {rerun_command(result, second=sid)}")
     else:
         lines.extend(_verdict_lines(result.verdict))
     lines.extend(_life_lines(result))
-    lines.append(f"  case directory: {result.case_dir}")
+    if kept:
+        lines.append(f"  case directory: {result.case_dir}")
+    else:
+        lines.append("  case directory: removed when the run ended; the rerun line keeps it (--keep)")
     lines.append(f"  rerun: {rerun_command(result)}")
     return "\n".join(lines)

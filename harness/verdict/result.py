@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +11,7 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.verdict import Verdict
 
-__all__ = ["CaseResult", "failures_first"]
+__all__ = ["CaseResult", "SubCase", "failures_first"]
 
 
 def failures_first(subs: Sequence[tuple[str, Verdict]]) -> list[tuple[str, Verdict]]:
@@ -21,6 +21,17 @@ def failures_first(subs: Sequence[tuple[str, Verdict]]) -> list[tuple[str, Verdi
     return sorted(
         ((sid, v) for sid, v in subs if not v.passed), key=lambda sv: sv[1].status == "not_applicable"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class SubCase:
+    """Where one second crash of a depth-2 case ran and what happened there, kept small: its
+    compact timeline (``reports.timeline``'s moments, plain JSON values) stands in for its
+    Observation, which is dropped as soon as the second crash is judged."""
+
+    point: str  # the second crash's point id, as in ``CaseResult.sub_results``
+    case_dir: Path
+    timeline: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,9 @@ class CaseResult:
     agent: str
     sub_results: tuple[tuple[str, Verdict], ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
+    # A depth-2 case's second crashes, in the order of ``sub_results``: each one's directory
+    # and compact timeline, so a report shows every one of them, not only the shown one.
+    sub_cases: tuple[SubCase, ...] = field(default=(), compare=False, repr=False)
     # What the case showed (for a depth-2 case: its first failed second crash, else its
     # first crash): the report's timeline is built from it. Dropped once the report record
     # is made, so a long run does not keep every case's evidence alive.

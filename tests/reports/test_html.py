@@ -39,7 +39,7 @@ class Page(HTMLParser):
         if tag == "td" and "cell" in a.get("class", "").split():
             self._cell = {**a, "text": ""}
             self.cells.append(self._cell)
-        if tag == "details":
+        if tag == "details" and "case" in a.get("class", "").split():  # not a second crash's
             self.details.append(a)
         if tag == "li" and self.details:
             self.timeline_classes.append(a.get("class", ""))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.verdict.explain import SECOND, explain, failing_second, rerun_command
-from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.harness.verdict.result import CaseResult, SubCase
 from crashmatrix.harness.verdict.verdict import Verdict
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -109,12 +110,25 @@ def test_a_plain_point_with_a_mutant_agent_names_the_point_and_the_agent() -> No
     ]
 
 
-def test_explain_ends_with_the_rerun_line_and_says_which_of_several_failures_it_repeats() -> None:
-    subs = (("after_running[call_mail]", SENT_TWICE), ("after_side_effect[call_mail]", LOST))
-    result = _result("recovery@after_approved[call_mail]", SENT_TWICE, agent=MUTANT, subs=subs)
+def test_explain_gives_each_failing_second_crash_its_own_rerun_line_and_ends_with_the_cases() -> None:
+    subs = (
+        ("after_running[call_mail]", SENT_TWICE),
+        ("before_tool_result[call_mail]", PASSED),
+        ("after_side_effect[call_mail]", LOST),
+    )
+    sub_cases = (SubCase("after_running[call_mail]", Path("/tmp/case/second-0")),)
+    result = dataclasses.replace(
+        _result("recovery@after_approved[call_mail]", SENT_TWICE, agent=MUTANT, subs=subs), sub_cases=sub_cases
+    )
     lines = explain(result).splitlines()
     assert lines[-1] == f"  rerun: {rerun_command(result)}"
-    assert "  the rerun line repeats after_running[call_mail]; change its --second to repeat another" in lines
+    reruns = [_after_crash(line.removeprefix("    rerun: ")) for line in lines if line.startswith("    rerun: ")]
+    assert [words[:4] for words in reruns] == [
+        ["--crash", "after_approved[call_mail]", "--second", "after_running[call_mail]"],
+        ["--crash", "after_approved[call_mail]", "--second", "after_side_effect[call_mail]"],
+    ]
+    assert "    case directory: /tmp/case/second-0" in lines  # known only where the case recorded it
+    assert not any("before_tool_result" in line for line in lines)  # a passed one needs no rerun
 
 
 def test_a_second_crash_the_agent_failed_is_rerun_before_one_that_was_not_applicable() -> None:
