@@ -21,14 +21,19 @@ import argparse
 import dataclasses
 import json
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.plan.schedule import CLEAN, POWER, RECOVERY
+
+if TYPE_CHECKING:
+    from crashmatrix.harness.core.scenario import Scenario
 
 __all__ = ["main"]
 
@@ -113,12 +118,7 @@ def _case_of(args: argparse.Namespace) -> tuple[Path, str | None]:
 
 def _run(args: argparse.Namespace) -> int:
     from crashmatrix.harness.agents.loading import load_adapter
-    from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
     from crashmatrix.harness.input.scenario import load_scenario
-    from crashmatrix.harness.lives.first_crash import FirstCrashes
-    from crashmatrix.harness.lives.injector import LifeLauncher
-    from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
-    from crashmatrix.harness.verdict.explain import SECOND, explain
 
     file, crash = _case_of(args)
     crash = crash or ""
@@ -136,7 +136,29 @@ def _run(args: argparse.Namespace) -> int:
     from crashmatrix.harness.front.doctor import blind_checks
 
     blind_checks(args.agent)  # what a cached doctor found blind on it: n.a. in its verdicts too
-    base = args.keep or Path(tempfile.mkdtemp(prefix="crashmatrix-"))
+    if args.keep is not None:
+        return _run_in(args, scenario, crash, second, args.keep)
+    # Without --keep the case directories are scratch: removed however the run ends (the
+    # failure text says so; each rerun line carries its own --keep).
+    base = Path(tempfile.mkdtemp(prefix="crashmatrix-run-"))
+    try:
+        return _run_in(args, scenario, crash, second, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_in(
+    args: argparse.Namespace, scenario: Scenario, crash: str, second: CrashPoint | None, base: Path
+) -> int:
+    """The cases ``crashmatrix run`` was asked for, their directories under ``base``."""
+    from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+    from crashmatrix.harness.lives.first_crash import FirstCrashes
+    from crashmatrix.harness.lives.injector import LifeLauncher
+    from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
+    from crashmatrix.harness.verdict.explain import SECOND, explain
+
+    kept = args.keep is not None
+    recovery_item = crash.startswith(RECOVERY)
     launcher = LifeLauncher(
         args.isolation, preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
     )
@@ -202,11 +224,12 @@ def _run(args: argparse.Namespace) -> int:
     failed = [r for r in results if not r.passed and r not in unreached and r not in inapplicable]
     for result in [*failed, *unreached, *inapplicable]:
         print()
-        print(explain(result, args.agent))
+        print(explain(result, args.agent, kept=kept))
     passed = len(results) - len(failed) - len(unreached) - len(inapplicable)
     tail = f", {len(unreached)} not reached" if unreached else ""
     tail += f", {len(inapplicable)} not applicable" if inapplicable else ""
-    print(f"\n{passed} passed, {len(failed)} failed{tail}; case directories under {base}")
+    where = f"case directories under {base}" if kept else "case directories removed (--keep DIR keeps them)"
+    print(f"\n{passed} passed, {len(failed)} failed{tail}; {where}")
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -276,20 +299,24 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _import_mcp(args: argparse.Namespace) -> int:
-    from crashmatrix.harness.input.mcp_import import contract_to_yaml, contracts_from_mcp
+    from crashmatrix.harness.input.mcp_import import contract_to_yaml, import_mcp
 
     try:
         raw = json.loads(args.tools.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise InputError(f"{args.tools}: cannot read a JSON tools list ({error})") from error
-    tools = raw.get("tools", raw) if isinstance(raw, dict) else raw
-    contracts = contracts_from_mcp(tools, trust_annotations=args.trust_annotations, source=str(args.tools))
+    try:
+        imported = import_mcp(raw, trust_annotations=args.trust_annotations, source=str(args.tools))
+    except InputError as error:
+        raise InputError(f"{args.tools}: {error}") from error
     args.out.mkdir(parents=True, exist_ok=True)
-    for contract in contracts:
+    for contract in imported.contracts:
         target = args.out / f"{contract.name}.yaml"
         target.write_text(contract_to_yaml(contract), encoding="utf-8")
         print(f"{target}: {contract.idempotency}/{contract.replay_policy} ({contract.reason})")
-    return EXIT_OK
+    for line in imported.skipped:  # the others are written: exit 1 says the import is partial
+        print(f"crashmatrix: {line}", file=sys.stderr)
+    return EXIT_FAILED if imported.skipped else EXIT_OK
 
 
 def _report(args: argparse.Namespace) -> int:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -46,8 +47,11 @@ __all__ = [
     "MCP_HINT_DEFAULTS",
     "NAME_VERBS",
     "WRITE_VERBS",
+    "McpImport",
     "contract_to_yaml",
     "contracts_from_mcp",
+    "import_mcp",
+    "tools_of",
 ]
 
 # The MCP specification's values for an absent hint: each one the pessimistic choice.
@@ -119,46 +123,57 @@ def _fail(index: int, field: str, problem: str) -> InputError:
     return InputError(f"tools[{index}].{field}: {problem}")
 
 
-def _validate(tools: object) -> None:
+def _check_list(tools: object) -> Sequence[Any]:
     # ``object``: the list comes from a server as parsed JSON, whatever its declared type.
     if isinstance(tools, (str, bytes)) or not isinstance(tools, Sequence):
         raise InputError(
             f"an MCP tools/list result must be a list of tool objects, got {type(tools).__name__}"
         )
+    return tools
+
+
+def _tool_problem(index: int, tool: object, seen: Mapping[str, int]) -> InputError | None:
+    """What makes ``tools[index]`` unusable as a contract, or None. ``seen``: the names of
+    the tools before it that are kept, by index."""
+    if not isinstance(tool, Mapping):
+        return InputError(f"tools[{index}]: expected a tool object, got {type(tool).__name__}")
+    name = tool.get("name")
+    if not isinstance(name, str):
+        return _fail(index, "name", "missing or not a string; every MCP tool needs a name")
+    if _NAME_PATTERN.fullmatch(name) is None:
+        return _fail(
+            index,
+            "name",
+            f"{name!r} cannot be a contract name (letters, digits, '_' and '-', "
+            "at most 64, not starting with a digit or '-')",
+        )
+    if name in seen:
+        return _fail(index, "name", f"{name!r} is already the name of tools[{seen[name]}]")
+    description = tool.get("description")
+    if description is not None and not isinstance(description, str):
+        return _fail(index, "description", f"expected a string, got {type(description).__name__}")
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, Mapping):
+        return _fail(index, "inputSchema", "missing or not an object; MCP requires a JSON Schema object here")
+    annotations = tool.get("annotations")
+    if annotations is None:
+        return None
+    if not isinstance(annotations, Mapping):
+        return _fail(index, "annotations", f"expected an object, got {type(annotations).__name__}")
+    for hint in _HINTS:
+        value = annotations.get(hint)
+        if value is not None and not isinstance(value, bool):
+            return _fail(index, f"annotations.{hint}", f"expected true or false, got {json.dumps(value)}")
+    return None
+
+
+def _validate(tools: object) -> None:
     seen: dict[str, int] = {}
-    for index, tool in enumerate(tools):
-        if not isinstance(tool, Mapping):
-            raise InputError(f"tools[{index}]: expected a tool object, got {type(tool).__name__}")
-        name = tool.get("name")
-        if not isinstance(name, str):
-            raise _fail(index, "name", "missing or not a string; every MCP tool needs a name")
-        if _NAME_PATTERN.fullmatch(name) is None:
-            raise _fail(
-                index,
-                "name",
-                f"{name!r} cannot be a contract name (letters, digits, '_' and '-', "
-                "at most 64, not starting with a digit or '-')",
-            )
-        if name in seen:
-            raise _fail(index, "name", f"{name!r} is already the name of tools[{seen[name]}]")
-        seen[name] = index
-        description = tool.get("description")
-        if description is not None and not isinstance(description, str):
-            raise _fail(index, "description", f"expected a string, got {type(description).__name__}")
-        schema = tool.get("inputSchema")
-        if not isinstance(schema, Mapping):
-            raise _fail(
-                index, "inputSchema", "missing or not an object; MCP requires a JSON Schema object here"
-            )
-        annotations = tool.get("annotations")
-        if annotations is None:
-            continue
-        if not isinstance(annotations, Mapping):
-            raise _fail(index, "annotations", f"expected an object, got {type(annotations).__name__}")
-        for hint in _HINTS:
-            value = annotations.get(hint)
-            if value is not None and not isinstance(value, bool):
-                raise _fail(index, f"annotations.{hint}", f"expected true or false, got {value!r}")
+    for index, tool in enumerate(_check_list(tools)):
+        problem = _tool_problem(index, tool, seen)
+        if problem is not None:
+            raise problem
+        seen[tool["name"]] = index
 
 
 def _classify(
@@ -234,6 +249,61 @@ def _plain(value: Any) -> Any:
     """A JSON-only deep copy (dicts, lists, str, numbers, bools, None): what YAML can dump
     safely and what ``load_contract`` gives back, so a round trip compares equal."""
     return json.loads(json.dumps(value))
+
+
+def tools_of(raw: object) -> Sequence[Any]:
+    """The tool list inside what was saved from a server, in any of its usual shapes: the
+    bare list, the ``tools/list`` result (``{"tools": [...]}``) or the whole JSON-RPC
+    response (``{"jsonrpc": "2.0", "id": 1, "result": {"tools": [...]}}``). A JSON-RPC
+    error response, or anything else, is refused with what it is."""
+    if isinstance(raw, Mapping) and "jsonrpc" in raw:
+        error = raw.get("error")
+        if isinstance(error, Mapping):
+            raise InputError(
+                f"a JSON-RPC error response ({error.get('code')}: {error.get('message')}), "
+                "not a tools/list result; save the response of a successful tools/list call"
+            )
+        if not isinstance(raw.get("result"), Mapping):
+            raise InputError('a JSON-RPC response without a "result" object; expected result.tools')
+        raw = raw["result"]
+    if isinstance(raw, Mapping):
+        if "tools" not in raw:
+            keys = ", ".join(sorted(str(k) for k in raw)) or "none"
+            raise InputError(
+                f'an object without "tools" (its keys: {keys}); expected a tools/list result '
+                '{"tools": [...]}, a JSON-RPC response holding one, or the bare list'
+            )
+        raw = raw["tools"]
+    return _check_list(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class McpImport:
+    """What ``import_mcp`` made of a tool list: the contracts of the usable tools, and one
+    line per tool left out naming it and why."""
+
+    contracts: tuple[ToolContract, ...]
+    skipped: tuple[str, ...] = ()
+
+
+def import_mcp(raw: object, *, trust_annotations: bool = False, source: str = "(mcp)") -> McpImport:
+    """Contracts from a saved ``tools/list`` answer in any shape ``tools_of`` reads. Unlike
+    ``contracts_from_mcp``, a tool that cannot become a contract (``fs.write_file``: a dot
+    is no contract name) is skipped and named, and the others are imported: one server's
+    odd tool must not cost a team the contracts of all the others."""
+    tools = tools_of(raw)
+    kept: list[Mapping[str, Any]] = []
+    skipped: list[str] = []
+    seen: dict[str, int] = {}
+    for index, tool in enumerate(tools):
+        problem = _tool_problem(index, tool, seen)
+        if problem is not None:
+            skipped.append(f"{source}: {problem}; skipped")
+            continue
+        seen[tool["name"]] = index
+        kept.append(tool)
+    contracts = contracts_from_mcp(kept, trust_annotations=trust_annotations, source=source)
+    return McpImport(tuple(contracts), tuple(skipped))
 
 
 def contracts_from_mcp(

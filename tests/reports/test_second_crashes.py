@@ -21,7 +21,13 @@ from crashmatrix.harness.verdict.verdict import Verdict
 from crashmatrix.reports.html import render_html
 from crashmatrix.reports.markdown import render_markdown
 from crashmatrix.reports.matrix import build_matrix
-from crashmatrix.reports.results import Results, record_from_result, results_from_json, results_to_json, schema
+from crashmatrix.reports.results import (
+    Results,
+    record_from_result,
+    results_from_json,
+    results_to_json,
+    schema,
+)
 from crashmatrix.reports.timeline import summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +57,9 @@ def _timeline(second: str) -> tuple[dict[str, Any], ...]:
     )
 
 
-OBSERVED = Observed({"call_mail": ["approved", "running"]}, {"call_mail": "replayed"}, {"call_mail": None}, {})
+OBSERVED = Observed(
+    {"call_mail": ["approved", "running"]}, {"call_mail": "replayed"}, {"call_mail": None}, {}
+)
 TWICE = Verdict(
     "failed",
     OBSERVED,
@@ -77,7 +85,8 @@ def result(monkeypatch: pytest.MonkeyPatch) -> CaseResult:
         MUTANT,
         subs,
         sub_cases=tuple(
-            SubCase(second, Path(f"/tmp/case/second-{i}"), _timeline(second)) for i, second in enumerate(SECONDS)
+            SubCase(second, Path(f"/tmp/case/second-{i}"), _timeline(second))
+            for i, second in enumerate(SECONDS)
         ),
     )
 
@@ -98,7 +107,7 @@ def test_the_record_keeps_each_second_crash_with_its_own_rerun_line_and_timeline
     assert [s["case_dir"] for s in seconds] == [f"/tmp/case/second-{i}" for i in range(3)]
     assert [len(s["timeline"]) for s in seconds] == [7, 7, 7]
     assert seconds[1]["timeline"][3]["point"] == SECONDS[1]
-    assert seconds[0]["reasons"] == ['world.emails: expected one of [0, 1], observed 2']
+    assert seconds[0]["reasons"] == ["world.emails: expected one of [0, 1], observed 2"]
     assert seconds[2]["reasons"] == ["problem: the turn never ended"]
     assert "reasons" not in seconds[1]  # a pass has nothing to explain
     assert _second_of(record.repro) == SECONDS[0]  # the case's own line: its first failure

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,9 @@ import pytest
 
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.front.cli import main
 from crashmatrix.harness.input.contract_files import load_contract
-from crashmatrix.harness.input.mcp_import import contract_to_yaml, contracts_from_mcp
+from crashmatrix.harness.input.mcp_import import contract_to_yaml, contracts_from_mcp, import_mcp, tools_of
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -180,3 +182,83 @@ def test_yaml_of_a_hand_written_contract_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(contract_to_yaml(contract), encoding="utf-8")
     assert dataclasses.replace(load_contract(path), source="x") == contract
+
+
+# ---------------------------------------------------------------------------- import-mcp
+
+TOOLS = [tool("search_issues", "Find.", readOnlyHint=True), tool("create_issue")]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        TOOLS,
+        {"tools": TOOLS},
+        {"tools": TOOLS, "nextCursor": None},
+        {"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}},
+    ],
+    ids=["bare list", "tools/list result", "result with cursor", "JSON-RPC response"],
+)
+def test_each_shape_a_tools_list_is_saved_in_gives_the_same_tools(raw: Any) -> None:
+    assert list(tools_of(raw)) == TOOLS
+    assert [c.name for c in import_mcp(raw).contracts] == ["search_issues", "create_issue"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "Method not found"}},
+         "JSON-RPC error response (-32601: Method not found)"),
+        ({"jsonrpc": "2.0", "id": 1}, 'without a "result" object'),
+        ({"content": []}, 'without "tools" (its keys: content)'),
+        ("tools", "must be a list"),
+    ],
+)  # fmt: skip
+def test_what_holds_no_tool_list_is_refused_saying_what_it_is(raw: Any, says: str) -> None:
+    with pytest.raises(InputError, match=re.escape(says)):
+        import_mcp(raw)
+
+
+def test_a_bad_tool_is_skipped_and_named_and_the_others_are_imported() -> None:
+    raw = {"tools": [tool("fs.write_file"), *TOOLS, tool("create_issue"), {"name": "no_schema"}]}
+    imported = import_mcp(raw, source="tools.json")
+    assert [c.name for c in imported.contracts] == ["search_issues", "create_issue"]
+    assert [line.split(": ", 2)[1] for line in imported.skipped] == [
+        "tools[0].name",
+        "tools[3].name",
+        "tools[4].inputSchema",
+    ]
+    first = imported.skipped[0]
+    assert first.startswith("tools.json: tools[0].name: 'fs.write_file' cannot be a contract name (")
+    assert first.endswith("; skipped") and "\n" not in first
+    assert "is already the name of tools[2]" in imported.skipped[1]  # the first of a name is kept
+
+
+def test_the_cli_writes_the_good_tools_reports_each_skipped_one_and_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "tools.json"
+    response = {"jsonrpc": "2.0", "id": 1, "result": {"tools": [tool("fs.write_file"), *TOOLS]}}
+    source.write_text(json.dumps(response), encoding="utf-8")
+    out = tmp_path / "contracts"
+    assert main(["import-mcp", str(source), "--out", str(out)]) == 1
+    assert sorted(p.name for p in out.iterdir()) == ["create_issue.yaml", "search_issues.yaml"]
+    assert load_contract(out / "create_issue.yaml").idempotency == "non_idempotent"
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"crashmatrix: {source}: tools[0].name: 'fs.write_file' ")
+
+
+def test_the_cli_exits_0_when_every_tool_is_imported(tmp_path: Path) -> None:
+    source = tmp_path / "tools.json"
+    source.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"tools": TOOLS}}), encoding="utf-8")
+    assert main(["import-mcp", str(source), "--out", str(tmp_path / "contracts")]) == 0
+
+
+def test_the_cli_refuses_a_json_rpc_error_in_one_line_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "tools.json"
+    source.write_text(json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "no"}}), "utf-8")
+    assert main(["import-mcp", str(source), "--out", str(tmp_path / "contracts")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"crashmatrix: {source}: a JSON-RPC error response (1: no)")
