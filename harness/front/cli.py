@@ -8,6 +8,7 @@ and exit status 2 here, never a traceback.
     crashmatrix validate FILE...                        check scenario / contract / adapter files
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
     crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
+    crashmatrix report --merge S1.json S2.json [--out DIR]  one report from a sharded run's files
     crashmatrix report --compare A.json B.json          two runs side by side, differences marked
     crashmatrix eval --agent ADAPTER [-n N] [--out DIR] the built-in suite against an agent: its scorecard
     crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
@@ -87,6 +88,13 @@ def _parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="render the pass matrix from a results file (matrix.json)")
     report.add_argument("results", type=Path, nargs="?", help="a results file written by pytest scenarios/")
     report.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"), help="two results files")
+    report.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="RESULTS",
+        help="the results files of a sharded run (pytest --shard=I/N): one report, as one run's",
+    )
     report.add_argument("--out", type=Path, default=None, help="output directory (default: reports/latest)")
     return parser
 
@@ -325,6 +333,15 @@ def _report(args: argparse.Namespace) -> int:
     from crashmatrix.reports.writer import write_report
 
     out: Path = args.out or Path("reports") / "latest"
+    if args.merge:
+        if args.results or args.compare:
+            raise InputError("report: give --merge SHARD.json... alone, without RESULTS.json or --compare")
+        from crashmatrix.reports.merge import load_merged
+
+        matrix = write_report(load_merged(args.merge), out)
+        print(f"merged {len(args.merge)} results files: {matrix.headline}")
+        print(f"wrote {out / 'matrix.html'}, {out / 'matrix.md'}, {out / 'matrix.json'}")
+        return EXIT_OK
     if args.compare:
         if args.results:
             raise InputError("report: give either RESULTS.json or --compare A.json B.json, not both")
