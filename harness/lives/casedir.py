@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import stderr_name
 
-__all__ = ["clone_case"]
+__all__ = ["clone_case", "fresh_case", "prepare_case", "remove_templates"]
 
 
 def session_path_of(case_dir: Path) -> Path:
@@ -60,19 +61,48 @@ class _Templates:
             if template is None or not template.exists():
                 if self._root is None or not self._root.exists():
                     self._root = Path(tempfile.mkdtemp(prefix="crashmatrix-templates-"))
-                    atexit.register(shutil.rmtree, self._root, True)
+                    atexit.register(_remove_own, self._root, os.getpid())
                 template = self._root / str(next(self._names))
                 _create_world(template, scenario)
                 self._made[key] = template
             return template
 
+    def remove(self) -> None:
+        with self._lock:
+            if self._root is not None:
+                _remove_own(self._root, os.getpid())
+            self._root = None
+            self._made.clear()
+
+
+def _remove_own(root: Path, owner: int) -> None:
+    # A process forked from the owner (a life, the fork server) inherits its atexit list;
+    # only the process that made the templates may remove them, or a child's exit would
+    # pull them from under the cases still copying them.
+    if os.getpid() == owner:
+        shutil.rmtree(root, ignore_errors=True)
+
 
 _TEMPLATES = _Templates()
+
+
+def remove_templates() -> None:
+    """Remove this process's world templates now (they are made again if a case needs
+    one). Exit removes them too; a process that may not reach its exit handlers (an xdist
+    worker, which execnet can end with ``os._exit``) calls this at session finish."""
+    _TEMPLATES.remove()
 
 
 def prepare_case(case_dir: Path, scenario: Scenario) -> None:
     """A fresh case directory: the scenario's world (seeded files, faults), no session yet."""
     clone_case(_TEMPLATES.get(scenario), case_dir)
+
+
+def fresh_case(case_dir: Path, scenario: Scenario) -> None:
+    """A case directory made from nothing, no template kept: for a process that builds one
+    case and may die without running its exit handlers (the fork server's warm-up life is
+    SIGKILLed with the server), which would leave a template folder in $TMPDIR."""
+    _create_world(case_dir, scenario)
 
 
 def clone_case(source: Path, case_dir: Path) -> None:

@@ -46,7 +46,7 @@ model:
 
 def _warm() -> None:
     from crashmatrix.harness.input.scenario import load_scenario
-    from crashmatrix.harness.lives.casedir import prepare_case
+    from crashmatrix.harness.lives.casedir import fresh_case
     from crashmatrix.harness.lives.life import LifeSpec, run_life
     from crashmatrix.harness.lives.tracer import Tracer
 
@@ -55,7 +55,7 @@ def _warm() -> None:
         path.write_text(_SCENARIO, encoding="utf-8")
         scenario = load_scenario(path)
         case_dir = Path(tmp) / "case"
-        prepare_case(case_dir, scenario)
+        fresh_case(case_dir, scenario)  # no template: the server dies without exit handlers
         spec = LifeSpec(str(case_dir), scenario, "reference", 1)
         run_life(spec, Tracer(case_dir / "trace.jsonl", 1, None))
     # Every built-in tool's argument validator, not only the two the throwaway life used.

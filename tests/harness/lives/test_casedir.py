@@ -1,0 +1,105 @@
+"""harness.lives.casedir: nothing a run makes is left in $TMPDIR unless it was asked to keep it.
+
+The fast tests hold the template cache to that; the slow ones run pytest (with xdist workers)
+and ``crashmatrix run`` in a private TMPDIR and look at what is left there.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives import casedir
+from crashmatrix.harness.lives.casedir import fresh_case, prepare_case, remove_templates, session_path_of
+
+from ...pytest_runs import SUBPROCESS_TIMEOUT, run_subprocess
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIO = ROOT / "scenarios" / "send_email" / "send_once.yaml"
+
+
+def _template_roots() -> list[Path]:
+    root = casedir._TEMPLATES._root
+    return [root] if root is not None and root.exists() else []
+
+
+def test_removed_templates_are_made_again_for_the_next_case(tmp_path: Path) -> None:
+    scenario = load_scenario(SCENARIO)
+    prepare_case(tmp_path / "a", scenario)
+    [root] = _template_roots()
+    remove_templates()
+    assert not root.exists()
+    prepare_case(tmp_path / "b", scenario)  # the cache does not hand out a removed template
+    assert (tmp_path / "b" / "world" / "world.sqlite").is_file()
+    remove_templates()
+
+
+def test_a_forked_child_exiting_does_not_remove_its_parents_templates(tmp_path: Path) -> None:
+    # A life or the fork server inherits the exit handler; only the maker may remove them.
+    prepare_case(tmp_path / "a", load_scenario(SCENARIO))
+    [root] = _template_roots()
+    pid = os.fork()
+    if pid == 0:  # the child runs the handler its parent registered, as its exit would
+        casedir._remove_own(root, os.getppid())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert root.exists()
+    casedir._remove_own(root, os.getpid())
+    assert not root.exists()
+
+
+def test_a_fresh_case_keeps_no_template(tmp_path: Path) -> None:
+    remove_templates()
+    fresh_case(tmp_path / "case", load_scenario(SCENARIO))
+    assert (tmp_path / "case" / "world" / "world.sqlite").is_file()
+    assert not session_path_of(tmp_path / "case").exists()  # no session yet, as prepare_case
+    assert _template_roots() == []
+
+
+def _left(tmpdir: Path) -> list[str]:
+    return sorted(p.name for p in tmpdir.iterdir())
+
+
+@pytest.mark.slow
+def test_pytest_with_workers_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    shutil.copy(SCENARIO, tmp_path / "send_once.yaml")
+    run = run_subprocess(
+        tmp_path,
+        "send_once.yaml",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
+        "--no-report",
+        "--crash-boundary",
+        "after_running",
+        env={"TMPDIR": str(tmpdir)},
+    )
+    assert run.ret == 0, "\n".join(run.outlines[-20:])
+    assert _left(tmpdir) == []
+
+
+@pytest.mark.slow
+def test_crashmatrix_run_without_keep_leaves_nothing_in_tmpdir_and_says_so(tmp_path: Path) -> None:
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    crashmatrix = Path(sys.executable).with_name("crashmatrix")
+    done = subprocess.run(
+        [str(crashmatrix), "run", str(SCENARIO), "--crash", "recovery@after_approved[call_mail]"],
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("case directories removed (--keep DIR keeps them)")
+    assert _left(tmpdir) == []
