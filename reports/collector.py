@@ -38,7 +38,7 @@ from crashmatrix.reports.terminal import render_terminal
 from crashmatrix.reports.timeline import timeline_of
 from crashmatrix.reports.writer import append_step_summary, write_report
 
-__all__ = ["MatrixReporter", "case_record"]
+__all__ = ["MatrixReporter", "case_record", "junit_properties"]
 
 
 _PLAN = "plan"  # the key of a clean record's plan in the string that travels
@@ -63,6 +63,17 @@ def case_record(
             "not_run": [{**gap, "scenario_path": record.scenario_path} for gap in not_run],
         }
     return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+
+
+def junit_properties(result: CaseResult) -> list[tuple[str, str]]:
+    """A case's JUnit ``<property>`` values (the item's ``user_properties``): plain strings,
+    and JSON where the value has structure (``outcome``: ``{"call_1": "replayed"}``), so a
+    CI tool parses them instead of reading a Python repr."""
+    properties = [("crash_point", result.point_id), ("status", result.verdict.status)]
+    if result.verdict.observed is not None:
+        outcome = json.dumps(dict(result.verdict.observed.outcome), ensure_ascii=False, sort_keys=True)
+        properties.append(("outcome", outcome))
+    return properties
 
 
 class MatrixReporter:
