@@ -3,7 +3,19 @@
 Inline CSS and JS, no network, no URL at all: the page is a CI artifact opened from disk,
 perhaps years later, perhaps offline. Everything is rendered here, server side, so the page
 reads without JavaScript (and a test can check it with ``html.parser``); the script only
-filters (failures only, by tool, by boundary) and opens the case a link points at.
+filters (failures only, by tool, by crash point, by cause; a text search of the failures),
+recomputes the totals for what is shown, and opens the case a link points at.
+
+The page opens with the failures' causes (``reports.causes``: each with its counts and one
+case to rerun) and the matrix, each failing cell naming its causes by code and on hover;
+the full list of failures follows. Counts are ``passed/cases`` (``matrix.COUNTS``).
+
+Hooks a browser test may rely on (kept stable): ``#causes`` (``tr.cause[data-cause]``,
+``button.cause-only[data-cause]``), the controls ``#only-failures``, ``#tool-filter``,
+``#boundary-filter``, ``#cause-filter``, ``#failure-search``; the matrix rows ``tr.row``
+with cells ``td.cell[data-col][data-passed][data-cases][data-failed][data-causes]`` and
+``td.row-total``; the totals row ``tr#totals`` (``td[data-col]``, ``td#grand-total``);
+``#failures`` with ``li.failure`` and ``#failures-shown``; ``details.case`` and ``#shown``.
 
 Every case has a detail view: its timeline (each life's start, the crash, each restart,
 session lines and world events in the order they happened), expected vs observed, the
@@ -19,7 +31,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
-from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix
+from crashmatrix.reports.causes import Causes, codes, reasons
+from crashmatrix.reports.matrix import COLUMNS, COUNTS, LABELS, Cell, Matrix
 from crashmatrix.reports.results import FAILING, CaseRecord, Results
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
@@ -28,6 +41,7 @@ __all__ = [
     "MARKS",
     "SCRIPT",
     "case_anchor",
+    "causes_section",
     "matrix_table",
     "not_run_section",
     "page",
@@ -126,36 +140,98 @@ table.eo tr.bad td{background:var(--fail-bg)}
 ul.reasons{margin:0;padding-left:18px}
 ul.reasons li{color:var(--fail)}
 button.copy{margin-top:4px;font-size:12px}
+td.cell .codes{font-size:10.5px;font-weight:600;margin-left:3px;opacity:.85}
+table.causes{border-collapse:collapse;background:#fff;font-size:13px;margin-bottom:6px}
+table.causes th,table.causes td{border:1px solid var(--line);padding:3px 8px;text-align:left;
+vertical-align:top}
+table.causes td.n{text-align:right;font-variant-numeric:tabular-nums}
+table.causes tr.cause th.code{color:var(--fail)}
+#failures input{font:inherit;padding:2px 6px;min-width:280px}
 [hidden]{display:none!important}
 """
 
 SCRIPT = """
 (function(){
-  var only=document.getElementById('only-failures'),tool=document.getElementById('tool-filter'),
-      bound=document.getElementById('boundary-filter'),count=document.getElementById('shown');
-  function has(el,t){return !t||(' '+el.getAttribute('data-tools')+' ').indexOf(' '+t+' ')>=0;}
-  function apply(){
-    var f=only&&only.checked,t=tool?tool.value:'',b=bound?bound.value:'';
+  function $(id){return document.getElementById(id);}
+  var only=$('only-failures'),tool=$('tool-filter'),bound=$('boundary-filter'),cause=$('cause-filter'),
+      search=$('failure-search'),count=$('shown'),fcount=$('failures-shown');
+  function has(el,attr,t){return !t||(' '+(el.getAttribute(attr)||'')+' ').indexOf(' '+t+' ')>=0;}
+  function num(el,attr){return parseInt(el.getAttribute(attr)||'0',10);}
+  function ratio(p,c){return c?p+'/'+c:'\u2013';}
+  // The causes of each failing case, read from the failure list (its link names the case).
+  var caseCauses={};
+  document.querySelectorAll('li.failure').forEach(function(li){
+    var a=li.querySelector('a');
+    if(a)caseCauses[a.getAttribute('href').slice(1)]=li.getAttribute('data-causes');});
+  function rowShown(tr,f,t,b,c){
+    if(!has(tr,'data-tools',t))return false;
+    if(!f&&!c)return true;
+    var ok=false;
+    tr.querySelectorAll('td.cell').forEach(function(td){
+      if(b&&td.getAttribute('data-col')!==b)return;
+      if(f&&num(td,'data-failed')===0)return;
+      if(c&&!has(td,'data-causes',c))return;
+      ok=true;});
+    return ok;
+  }
+  // Totals follow what is shown: a row's total sums its shown cells, a column's its shown
+  // rows, the corner both -- always passed/cases, the one meaning of a count on this page.
+  function totals(){
+    var cols={},all=[0,0];
     document.querySelectorAll('tr.row').forEach(function(tr){
-      tr.hidden=!((!f||tr.getAttribute('data-failing')==='1')&&has(tr,t));});
+      var p=0,c=0,fl=0;
+      tr.querySelectorAll('td.cell').forEach(function(td){
+        if(td.hidden)return;
+        var tp=num(td,'data-passed'),tc=num(td,'data-cases');
+        p+=tp;c+=tc;fl+=num(td,'data-failed');
+        if(!tr.hidden){var k=td.getAttribute('data-col'),s=cols[k]||(cols[k]=[0,0]);s[0]+=tp;s[1]+=tc;}
+      });
+      var total=tr.querySelector('td.row-total');
+      if(total){
+        var was=total.getAttribute('data-state'),st=fl?'fail':(was==='fail'?(p?'pass':'not_reached'):was);
+        total.textContent=ratio(p,c);total.className='total row-total '+st;}
+      if(!tr.hidden){all[0]+=p;all[1]+=c;}
+    });
+    document.querySelectorAll('#totals td[data-col]').forEach(function(td){
+      var s=cols[td.getAttribute('data-col')]||[0,0];td.textContent=ratio(s[0],s[1]);});
+    var g=$('grand-total');if(g)g.textContent=ratio(all[0],all[1]);
+  }
+  function apply(){
+    var f=only&&only.checked,t=tool?tool.value:'',b=bound?bound.value:'',c=cause?cause.value:'',
+        q=search?search.value.toLowerCase():'';
+    document.querySelectorAll('tr.row').forEach(function(tr){tr.hidden=!rowShown(tr,f,t,b,c);});
     document.querySelectorAll('tr.group').forEach(function(g){
       var n=g.nextElementSibling,any=false;
       while(n&&!n.classList.contains('group')){if(!n.hidden)any=true;n=n.nextElementSibling;}
       g.hidden=!any;});
-    document.querySelectorAll('table.matrix [data-col]').forEach(function(c){
-      c.hidden=!!b&&c.getAttribute('data-col')!==b;});
+    document.querySelectorAll('table.matrix [data-col]').forEach(function(el){
+      el.hidden=!!b&&el.getAttribute('data-col')!==b;});
+    totals();
     var shown=0;
     document.querySelectorAll('details.case').forEach(function(d){
-      var ok=(!f||d.getAttribute('data-state')==='fail')&&has(d,t)&&(!b||d.getAttribute('data-boundary')===b);
+      var ok=(!f||d.getAttribute('data-state')==='fail')&&has(d,'data-tools',t)&&
+        (!b||d.getAttribute('data-boundary')===b)&&
+        (!c||(' '+(caseCauses[d.id]||'')+' ').indexOf(' '+c+' ')>=0);
       d.hidden=!ok;if(ok)shown++;});
     if(count)count.textContent=shown;
+    var fshown=0;
+    document.querySelectorAll('li.failure').forEach(function(li){
+      var ok=has(li,'data-tools',t)&&(!b||li.getAttribute('data-boundary')===b)&&has(li,'data-causes',c)&&
+        (!q||li.textContent.toLowerCase().indexOf(q)>=0);
+      li.hidden=!ok;if(ok)fshown++;});
+    if(fcount)fcount.textContent=fshown;
   }
   function openTarget(){
     var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
     var el=document.getElementById(id);
     if(el&&el.tagName==='DETAILS'){el.hidden=false;el.open=true;el.scrollIntoView({block:'start'});}
   }
-  [only,tool,bound].forEach(function(el){if(el)el.addEventListener('change',apply);});
+  [only,tool,bound,cause].forEach(function(el){if(el)el.addEventListener('change',apply);});
+  if(search)search.addEventListener('input',apply);
+  document.querySelectorAll('button.cause-only').forEach(function(btn){
+    btn.addEventListener('click',function(){
+      if(cause){cause.value=btn.getAttribute('data-cause');apply();}
+      var m=$('matrix');if(m)m.scrollIntoView({block:'start'});});});
   document.querySelectorAll('button.copy').forEach(function(btn){
     btn.addEventListener('click',function(){
       var text=btn.getAttribute('data-copy');
@@ -210,13 +286,17 @@ def _legend() -> str:
     )
     return (
         f'<div class="legend">{items}<span class="dim">a cell holds every case of that crash point '
-        "for the scenario; the number is how many; click a cell for its case</span></div>"
+        f"for the scenario; {text(COUNTS)}; A, B…: the causes of its failures (above); "
+        "click a cell for its case</span></div>"
     )
 
 
-def _controls(tools: Iterable[str]) -> str:
+def _controls(tools: Iterable[str], causes: Causes) -> str:
     tool_options = "".join(f'<option value="{text(t)}">{text(t)}</option>' for t in sorted(set(tools)))
     column_options = "".join(f'<option value="{c}">{text(c)}</option>' for c in COLUMNS)
+    cause_options = "".join(
+        f'<option value="{text(c.key)}">{text(c.code)} {text(c.label)}</option>' for c in causes
+    )
     return (
         '<div class="controls">'
         '<label><input type="checkbox" id="only-failures"> failures only</label>'
@@ -224,7 +304,36 @@ def _controls(tools: Iterable[str]) -> str:
         f"{tool_options}</select></label>"
         '<label>crash point <select id="boundary-filter"><option value="">all crash points</option>'
         f"{column_options}</select></label>"
+        '<label>cause <select id="cause-filter"><option value="">all causes</option>'
+        f"{cause_options}</select></label>"
         '<span class="dim"><span id="shown"></span> cases shown below</span></div>'
+    )
+
+
+def _cell(matrix: Matrix, cell: Cell, anchors: Mapping[str, str]) -> str:
+    """One cell: its mark, ``passed/cases``, the codes of its causes; the hover says it in
+    words with the causes named; data attributes let the script recompute totals."""
+    t = cell.tally
+    causes = matrix.causes_of(cell)
+    label = MARKS[cell.state] + (f" {t.ratio}" if t.cases else "")
+    tip = f"{cell.column}: {t.spelled}" if t.cases else f"{cell.column}: no case"
+    if cell.state in ("not_reachable", "deselected"):
+        tip = f"{cell.column}: {_STATE_NAMES[cell.state]}: {'; '.join(cell.why)}"
+    if causes:
+        tip += "; causes: " + ", ".join(
+            f"{c.code} {c.key} ({sum(case in cell.cases for case in c.cases)})" for c in causes
+        )
+    named = f' <span class="codes">{text(codes(causes))}</span>' if causes else ""
+    focus = cell.focus
+    inner = (
+        f'<a href="#{anchors[focus.node_id]}" title="{text(tip)}">{text(label)}{named}</a>'
+        if focus is not None
+        else f'<span title="{text(tip)}">{text(label)}</span>'
+    )
+    return (
+        f'<td class="cell {cell.state}" data-col="{cell.column}" data-passed="{t.passed}" '
+        f'data-cases="{t.cases}" data-failed="{t.failed}" '
+        f'data-causes="{text(" ".join(c.key for c in causes))}">{inner}</td>'
     )
 
 
@@ -235,40 +344,76 @@ def matrix_table(matrix: Matrix, anchors: Mapping[str, str]) -> str:
     for group, members in matrix.groups():
         rows.append(f'<tr class="group"><th colspan="{len(COLUMNS) + 2}">{text(group)}</th></tr>')
         for row in members:
-            cells = []
-            for cell in row.cells:
-                t = cell.tally
-                mark = MARKS[cell.state]
-                label = (
-                    f"{mark} {t.failed}/{t.cases}"
-                    if cell.state == "fail"
-                    else (f"{mark} {t.cases}" if t.cases else mark)
-                )
-                focus = cell.focus
-                tip = f"{cell.column}: {t.passed}/{t.cases} passed" if t.cases else f"{cell.column}: no case"
-                if cell.state in ("not_reachable", "deselected"):
-                    tip = f"{cell.column}: {_STATE_NAMES[cell.state]}: {'; '.join(cell.why)}"
-                inner = (
-                    f'<a href="#{anchors[focus.node_id]}" title="{text(tip)}">{text(label)}</a>'
-                    if focus is not None
-                    else f'<span title="{text(tip)}">{label}</span>'
-                )
-                cells.append(f'<td class="cell {cell.state}" data-col="{cell.column}">{inner}</td>')
+            cells = "".join(_cell(matrix, cell, anchors) for cell in row.cells)
+            causes = " ".join(c.key for c in matrix.causes.of(case for c in row.cells for case in c.cases))
             rows.append(
                 f'<tr class="row" data-tools="{text(" ".join(row.tools))}" '
-                f'data-failing="{1 if row.tally.failed else 0}">'
-                f'<th scope="row" title="{text(row.scenario_path)}">{text(row.label)}</th>{"".join(cells)}'
-                f'<td class="total {row.tally.state}">{row.tally.ratio}</td></tr>'
+                f'data-failing="{1 if row.tally.failed else 0}" data-causes="{text(causes)}">'
+                f'<th scope="row" title="{text(row.scenario_path)}">{text(row.label)}</th>{cells}'
+                f'<td class="total row-total {row.tally.state}" data-state="{row.tally.state}" '
+                f'title="{text(row.tally.spelled)}">{row.tally.ratio}</td></tr>'
             )
     foot = "".join(
-        f'<td data-col="{c}" class="total">{t.ratio if t.cases else "–"}</td>'
+        f'<td data-col="{c}" class="total" title="{text(t.spelled)}">{t.ratio if t.cases else "–"}</td>'
         for c, t in zip(COLUMNS, matrix.columns, strict=True)
     )
     return (
         f'<table class="matrix"><thead><tr><th>scenario</th>{head}<th>passed</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody>"
-        f'<tfoot><tr><th scope="row">total</th>{foot}<td class="total">{matrix.tally.ratio}</td></tr></tfoot>'
-        "</table>"
+        f'<tfoot><tr id="totals"><th scope="row">total</th>{foot}'
+        f'<td class="total" id="grand-total" title="{text(matrix.tally.spelled)}">{matrix.tally.ratio}</td>'
+        "</tr></tfoot></table>"
+    )
+
+
+def causes_section(matrix: Matrix, anchors: Mapping[str, str]) -> str:
+    """The failures grouped by cause: each with its counts, an example and one case to
+    rerun (``reports.causes``); a button shows only the rows and failures of that cause."""
+    causes = matrix.causes
+    if not len(causes):
+        return ""
+    rows = "".join(
+        f'<tr class="cause {c.kind}" data-cause="{text(c.key)}"><th class="code">{text(c.code)}</th>'
+        f"<td><b>{text(c.key)}</b> <span class=dim>{text(c.kind if c.kind != c.key else '')}</span>"
+        f'<br><span class="dim">{text(c.detail)}</span></td>'
+        f'<td class="n">{len(c.cases)}</td><td class="n">{len(c.scenarios)}</td>'
+        f'<td><a href="#{anchors[c.representative.node_id]}"><code>{text(c.representative.title)}</code></a>'
+        f"<br><code>{text(c.representative.repro)}</code> "
+        f'<button class="copy" type="button" data-copy="{text(c.representative.repro)}">copy</button></td>'
+        f'<td><button class="cause-only" type="button" data-cause="{text(c.key)}">show only</button>'
+        "</td></tr>"
+        for c in causes
+    )
+    return (
+        f'<section id="causes"><h2>Causes ({len(causes)})</h2>'
+        '<p class="dim">Invariants first, then expectations; a case counts under each cause it shows. '
+        "A cell of the matrix names its causes by code.</p>"
+        '<table class="causes"><thead><tr><th></th><th>cause</th><th>cases</th><th>scenarios</th>'
+        f"<th>one case to rerun</th><th></th></tr></thead><tbody>{rows}</tbody></table></section>"
+    )
+
+
+def _failures_section(matrix: Matrix, anchors: Mapping[str, str]) -> str:
+    """Every failure, its most important reason first, searchable by any text it shows."""
+    failing = matrix.failing
+    if not failing:
+        return ""
+    items = []
+    for case in failing:
+        codes = [c.code for c in matrix.causes.of((case,))]
+        keys = [c.key for c in matrix.causes.of((case,))]
+        items.append(
+            f'<li class="failure" data-causes="{text(" ".join(keys))}" '
+            f'data-tools="{text(" ".join(case.tools))}" data-boundary="{text(case.boundary)}">'
+            f'<a href="#{anchors[case.node_id]}"><code>{text(case.title)}</code></a> {text(case.status)}: '
+            f'{text(reasons(case)[0])} <span class="dim">[{text(",".join(codes))}]</span></li>'
+        )
+    return (
+        f'<section id="failures"><h2>Failures ({len(failing)})</h2>'
+        '<div class="controls"><label>search <input type="search" id="failure-search" '
+        'placeholder="scenario, point, invariant, text…"></label>'
+        f'<span class="dim"><span id="failures-shown">{len(failing)}</span> shown</span></div>'
+        f"<ul>{''.join(items)}</ul></section>"
     )
 
 
@@ -481,7 +626,7 @@ def _case(case: CaseRecord, anchor: str) -> str:
     right = ["<h4>Expected vs observed</h4>", _expected_observed(case)]
     if not case.passed:
         right.append('<h4>Why it did not pass</h4><ul class="reasons">')
-        right += [f"<li>{text(r)}</li>" for r in case.reasons()]
+        right += [f"<li>{text(r)}</li>" for r in reasons(case)]
         right.append("</ul>")
     if case.recovery_points:
         points = ", ".join(f"{p['point']} {p['status']}" for p in case.recovery_points)
@@ -538,19 +683,15 @@ def render_html(results: Results, matrix: Matrix) -> str:
         f'<p class="headline {headline_class}">{text(matrix.headline)}</p>'
         f'<p class="dim">{text(meta)}</p></header>'
     ]
-    if failing:
-        items = "".join(
-            f'<li><a href="#{anchors[c.node_id]}"><code>{text(c.title)}</code></a> {text(c.status)}: '
-            f"{text(c.reasons()[0])}</li>"
-            for c in failing
-        )
-        body.append(f'<section id="failures"><h2>Failures ({len(failing)})</h2><ul>{items}</ul></section>')
-    body.append(scorecard_section(matrix.scorecard, anchors))
+    # Causes and the matrix first: what broke, and where, before any single failure.
+    body.append(causes_section(matrix, anchors))
     tools = [t for row in matrix.rows for t in row.tools]
     body.append(
-        f'<section id="matrix"><h2>Matrix</h2>{_controls(tools)}{_legend()}'
+        f'<section id="matrix"><h2>Matrix</h2>{_controls(tools, matrix.causes)}{_legend()}'
         f"{matrix_table(matrix, anchors)}{not_run_section(matrix)}</section>"
     )
+    body.append(_failures_section(matrix, anchors))
+    body.append(scorecard_section(matrix.scorecard, anchors))
     cases = "".join(_case(case, anchors[case.node_id]) for case in order)
     body.append(f'<section id="cases"><h2>Cases</h2>{cases}</section>')
     return page(f"crashmatrix: {matrix.headline}", "\n".join(body))

@@ -1,16 +1,22 @@
 """The matrix as Markdown: ``matrix.md`` and the GitHub Actions job summary.
 
-Failures come first: a reader opens the summary to learn what broke and how to rerun it.
+The failures' causes come first (``reports.causes``: each with its counts and one case to
+rerun), then the matrix, each failing cell naming its causes by code (``❌ 0/1 [A,C]``),
+then every failure with its detail. Counts are ``passed/cases`` (``matrix.COUNTS``).
 GitHub refuses a step summary over 1 MiB, so ``render_markdown(..., max_bytes=...)`` gives
 up detail in a fixed order until it fits: first the per-cell matrix (kept as per-row
 totals), then the failures' detail (kept as one line each), then failures themselves
-(the count of those left out is said).
+(the count of those left out is said). The causes always stay.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
-from crashmatrix.reports.matrix import COLUMNS, LABELS, Matrix, Row
+from crashmatrix.reports.causes import Causes, codes, reasons
+from crashmatrix.reports.matrix import COLUMNS, COUNTS, LABELS, Matrix, Row
 from crashmatrix.reports.results import CaseRecord
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 from crashmatrix.reports.timeline import summary
@@ -34,7 +40,8 @@ _LEGEND = (
     f"(a case ran but its point never happened, or no case and no reason) · "
     f"{MARKS['not_reachable']} not reachable by this agent (it cannot be killed there; why below) · "
     f"{MARKS['deselected']} deselected (by --crash-boundary, the scenario's cover or "
-    f"--no-recovery-crashes) · {MARKS['not_applicable']} not applicable to this agent"
+    f"--no-recovery-crashes) · {MARKS['not_applicable']} not applicable to this agent · "
+    f"{COUNTS} · [A,C]: the causes of the cell's failures (Causes above)"
 )
 
 
@@ -43,16 +50,40 @@ def _code(text: str) -> str:
     return f"`` {text} ``" if "`" in text else f"`{text}`"
 
 
-def _cell_text(row: Row, column: str) -> str:
+def _cell_text(matrix: Matrix, row: Row, column: str) -> str:
     cell = row.cell(column)
     tally, state = cell.tally, cell.state
+    count = f" {tally.ratio}" if tally.cases else ""
     if state in _WORDS:
-        return f"{MARKS[state]} {_WORDS[state]}"
+        return f"{MARKS[state]} {_WORDS[state]}{count}"
     if not tally.cases:
         return MARKS["not_reached"]
-    if state == "fail":
-        return f"{MARKS['fail']} {tally.failed}/{tally.cases}"
-    return f"{MARKS[state]} {tally.cases}"
+    named = codes(matrix.causes_of(cell))
+    return f"{MARKS[state]}{count}" + (f" [{named}]" if named else "")
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)  # null, not None: the file is read as JSON
+
+
+def _causes(causes: Causes) -> list[str]:
+    """Each cause with its counts and one case that shows it, with its rerun line."""
+    if not len(causes):
+        return []
+    lines = [
+        f"### Causes ({len(causes)})",
+        "",
+        "Invariants first, then expectations; a case counts under each cause it shows.",
+        "",
+    ]
+    for cause in causes:
+        case = cause.representative
+        kind = "" if cause.kind == cause.key else f"{cause.kind} "
+        lines.append(
+            f"- **{cause.code}** {kind}**{_escape(cause.key)}**: {cause.counts}; e.g. "
+            f"{_code(case.title)}: {_escape(cause.detail)} — {_code(case.repro)}"
+        )
+    return [*lines, ""]
 
 
 def _not_run(matrix: Matrix) -> list[str]:
@@ -84,9 +115,9 @@ def _failure_detail(case: CaseRecord) -> list[str]:
     lines = [
         f"#### {MARKS['fail']} {_code(case.title)} — {case.status} ({case.lives} lives, {case.seconds:.1f}s)"
     ]
-    lines += [f"- {_escape(reason)}" for reason in case.reasons()]
+    lines += [f"- {_escape(reason)}" for reason in reasons(case)]
     if case.world_diff:
-        diff = "; ".join(f"{d['key']}: {d['clean']!r} → {d['observed']!r}" for d in case.world_diff)
+        diff = "; ".join(f"{d['key']}: {_show(d['clean'])} → {_show(d['observed'])}" for d in case.world_diff)
         lines.append(f"- world vs clean run: {_escape(diff)}")
     lines += _second_crash_detail(case)
     lines += ["", "```", case.repro, "```", ""]
@@ -113,7 +144,7 @@ def _second_crash_detail(case: CaseRecord) -> list[str]:
 
 
 def _failure_line(case: CaseRecord) -> str:
-    reason = _escape(case.reasons()[0])
+    reason = _escape(reasons(case)[0])
     return f"- {MARKS['fail']} {_code(case.title)} {case.status}: {reason} — {_code(case.repro)}"
 
 
@@ -123,7 +154,7 @@ def _matrix_table(matrix: Matrix) -> list[str]:
     for group, rows in matrix.groups():
         lines.append(f"| **{_escape(group)}** |" + " |" * (len(head) - 1))
         for row in rows:
-            cells = [_cell_text(row, c) for c in COLUMNS]
+            cells = [_cell_text(matrix, row, c) for c in COLUMNS]
             lines.append(f"| {_escape(row.label)} | " + " | ".join(cells) + f" | {row.tally.ratio} |")
     totals = [t.ratio if t.cases else "–" for t in matrix.columns]
     lines.append("| **total** | " + " | ".join(totals) + f" | **{matrix.tally.ratio}** |")
@@ -131,11 +162,11 @@ def _matrix_table(matrix: Matrix) -> list[str]:
 
 
 def _row_totals(matrix: Matrix) -> list[str]:
-    lines = ["| scenario | passed | failed | cases |", "|---|---|---|---|"]
+    lines = ["| scenario | passed | failed |", "|---|---|---|"]
     for row in matrix.rows:
         t = row.tally
-        lines.append(f"| {_escape(row.label)} | {t.passed} | {t.failed} | {t.cases} |")
-    lines.append(f"| **total** | {matrix.tally.passed} | {matrix.tally.failed} | {matrix.tally.cases} |")
+        lines.append(f"| {_escape(row.label)} | {t.ratio} | {t.failed} |")
+    lines.append(f"| **total** | **{matrix.tally.ratio}** | {matrix.tally.failed} |")
     return lines
 
 
@@ -173,6 +204,12 @@ def _scorecard(card: Scorecard) -> list[str]:
 
 def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None) -> str:
     lines = [f"## crashmatrix: {matrix.headline}", ""]
+    lines += _causes(matrix.causes)
+    lines += ["### Matrix" if cells else "### Per scenario", ""]
+    lines += _matrix_table(matrix) if cells else _row_totals(matrix)
+    lines += ["", _LEGEND if cells else f"{COUNTS} (per-cell matrix left out to fit; see matrix.html)", ""]
+    if cells:
+        lines += _not_run(matrix)
     failing = matrix.failing if failures is None else matrix.failing[:failures]
     if matrix.failing:
         lines += [f"### Failures ({len(matrix.failing)})", ""]
@@ -182,11 +219,6 @@ def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None
             lines.append(f"- … and {len(matrix.failing) - len(failing)} more failures (see matrix.json)")
         lines.append("")
     lines += _scorecard(matrix.scorecard)
-    lines += ["### Matrix" if cells else "### Per scenario", ""]
-    lines += _matrix_table(matrix) if cells else _row_totals(matrix)
-    lines += ["", _LEGEND if cells else "(per-cell matrix left out to fit; see matrix.html)", ""]
-    if cells:
-        lines += _not_run(matrix)
     return "\n".join(lines)
 
 

@@ -21,9 +21,15 @@ all depth-2 recovery cases. Its state, worst first:
 
 None of not reached, not reachable, deselected and not applicable is ever a pass.
 
+Counts mean one thing everywhere (``COUNTS``): ``n/m`` is n cases passed of the m cases
+recorded there -- a cell, a row, a column's total, the run. Allowed-indeterminate passes are
+in n; a case not reached, not reachable or not applicable is in m and never in n (no silent
+green). A failing cell is marked as such and its hover says how many failed.
+
 Every renderer (Markdown, HTML, terminal, comparison) reads this one structure, so the
 same run can never be counted two ways. It carries the run's scorecard (the named evals,
-``reports.scorecard``) built from the same cases.
+``reports.scorecard``) and its failures grouped by cause (``reports.causes``), both built
+from the same cases.
 """
 
 from __future__ import annotations
@@ -33,11 +39,13 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+from crashmatrix.reports.causes import Cause, Causes, group_causes
 from crashmatrix.reports.results import CaseRecord, NotRun, Results
 from crashmatrix.reports.scorecard import Scorecard, build_scorecard
 
 __all__ = [
     "COLUMNS",
+    "COUNTS",
     "LABELS",
     "SHORT",
     "STATES",
@@ -51,6 +59,7 @@ __all__ = [
 ]
 
 _NO_SCORECARD = Scorecard("", ())  # frozen, so one shared empty value is safe
+_NO_CAUSES = Causes()
 
 COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, "recovery")
 # Headers a table can afford; the full boundary name is the tooltip / legend.
@@ -76,6 +85,11 @@ SHORT = {
     TORN_WRITE: "TW",
     "recovery": "RC",
 }
+# The one meaning of every count; each renderer's legend says it.
+COUNTS = (
+    "n/m: n of the m cases there passed (allowed-indeterminate passes included); a case not reached, "
+    "not reachable or not applicable counts in m, never in n"
+)
 STATES = ("pass", "fail", "indeterminate", "not_reached", "not_reachable", "deselected", "not_applicable")
 
 
@@ -127,7 +141,21 @@ class Tally:
 
     @property
     def ratio(self) -> str:
+        """``passed/cases``: the only way any report writes a count (``COUNTS``)."""
         return f"{self.passed}/{self.cases}"
+
+    @property
+    def spelled(self) -> str:
+        """The ratio in words, for a hover: ``3 of 4 cases passed, 1 failed``."""
+        text = f"{self.passed} of {self.cases} case{'s' if self.cases != 1 else ''} passed"
+        others = [
+            (self.failed, "failed"),
+            (self.not_reached, "not reached"),
+            (self.not_reachable, "not reachable"),
+            (self.not_applicable, "not applicable"),
+            (self.indeterminate, "allowed-indeterminate"),
+        ]
+        return text + "".join(f", {n} {word}" for n, word in others if n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +241,11 @@ class Matrix:
     incomplete: bool = False  # the run was interrupted; see Results.incomplete
     scorecard: Scorecard = _NO_SCORECARD
     reachable: tuple[str, ...] | None = None  # see Results.reachable
+    causes: Causes = _NO_CAUSES  # the failing cases grouped by cause, most important first
+
+    def causes_of(self, cell: Cell) -> tuple[Cause, ...]:
+        """The causes of a cell's failing cases, in the cause list's order."""
+        return self.causes.of(cell.cases)
 
     def cells_in(self, state: str) -> list[tuple[Row, Cell]]:
         return [(row, cell) for row in self.rows for cell in row.cells if cell.state == state]
@@ -310,4 +343,5 @@ def build_matrix(results: Results | Sequence[CaseRecord], agent: str = "") -> Ma
         incomplete,
         build_scorecard(cases, agent),
         results.reachable if isinstance(results, Results) else None,
+        group_causes(failing),
     )

@@ -1,16 +1,19 @@
 """The matrix as a compact text table for the end of pytest's terminal summary.
 
-Fits 80 columns: one two-letter column per crash point, a legend line, failures first
-(one line each with its rerun command) so the last thing on screen is what to do next.
+Fits 80 columns (wider terminals get whole scenario names): the failures' causes first
+(``reports.causes``: one line each with its counts, then the rerun line of one case that
+shows it), then the failures one by one, then one mark per crash point and the counts
+(``passed`` over ``cases``, as everywhere: ``matrix.COUNTS``).
 """
 
 from __future__ import annotations
 
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
+from crashmatrix.reports.causes import Causes, first_reason
 from crashmatrix.reports.matrix import COLUMNS, LABELS, SHORT, Matrix
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
-__all__ = ["render_scorecard", "render_terminal", "symbols"]
+__all__ = ["render_causes", "render_scorecard", "render_terminal", "symbols"]
 
 _UNICODE = {
     "pass": "✓",
@@ -31,8 +34,10 @@ _ASCII = {
     "not_applicable": "-",
 }
 _MAX_REASONS = 6
-_NAME_WIDTH = 30
+_MAX_CAUSES = 5
+_NAME_WIDTH = 30  # at least; a wider terminal gives long scenario names the room
 _CELL = 4
+_TOTAL = 8  # the row's passed/cases
 
 
 def symbols(encoding: str | None) -> dict[str, str]:
@@ -44,18 +49,40 @@ def symbols(encoding: str | None) -> dict[str, str]:
     return _UNICODE
 
 
-def _cell(state: str, failed: int, marks: dict[str, str]) -> str:
-    text = marks[state] + (str(failed) if state == "fail" and failed > 1 else "")
-    return text.ljust(_CELL)
+def _cell(state: str, marks: dict[str, str]) -> str:
+    # A mark only: a number here would be a second kind of count (the counts are the
+    # ``passed`` / ``cases`` lines and the row's passed/cases).
+    return marks[state].ljust(_CELL)
 
 
-def render_terminal(matrix: Matrix, *, encoding: str | None = "utf-8", max_failures: int = 20) -> list[str]:
+def render_causes(causes: Causes, *, most: int = _MAX_CAUSES) -> list[str]:
+    """The top causes, two lines each: the cause with its counts, one case's rerun line."""
+    if not len(causes):
+        return []
+    lines = [f"causes ({len(causes)}; a case counts under each cause it shows):"]
+    shown: set[str] = set()
+    for cause in list(causes)[:most]:
+        case = cause.representative
+        lines.append(f"  {cause.code} {cause.label}: {cause.counts}, e.g. {case.title}")
+        if case.node_id not in shown:  # one case often shows several causes: its line once
+            lines.append(f"      rerun: {case.repro}")
+            shown.add(case.node_id)
+    if len(causes) > most:
+        rest = ", ".join(f"{c.key} ({len(c.cases)})" for c in list(causes)[most:])
+        lines.append(f"  ... and {rest}")
+    return lines
+
+
+def render_terminal(
+    matrix: Matrix, *, encoding: str | None = "utf-8", max_failures: int = 10, width: int = 80
+) -> list[str]:
     marks = symbols(encoding)
     lines = [f"crashmatrix: {matrix.headline}"]
+    lines += render_causes(matrix.causes)
     if matrix.failing:
         lines.append(f"failures ({len(matrix.failing)}):")
         for case in matrix.failing[:max_failures]:
-            lines.append(f"  {marks['fail']} {case.title} {case.status}: {case.reasons()[0]}")
+            lines.append(f"  {marks['fail']} {case.title} {case.status}: {first_reason(case)}")
             lines.append(f"      rerun: {case.repro}")
         if len(matrix.failing) > max_failures:
             lines.append(f"  ... and {len(matrix.failing) - max_failures} more (see matrix.html)")
@@ -67,28 +94,31 @@ def render_terminal(matrix: Matrix, *, encoding: str | None = "utf-8", max_failu
             lines.append(f"  {marks['fail']} {eval_row.title}: {eval_row.why}")
         if len(broken) > max_failures:
             lines.append(f"  ... and {len(broken) - max_failures} more (see matrix.md)")
-    header = "scenario".ljust(_NAME_WIDTH) + "".join(SHORT[c].ljust(_CELL) for c in COLUMNS) + "passed"
+    longest = max((len(row.label) for row in matrix.rows), default=0) + 3  # indent and a gap
+    name_width = max(_NAME_WIDTH, min(longest, width - len(COLUMNS) * _CELL - _TOTAL))
+    header = "scenario".ljust(name_width) + "".join(SHORT[c].ljust(_CELL) for c in COLUMNS) + "passed"
     lines.append(header)
     for group, rows in matrix.groups():
         lines.append(f"[{group if marks is _UNICODE else group.replace('·', '-')}]")
         for row in rows:
-            fits = _NAME_WIDTH - 3  # two of indent, one of gap
+            fits = name_width - 3  # two of indent, one of gap
             cut = "…" if marks is _UNICODE else "~"
             name = row.label if len(row.label) <= fits else row.label[: fits - 1] + cut
-            cells = "".join(_cell(c.state, c.tally.failed, marks) for c in row.cells)
-            lines.append(f"  {name}".ljust(_NAME_WIDTH) + cells + row.tally.ratio)
+            cells = "".join(_cell(c.state, marks) for c in row.cells)
+            lines.append(f"  {name}".ljust(name_width) + cells + row.tally.ratio)
     lines.append(
-        "cases".ljust(_NAME_WIDTH)
-        + "".join(str(t.cases).ljust(_CELL) for t in matrix.columns)
+        "passed".ljust(name_width)
+        + "".join((str(t.passed) if t.cases else "-").ljust(_CELL) for t in matrix.columns)
+        + str(matrix.tally.passed)
+    )
+    lines.append(
+        "of cases".ljust(name_width)
+        + "".join((str(t.cases) if t.cases else "-").ljust(_CELL) for t in matrix.columns)
         + str(matrix.tally.cases)
     )
+    lines.append("n/m = passed/cases; a case not reached or not applicable is never a pass")
     lines.append(
-        "failed".ljust(_NAME_WIDTH)
-        + "".join(str(t.failed).ljust(_CELL) for t in matrix.columns)
-        + str(matrix.tally.failed)
-    )
-    lines.append(
-        f"{marks['pass']} pass  {marks['fail']} fail (number: how many)  "
+        f"{marks['pass']} pass  {marks['fail']} fail  "
         f"{marks['indeterminate']} allowed-indeterminate  {marks['not_reached']} not reached"
     )
     lines.append(

@@ -9,7 +9,7 @@ and exit status 2 here, never a traceback.
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
     crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
     crashmatrix report --merge S1.json S2.json [--out DIR]  one report from a sharded run's files
-    crashmatrix report --compare A.json B.json          two runs side by side, differences marked
+    crashmatrix report --compare A.json B.json [...]    runs side by side, differences marked
     crashmatrix eval --agent ADAPTER [-n N] [--out DIR] the built-in suite against an agent: its scorecard
     crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
     crashmatrix explore [--examples N] [--seed S] [--out DIR]   generated conversations and crashes
@@ -87,7 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--trust-annotations", action="store_true")
     report = sub.add_parser("report", help="render the pass matrix from a results file (matrix.json)")
     report.add_argument("results", type=Path, nargs="?", help="a results file written by pytest scenarios/")
-    report.add_argument("--compare", type=Path, nargs=2, metavar=("A", "B"), help="two results files")
+    report.add_argument(
+        "--compare", type=Path, nargs="+", metavar="RESULTS", help="two results files or more, side by side"
+    )
     report.add_argument(
         "--merge",
         type=Path,
@@ -328,7 +330,7 @@ def _import_mcp(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from crashmatrix.reports.compare import compare, write_comparison
+    from crashmatrix.reports.compare import compare_runs, write_comparison
     from crashmatrix.reports.results import load_results
     from crashmatrix.reports.writer import write_report
 
@@ -341,20 +343,29 @@ def _report(args: argparse.Namespace) -> int:
         matrix = write_report(load_merged(args.merge), out)
         print(f"merged {len(args.merge)} results files: {matrix.headline}")
         print(f"wrote {out / 'matrix.html'}, {out / 'matrix.md'}, {out / 'matrix.json'}")
+        import os
+
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:  # as one run does: the merged matrix is the CI job's summary, cut to fit
+            from crashmatrix.reports.writer import append_step_summary
+
+            append_step_summary(matrix, Path(summary))
         return EXIT_OK
     if args.compare:
         if args.results:
             raise InputError("report: give either RESULTS.json or --compare A.json B.json, not both")
-        first, second = args.compare
-        a, b = load_results(first), load_results(second)
-        comparison = compare(a, b, f"{first} (agent {a.agent})", f"{second} (agent {b.agent})")
+        if len(args.compare) < 2:
+            raise InputError("report: --compare needs two results files or more (A.json B.json ...)")
+        runs = [load_results(path) for path in args.compare]
+        names = [f"{path} (agent {run.agent})" for path, run in zip(args.compare, runs, strict=True)]
+        comparison = compare_runs(runs, names)
         md, html = write_comparison(comparison, out)
         print(f"{len(comparison.differing)} cells differ")
         for row, cell in comparison.differing:
-            print(f"  {row.label} {cell.column}: {cell.a_tally.state} -> {cell.b_tally.state}")
+            print(f"  {row.label} {cell.column}: {' -> '.join(cell.states)}")
         print(f"{len(comparison.differing_evals)} evals differ")
         for pair in comparison.differing_evals:
-            print(f"  {pair.id}: {pair.a_state} -> {pair.b_state}")
+            print(f"  {pair.id}: {' -> '.join(pair.states)}")
         print(f"wrote {html} and {md}")
         return EXIT_OK
     if not args.results:

@@ -93,20 +93,67 @@ def test_cells_carry_their_state_and_link_to_their_case(results: Results) -> Non
     by_col = {(i // 9, c["data-col"]): c for i, c in enumerate(page.cells)}
     failed = by_col[(1, "after_side_effect")]  # send_once is the second row (non_idempotent)
     assert failed["class"] == "cell fail"
-    assert failed["text"].strip() == "✗ 1/1"
+    # passed/cases, as every count on the page, then the codes of its causes
+    assert failed["text"].strip() == "✗ 0/1 A,B,C,+1"
+    assert (failed["data-passed"], failed["data-cases"], failed["data-failed"]) == ("0", "1", "1")
+    assert failed["data-causes"] == "non_idempotent_at_most_once ledger outcome world.emails"
+    assert by_col[(1, "recovery")]["text"].strip() == "✓ 1/1"
     assert by_col[(0, "after_side_effect")]["class"] == "cell indeterminate"
     assert by_col[(0, "after_approved")]["class"] == "cell not_reached"
     assert by_col[(1, "recovery")]["class"] == "cell pass"
 
 
-def test_failures_come_first_and_link_to_an_open_detail_view(results: Results) -> None:
+def test_causes_and_the_matrix_come_first_then_failures_linking_to_an_open_detail_view(
+    results: Results,
+) -> None:
     text, page = _parse(results)
-    assert page.ids.index("failures") < page.ids.index("matrix") < page.ids.index("cases")
+    assert (
+        page.ids.index("causes")
+        < page.ids.index("matrix")
+        < page.ids.index("failures")
+        < page.ids.index("cases")
+    )
     failed = [d for d in page.details if d["data-state"] == "fail"]
     assert len(failed) == 1 and "open" in failed[0]
     assert failed[0]["data-boundary"] == "after_side_effect"
-    section = text[text.index('id="failures"') : text.index('id="matrix"')]
+    section = text[text.index('id="failures"') : text.index('id="scorecard"')]
     assert f'href="#{failed[0]["id"]}"' in section
+    # Its first line is the invariant it broke, not the first mismatch the record lists.
+    assert re.search(r'class="failure"[^>]*>.*failed: invariant non_idempotent_at_most_once: ', section)
+
+
+def test_a_failing_cell_names_its_causes_on_hover(results: Results) -> None:
+    text, _ = _parse(results)
+    assert (
+        'title="after_side_effect: 0 of 1 case passed, 1 failed; causes: A non_idempotent_at_most_once (1), '
+        'B ledger (1), C outcome (1), D world.emails (1)"' in text
+    )
+
+
+def test_the_cause_list_has_counts_and_one_case_to_rerun_per_cause(results: Results) -> None:
+    text, _ = _parse(results)
+    section = text[text.index('id="causes"') : text.index('id="matrix"')]
+    start = section.index('<tr class="cause invariant" data-cause="non_idempotent_at_most_once"')
+    first = section[start : section.index("</tr>", start)]
+    assert '<td class="n">1</td><td class="n">1</td>' in first
+    assert (
+        "crashmatrix run scenarios/send_email/send_once.yaml --crash &#x27;after_side_effect[call_mail]&#x27;"
+        in first
+    )
+    assert 'class="cause-only"' in first
+
+
+def test_the_totals_row_is_the_sum_of_the_cells_the_script_recomputes_from(results: Results) -> None:
+    text, page = _parse(results)
+    assert "totals" in page.ids and "grand-total" in page.ids
+    passed = sum(int(c["data-passed"]) for c in page.cells)
+    cases = sum(int(c["data-cases"]) for c in page.cells)
+    assert (
+        'id="grand-total" title="6 of 8 cases passed, 1 failed, 1 not reached, 1 allowed-indeterminate">'
+        in text
+    )
+    assert f">{passed}/{cases}</td></tr></tfoot>" in text
+    assert "td.row-total" in text and "#totals td[data-col]" in text  # the script recomputes them
 
 
 def test_every_case_has_a_detail_view_with_timeline_and_repro(results: Results) -> None:
@@ -133,7 +180,9 @@ def test_the_timeline_marks_the_crash_the_restart_and_world_events_in_order(resu
     assert order == sorted(order)
 
 
-@pytest.mark.parametrize("control", ["only-failures", "tool-filter", "boundary-filter"])
+@pytest.mark.parametrize(
+    "control", ["only-failures", "tool-filter", "boundary-filter", "cause-filter", "failure-search"]
+)
 def test_the_page_has_filters(results: Results, control: str) -> None:
     _, page = _parse(results)
     assert control in page.ids

@@ -21,22 +21,32 @@ def _many_failures(results: Results, copies: int) -> Results:
     return dataclasses.replace(results, cases=results.cases + extra)
 
 
-def test_a_report_with_failures_shows_them_before_the_matrix(results: Results) -> None:
+def test_a_report_with_failures_shows_causes_then_the_matrix_then_every_failure(results: Results) -> None:
     text = render_markdown(build_matrix(results))
     assert text.startswith("## crashmatrix: 6/8 cases passed, 2 scenarios, agent reference")
-    assert text.index("### Failures (1)") < text.index("### Matrix")
+    assert text.index("### Causes (4)") < text.index("### Matrix") < text.index("### Failures (1)")
     assert "`send_once.yaml::after_side_effect[call_mail]`" in text
     assert (
         "crashmatrix run scenarios/send_email/send_once.yaml --crash 'after_side_effect[call_mail]'" in text
     )
-    assert "invariant non_idempotent_at_most_once" in text
+    detail = text[text.index("### Failures (1)") :]
+    # The invariant first, then the mismatches; values as JSON, never Python reprs.
+    assert detail.index("- invariant non_idempotent_at_most_once") < detail.index("- outcome[call_mail]")
     assert "world vs clean run: emails: 1 → 2" in text
+    assert "None" not in text and "['" not in text
 
 
 def test_the_matrix_table_has_a_cell_per_crash_point_and_totals(results: Results) -> None:
     text = render_markdown(build_matrix(results))
-    assert "| send_email/send_once | ✅ 1 | ⬜ | ⬜ | ✅ 1 | ❌ 1/1 | ⬜ | ⬜ | ✅ 1 | ✅ 1 | 4/5 |" in text
-    assert "| read_only/read_file_plain | ✅ 1 | ⬜ | ⬜ | ⬜ | 🟨 1 | ⬜ | ⬜ 1 | ⬜ | ⬜ | 2/3 |" in text
+    # passed/cases in every cell, like the totals; a failing cell names its causes by code
+    assert (
+        "| send_email/send_once | ✅ 1/1 | ⬜ | ⬜ | ✅ 1/1 | ❌ 0/1 [A,B,C,+1] | ⬜ | ⬜ | ✅ 1/1 "
+        "| ✅ 1/1 | 4/5 |" in text
+    )
+    assert (
+        "| read_only/read_file_plain | ✅ 1/1 | ⬜ | ⬜ | ⬜ | 🟨 1/1 | ⬜ | ⬜ 0/1 | ⬜ | ⬜ | 2/3 |" in text
+    )
+    assert "n/m: n of the m cases there passed" in text  # the legend says what a count means
     assert "| **total** | 2/2 | – | – | 1/1 | 1/2 | – | 0/1 | 1/1 | 1/1 | **6/8** |" in text
 
 
@@ -45,14 +55,14 @@ def test_a_passing_report_has_no_failures_section(results: Results) -> None:
     assert "Failures" not in render_markdown(build_matrix(passing))
 
 
-def test_over_budget_it_keeps_failures_first_and_per_row_totals_only(results: Results) -> None:
+def test_over_budget_it_keeps_the_causes_and_per_row_totals_only(results: Results) -> None:
     matrix = build_matrix(_many_failures(results, 300))
     full = render_markdown(matrix)
     budget = len(full.encode()) // 3
     small = render_markdown(matrix, max_bytes=budget)
     assert len(small.encode()) <= budget
-    assert small.index("### Failures (301)") < small.index("### Per scenario")
-    assert "| send_email/send_once | 4 | 301 | 305 |" in small
+    assert small.index("### Causes (4)") < small.index("### Per scenario") < small.index("### Failures (301)")
+    assert "| send_email/send_once | 4/305 | 301 |" in small
 
 
 def test_a_tiny_budget_still_says_how_many_failures_were_left_out(results: Results) -> None:
@@ -71,13 +81,37 @@ def test_the_step_summary_is_appended_and_stays_under_one_mebibyte(results: Resu
     assert summary.read_text(encoding="utf-8").startswith("x" * 100)
 
 
-def test_the_terminal_table_fits_80_columns_and_lists_failures_first(results: Results) -> None:
+def test_the_terminal_table_fits_80_columns_and_lists_causes_and_failures_first(results: Results) -> None:
     lines = render_terminal(build_matrix(results))
     assert lines[0] == "crashmatrix: " + build_matrix(results).headline
     header = next(i for i, line in enumerate(lines) if line.startswith("scenario"))
-    assert lines[1] == "failures (1):" and header > 1
+    failures = lines.index("failures (1):")
+    assert lines[1].startswith("causes (4;") and 1 < failures < header
+    assert lines[failures + 1].startswith(
+        "  ✗ send_once.yaml::after_side_effect[call_mail] failed: invariant non_idempotent_at_most_once: "
+    )
     assert "  send_email/send_once        ✓   ·   ·   ✓   ✗   ·   ·   ✓   ✓   4/5" in lines
+    assert "passed                        2   -   -   1   1   -   0   1   1   6" in lines
+    assert "of cases                      2   -   -   1   2   -   1   1   1   8" in lines
     assert all(len(line) <= 80 for line in lines[header:])
+
+
+def test_a_wide_terminal_shows_whole_scenario_names(results: Results) -> None:
+    long = "scenarios/a_rather_long_folder/an_even_longer_scenario_name_that_goes_on.yaml"
+    renamed = dataclasses.replace(
+        results,
+        cases=tuple(
+            dataclasses.replace(c, scenario_path=long) if "send_once" in c.scenario_path else c
+            for c in results.cases
+        ),
+    )
+    label = "a_rather_long_folder/an_even_longer_scenario_name_that_goes_on"
+    [narrow] = [line for line in render_terminal(build_matrix(renamed)) if line.startswith("  a_rather")]
+    assert len(narrow) <= 80 and label not in narrow and "…" in narrow
+    [wide] = [
+        line for line in render_terminal(build_matrix(renamed), width=200) if line.startswith("  a_rather")
+    ]
+    assert wide.startswith(f"  {label} ") and wide.endswith("4/5")
 
 
 def test_the_terminal_table_falls_back_to_ascii(results: Results) -> None:

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
-from crashmatrix.reports.matrix import COLUMNS, build_matrix
-from crashmatrix.reports.results import Results
+import html
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from crashmatrix.reports.compare import compare_runs, render_compare_html, render_compare_markdown
+from crashmatrix.reports.html import render_html
+from crashmatrix.reports.markdown import render_markdown
+from crashmatrix.reports.matrix import COLUMNS, COUNTS, Matrix, build_matrix
+from crashmatrix.reports.results import Results, load_results
+from crashmatrix.reports.terminal import render_terminal
+
+from .conftest import DATA
 
 
 def test_columns_are_clean_the_six_boundaries_torn_write_and_recovery() -> None:
@@ -69,3 +81,141 @@ def test_rows_are_grouped_by_idempotency_class_and_tool(results: Results) -> Non
 
 def test_failures_are_listed_in_row_then_column_order(results: Results) -> None:
     assert [c.point for c in build_matrix(results).failing] == ["after_side_effect[call_mail]"]
+
+
+# ---------------------------------------------------------------- one meaning for counts
+
+# Every data file of these tests: the same rule must hold for each.
+_FILES = ("two_scenarios.json", "not_reachable.json", "blind_retry.json")
+
+
+def _expected_counts(matrix: Matrix) -> tuple[dict[str, list[str]], list[str], str]:
+    """Per row label its cells' counts (``passed/cases``, "" without a case) and its total,
+    the column totals ("–" without a case) and the run's total, from the values."""
+    rows = {
+        row.label: [c.tally.ratio if c.tally.cases else "" for c in row.cells] + [row.tally.ratio]
+        for row in matrix.rows
+    }
+    columns = [t.ratio if t.cases else "–" for t in matrix.columns]
+    return rows, columns, matrix.tally.ratio
+
+
+def _markdown_counts(text: str, labels: list[str]) -> tuple[dict[str, list[str]], list[str], str]:
+    rows = {}
+    for label in labels:
+        line = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")][1:]
+        rows[label] = [_ratio_in(c) for c in cells[:-1]] + [cells[-1]]
+    total = next(line for line in text.splitlines() if line.startswith("| **total** |"))
+    cells = [c.strip() for c in total.strip("|").split("|")][1:]
+    return rows, cells[:-1], cells[-1].strip("*")
+
+
+def _ratio_in(text: str) -> str:
+    found = re.search(r"\d+/\d+", text)
+    return found.group(0) if found else ""
+
+
+class _HtmlCounts(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: dict[str, list[str]] = {}
+        self.columns: list[str] = []
+        self.total = ""
+        self._label: str | None = None
+        self._into: str | None = None  # "label" | "cell" | "row-total" | "column" | "grand"
+        self._text = ""
+        self._in_matrix = False  # the matrix's table only, not the scorecard's
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        classes = a.get("class", "").split()
+        if tag == "section":
+            self._in_matrix = a.get("id") == "matrix"
+        if not self._in_matrix:
+            return
+        if tag == "th" and a.get("scope") == "row":
+            self._into, self._text = "label", ""
+        elif tag == "td" and "cell" in classes:
+            self._into, self._text = "cell", ""
+        elif tag == "td" and "row-total" in classes:
+            self._into, self._text = "row-total", ""
+        elif tag == "td" and a.get("id") == "grand-total":
+            self._into, self._text = "grand", ""
+        elif tag == "td" and "total" in classes and "data-col" in a:
+            self._into, self._text = "column", ""
+        elif tag == "span" and "codes" in classes and self._into == "cell":
+            self._into = "codes"  # a cell's cause codes are not its count
+
+    def handle_data(self, data: str) -> None:
+        if self._into in ("label", "cell", "row-total", "column", "grand"):
+            self._text += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._in_matrix = False
+        if tag == "span" and self._into == "codes":
+            self._into = "cell"
+        if tag not in ("th", "td") or self._into is None:
+            return
+        text = self._text.strip()
+        if self._into == "label":
+            self._label = text
+            if text != "total":
+                self.rows[text] = []
+        elif self._into == "cell" and self._label is not None:
+            self.rows[self._label].append(_ratio_in(text))
+        elif self._into == "row-total" and self._label is not None:
+            self.rows[self._label].append(text)
+        elif self._into == "column":
+            self.columns.append(text)
+        elif self._into == "grand":
+            self.total = text
+        self._into = None
+
+
+def _terminal_counts(lines: list[str], labels: list[str]) -> tuple[dict[str, str], list[str], str]:
+    rows = {
+        label: next(line for line in lines if line.startswith(f"  {label} ")).split()[-1] for label in labels
+    }
+    passed = next(line for line in lines if line.startswith("passed ")).split()[1:]
+    cases = next(line for line in lines if line.startswith("of cases ")).split()[2:]
+    columns = [f"{p}/{c}" if c != "-" else "–" for p, c in zip(passed, cases, strict=True)]
+    return rows, columns[:-1], columns[-1]
+
+
+@pytest.mark.parametrize("name", _FILES)
+def test_counts_are_passed_of_cases_in_every_renderer_and_in_compare(name: str) -> None:
+    results = load_results(DATA / name)
+    matrix = build_matrix(results)
+    rows, columns, total = _expected_counts(matrix)
+    labels = list(rows)
+    # The matrix itself: a ratio is passed/cases, its tally says so in words.
+    assert all(r.tally.ratio == f"{r.tally.passed}/{r.tally.cases}" for r in matrix.rows)
+
+    assert _markdown_counts(render_markdown(matrix), labels) == (rows, columns, total)
+
+    page = _HtmlCounts()
+    page.feed(render_html(results, matrix))
+    assert (page.rows, page.columns, page.total) == (rows, columns, total)
+
+    lines = render_terminal(matrix, width=200)
+    assert _terminal_counts(lines, labels) == ({k: v[-1] for k, v in rows.items()}, columns, total)
+
+    # Compare: three copies of the run, each cell and total the same count three times.
+    text = render_compare_markdown(compare_runs((results, results, results)))
+    for label, counts in rows.items():
+        line = next(line for line in text.splitlines() if line.startswith(f"| {label} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")][1:]
+        assert [[_ratio_in(part) for part in c.split(" / ")] for c in cells] == [[n] * 3 for n in counts[:-1]]
+    total_line = next(line for line in text.splitlines() if line.startswith("| **total** |"))
+    assert [c.strip() for c in total_line.strip("|").split("|")][1:] == [" / ".join([n] * 3) for n in columns]
+
+
+def test_every_legend_says_what_a_count_means(results: Results) -> None:
+    matrix = build_matrix(results)
+    assert COUNTS in render_markdown(matrix)
+    assert html.escape(COUNTS) in render_html(results, matrix)
+    assert COUNTS in render_compare_markdown(compare_runs((results, results)))
+    assert html.escape(COUNTS) in render_compare_html(compare_runs((results, results)))
+    assert "n/m = passed/cases" in "\n".join(render_terminal(matrix))

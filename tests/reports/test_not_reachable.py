@@ -100,7 +100,7 @@ def test_markdown_marks_each_state_apart_and_lists_why_under_the_matrix(results:
         assert cells[column] == f"{MARKS['not_reachable']} not reachable", column
     assert cells["after_side_effect"] == f"{MARKS['deselected']} deselected"
     assert cells["recovery"] == MARKS["not_reached"]
-    assert cells["after_running"] == f"{MARKS['pass']} 1"
+    assert cells["after_running"] == f"{MARKS['pass']} 1/1"  # passed/cases, as every count
     assert len({MARKS[s] for s in ("not_reached", "not_reachable", "deselected", "not_applicable")}) == 4
     legend = next(line for line in text.splitlines() if line.startswith(MARKS["pass"]))
     for words in ("not reached", "not reachable by this agent", "deselected", "not applicable"):

@@ -94,7 +94,7 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     )
     assert not (path / "reports").exists()
     markdown = (out / "matrix.md").read_text(encoding="utf-8")
-    assert markdown.index("### Failures (1)") < markdown.index("### Matrix")
+    assert markdown.index("### Causes (1)") < markdown.index("### Matrix") < markdown.index("### Failures (1)")
     assert load_results(out / "matrix.json").failing[0].point == "after_running[call_1]"
     cases = ET.parse(path / "junit.xml").getroot().iter("testcase")
     props = {
