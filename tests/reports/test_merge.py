@@ -110,6 +110,20 @@ def test_report_merge_writes_the_report_and_says_what_it_merged(
     assert "none.json: no such file" in capsys.readouterr().err
 
 
+def test_in_ci_the_merged_matrix_is_appended_to_the_job_summary(
+    results: Results, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = _by_scenario(results)
+    files = [write_results(part, tmp_path / f"s{i}.json") for i, part in enumerate((first, second))]
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert main(["report", "--merge", *map(str, files), "--out", str(tmp_path / "out")]) == 0
+    assert (
+        summary.read_text(encoding="utf-8").strip()
+        == (tmp_path / "out" / "matrix.md").read_text(encoding="utf-8").strip()
+    )
+
+
 # ---------------------------------------------------------------------------- end to end
 
 
