@@ -130,3 +130,14 @@ def test_the_exploration_doc_counts_its_kills_out_of_every_mutant() -> None:
     kills, survivors = ({n.strip() for n in group.split(",")} for group in names.groups())
     assert (int(killed), int(of)) == (len(kills), len(MUTANTS))
     assert kills | survivors == set(MUTANTS) and not kills & survivors
+
+
+def test_the_quick_start_puts_crashmatrix_on_path_before_any_command_uses_it() -> None:
+    # The README's commands and every rerun line a failure prints call the bare
+    # ``crashmatrix``: only an active venv makes that name exist after the quick start.
+    readme = _text(ROOT / "README.md")
+    quick, rest = readme.split("\n## Quick start\n", 1)[1].split("\n## ", 1)
+    blocks = re.findall(r"```bash\n(.*?)```", quick, re.S)
+    assert blocks and all(re.search(r"\. \.venv/bin/activate && pip install", block) for block in blocks)
+    assert "crashmatrix run " in rest  # what the activation is for
+    assert not re.search(r"(?<![\w/.])\.venv/bin/(pip|pytest|crashmatrix) ", quick)  # one way, not two
