@@ -1,0 +1,266 @@
+"""matrix.html in a real headless browser (Debian's chromium, driven through chromedriver).
+
+test_html.py parses the page; only a browser runs its script. These tests load a page that
+``write_report`` wrote from the hand-written results file, from disk (``file://``, as a CI
+artifact is opened), and check what a reader does with it: the page loads with no console
+error, the filters change the rows shown and the totals row, a case's timeline opens. They
+find the page's parts by the hooks reports/html.py's docstring keeps stable.
+
+Skipped, with the command that installs them, only where chromium or chromedriver is
+missing (``.ci/run`` installs both when apt can).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from crashmatrix.reports.results import load_results
+from crashmatrix.reports.writer import write_report
+
+from .conftest import DATA, FIXTURE
+
+pytestmark = pytest.mark.slow
+
+INSTALL = "apt-get update && apt-get install -y --no-install-recommends chromium chromium-driver"
+# No network, no profile of a user, nothing started in the background: a browser that
+# reaches out is refused by a closed network and logs errors that are not the page's.
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+# The two rows of two_scenarios.json, as the matrix labels them (in group order).
+READ = "read_only/read_file_plain"
+SEND = "send_email/send_once"
+# The page's script reacts to a click or a hash change at once; this bounds a slow CI machine.
+WAIT = 10.0
+
+
+def _binaries() -> tuple[str, str]:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    missing = [name for name, found in (("chromium", browser), ("chromedriver", driver)) if not found]
+    if missing:
+        pytest.skip(f"{' and '.join(missing)} not on PATH: `{INSTALL}` (.ci/run does it when apt can)")
+    assert browser is not None and driver is not None
+    return browser, driver
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[webdriver.Chrome]:
+    chromium, chromedriver = _binaries()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.add_argument("--window-size=1400,1000")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # An explicit driver path: selenium-manager is never asked to download one.
+    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _page(tmp_path: Path, results_file: Path = FIXTURE) -> str:
+    write_report(load_results(results_file), tmp_path)
+    return (tmp_path / "matrix.html").as_uri()
+
+
+def _open(browser: webdriver.Chrome, url: str) -> list[str]:
+    """Load ``url``; the error-level console entries of the load (uncaught exceptions too)."""
+    browser.get_log("browser")  # drop what an earlier test left in the buffer
+    browser.get(url)
+    WebDriverWait(browser, WAIT).until(
+        lambda b: b.execute_script("return document.readyState") == "complete",
+        message=f"{url} not loaded within {WAIT:.0f} s",
+    )
+    return [f"{e['source']}: {e['message']}" for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _shown_rows(browser: webdriver.Chrome) -> list[WebElement]:
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.matrix tr.row")
+    return [row for row in rows if row.is_displayed()]
+
+
+def _label(row: WebElement) -> str:
+    return str(row.find_element(By.CSS_SELECTOR, "th[scope=row]").text)
+
+
+def _visible_rows(browser: webdriver.Chrome) -> list[str]:
+    """The scenario labels of the matrix rows a reader sees."""
+    return [_label(row) for row in _shown_rows(browser)]
+
+
+def _row_totals(browser: webdriver.Chrome) -> dict[str, str]:
+    """Each shown row's total (``td.row-total``), by label."""
+    total = "td.row-total"
+    return {_label(row): str(row.find_element(By.CSS_SELECTOR, total).text) for row in _shown_rows(browser)}
+
+
+def _totals(browser: webdriver.Chrome) -> list[str]:
+    """The totals row as shown: one text per shown column, the grand total last."""
+    row = browser.find_element(By.ID, "totals")
+    cells = [str(cell.text) for cell in row.find_elements(By.CSS_SELECTOR, "td") if cell.is_displayed()]
+    assert cells[-1] == browser.find_element(By.ID, "grand-total").text
+    return cells
+
+
+def _shown(browser: webdriver.Chrome) -> int:
+    return int(browser.find_element(By.ID, "shown").text)
+
+
+# Every hand-written results file: every kind of cell, unreachable points, a blind retrier's
+# many failures with their causes and second crashes.
+PAGES = [FIXTURE, DATA / "not_reachable.json", DATA / "blind_retry.json"]
+
+
+@pytest.mark.parametrize("results_file", PAGES, ids=lambda p: p.stem)
+def test_the_page_loads_with_no_console_error(
+    browser: webdriver.Chrome, tmp_path: Path, results_file: Path
+) -> None:
+    errors = _open(browser, _page(tmp_path, results_file))
+    assert errors == [], "console errors while loading matrix.html:\n" + "\n".join(errors)
+    # The script ran to its end: it fills in how many cases are shown.
+    cases = len(browser.find_elements(By.CSS_SELECTOR, "details.case"))
+    assert cases and _shown(browser) == cases
+
+
+def test_filters_change_the_rows_shown(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    assert _open(browser, _page(tmp_path)) == []
+    assert _visible_rows(browser) == [READ, SEND]
+    cases = _shown(browser)
+
+    only_failures = browser.find_element(By.ID, "only-failures")
+    only_failures.click()
+    assert _visible_rows(browser) == [SEND]
+    assert _shown(browser) == 1  # the one failing case
+    only_failures.click()
+    assert _visible_rows(browser) == [READ, SEND] and _shown(browser) == cases
+
+    tool = Select(browser.find_element(By.ID, "tool-filter"))
+    tool.select_by_value("read_file")
+    assert _visible_rows(browser) == [READ]
+    assert _shown(browser) == 3  # read_file_plain's cases
+    tool.select_by_value("")
+    assert _visible_rows(browser) == [READ, SEND] and _shown(browser) == cases
+
+    boundary = Select(browser.find_element(By.ID, "boundary-filter"))
+    boundary.select_by_value("after_side_effect")
+    headers = [
+        th.get_attribute("data-col")
+        for th in browser.find_elements(By.CSS_SELECTOR, "table.matrix thead th[data-col]")
+        if th.is_displayed()
+    ]
+    assert headers == ["after_side_effect"]
+    assert _shown(browser) == 2  # one case per scenario at that crash point
+    boundary.select_by_value("")
+    assert _shown(browser) == cases
+
+
+def test_filters_recompute_the_totals_row(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """Counts are passed/cases everywhere; the totals follow the rows and columns shown."""
+    assert _open(browser, _page(tmp_path)) == []
+    everything = _totals(browser)
+    assert everything[-1] == "6/8"
+    assert _row_totals(browser) == {READ: "2/3", SEND: "4/5"}
+
+    only_failures = browser.find_element(By.ID, "only-failures")
+    only_failures.click()
+    failing = _totals(browser)
+    assert failing[-1] == "4/5", "the totals row did not follow 'failures only'"
+    assert failing[0] == "1/1" != everything[0]  # the clean column: one scenario left, not two
+    only_failures.click()
+    assert _totals(browser) == everything
+
+    tool = Select(browser.find_element(By.ID, "tool-filter"))
+    tool.select_by_value("read_file")
+    assert _totals(browser)[-1] == "2/3"
+    assert _row_totals(browser) == {READ: "2/3"}
+    tool.select_by_value("")
+    assert _totals(browser) == everything
+
+    boundary = Select(browser.find_element(By.ID, "boundary-filter"))
+    boundary.select_by_value("after_side_effect")
+    assert _totals(browser) == ["1/2", "1/2"]  # that column's total, and the corner
+    assert _row_totals(browser) == {READ: "1/1", SEND: "0/1"}  # each row's one shown cell
+    boundary.select_by_value("")
+    assert _totals(browser) == everything and _row_totals(browser) == {READ: "2/3", SEND: "4/5"}
+
+
+def test_a_cause_shows_only_its_cases(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    """The causes list's "show only" button filters the matrix to the cells with that cause."""
+    assert _open(browser, _page(tmp_path)) == []
+    causes = browser.find_elements(By.CSS_SELECTOR, "#causes button.cause-only")
+    assert causes, "no cause to filter by in #causes"
+    cause = causes[0].get_attribute("data-cause")
+    assert cause == "non_idempotent_at_most_once"  # invariants come first
+    causes[0].click()
+    assert browser.find_element(By.ID, "cause-filter").get_attribute("value") == cause
+    assert _visible_rows(browser) == [SEND]
+    assert _shown(browser) == 1
+    assert _totals(browser)[-1] == "4/5"
+
+
+def test_the_failure_search_narrows_the_list(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    assert _open(browser, _page(tmp_path)) == []
+    failures = len(browser.find_elements(By.CSS_SELECTOR, "#failures li.failure"))
+    assert failures == 1 and browser.find_element(By.ID, "failures-shown").text == "1"
+    search = browser.find_element(By.ID, "failure-search")
+    search.send_keys("no such words")
+    assert browser.find_element(By.ID, "failures-shown").text == "0"
+    assert not any(li.is_displayed() for li in browser.find_elements(By.CSS_SELECTOR, "#failures li.failure"))
+    search.clear()
+    search.send_keys("SEND_ONCE")  # case-insensitive
+    assert browser.find_element(By.ID, "failures-shown").text == "1"
+
+
+def _case(browser: webdriver.Chrome, anchor: str) -> WebElement:
+    return browser.find_element(By.ID, anchor)
+
+
+def _moments(case: WebElement) -> list[str]:
+    return [str(li.text) for li in case.find_elements(By.CSS_SELECTOR, "ol.timeline li") if li.is_displayed()]
+
+
+def test_a_case_timeline_expands_on_click(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    assert _open(browser, _page(tmp_path)) == []
+    # case-0: the clean run of send_email_once, a passed case, so closed at first.
+    case = _case(browser, "case-0")
+    assert case.tag_name == "details" and case.get_attribute("open") is None
+    assert _moments(case) == []
+    case.find_element(By.TAG_NAME, "summary").click()
+    assert case.get_attribute("open") is not None
+    assert _moments(case) == ["▶ life 1 starts", "L1user message", "■ life 1 exits normally"]
+    case.find_element(By.TAG_NAME, "summary").click()
+    assert _moments(case) == []
+
+
+def test_a_matrix_cell_opens_its_case(browser: webdriver.Chrome, tmp_path: Path) -> None:
+    assert _open(browser, _page(tmp_path)) == []
+    case = _case(browser, "case-0")
+    assert case.get_attribute("open") is None
+    browser.find_element(By.CSS_SELECTOR, 'table.matrix a[href="#case-0"]').click()
+    WebDriverWait(browser, WAIT).until(
+        lambda _: case.get_attribute("open") is not None,
+        message=f"clicking the cell's link did not open case-0 within {WAIT:.0f} s",
+    )
+    assert _moments(case)[0] == "▶ life 1 starts"
+    assert browser.get_log("browser") == []
