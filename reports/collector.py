@@ -144,7 +144,10 @@ class MatrixReporter:
         if self.matrix is None:
             return
         terminalreporter.section("crashmatrix pass matrix", sep="=")
-        # pytest's terminal writes to stdout; an ASCII-only CI log gets ASCII marks.
-        for line in render_terminal(self.matrix, encoding=getattr(sys.stdout, "encoding", None)):
+        # pytest's terminal writes to stdout; an ASCII-only CI log gets ASCII marks. Its
+        # width (COLUMNS, else the tty's, else 80) gives long scenario names their room.
+        width = terminalreporter.config.get_terminal_writer().fullwidth
+        lines = render_terminal(self.matrix, encoding=getattr(sys.stdout, "encoding", None), width=width)
+        for line in lines:
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"report: {self.out_dir / 'matrix.html'} (and matrix.md, matrix.json)")

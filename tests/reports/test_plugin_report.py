@@ -94,7 +94,8 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     )
     assert not (path / "reports").exists()
     markdown = (out / "matrix.md").read_text(encoding="utf-8")
-    assert markdown.index("### Causes (1)") < markdown.index("### Matrix") < markdown.index("### Failures (1)")
+    order = [markdown.index(f"### {part}") for part in ("Causes (1)", "Matrix", "Failures (1)")]
+    assert order == sorted(order)
     assert load_results(out / "matrix.json").failing[0].point == "after_running[call_1]"
     cases = ET.parse(path / "junit.xml").getroot().iter("testcase")
     props = {
@@ -103,7 +104,19 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     crashed = props["after_running[call_1]"]
     assert crashed["crash_point"] == "after_running[call_1]"
     assert crashed["status"] == "failed"
-    assert crashed["outcome"] == "{'call_1': 'side_effect_uncertain'}"
+    assert json.loads(crashed["outcome"]) == {"call_1": "side_effect_uncertain"}  # JSON, not a repr
+
+
+def test_the_terminal_table_gives_a_long_scenario_name_the_terminals_width(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = "a_scenario_whose_name_is_much_longer_than_thirty_characters"
+    pytester.makefile(".yaml", **{f"scenarios/{name}": PASSING})
+    monkeypatch.setenv("COLUMNS", "200")  # what pytest's terminal writer reads for its width
+    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider", "--no-doctor")
+    result.assert_outcomes(passed=3)
+    [row] = [line for line in result.outlines if name[:20] in line and "3/3" in line]
+    assert f"{name} " in row  # whole, not cut to fit 80 columns
 
 
 def test_an_api_key_in_the_environment_appears_in_no_report_and_no_output(
