@@ -366,10 +366,9 @@ class CrashCase(pytest.Item):
         # The record holds what a report needs; the item outlives the case by the whole
         # session, its observation (session, requests, world) need not.
         self.result = dataclasses.replace(result, observation=None)
-        self.user_properties.append(("crash_point", result.point_id))
-        self.user_properties.append(("status", result.verdict.status))
-        if result.verdict.observed is not None:
-            self.user_properties.append(("outcome", repr(dict(result.verdict.observed.outcome))))
+        from crashmatrix.reports.collector import junit_properties
+
+        self.user_properties.extend(junit_properties(result))  # JSON, never a Python repr
         if result.verdict.status in ("not_reached", "not_applicable"):
             # Not a verdict on the agent: the fault never happened (the point was not reached,
             # or a between-lives fault did nothing). Shown as such, never passed.
