@@ -42,7 +42,8 @@ def parse_shard(text: str) -> Shard:
         raise ValueError(f"--shard={text}: write I/N, e.g. --shard=1/4 (shard I of N, 1 <= I <= N)")
     index, count = int(match[1]), int(match[2])
     if count < 1 or not 1 <= index <= count:
-        raise ValueError(f"--shard={text}: I must be between 1 and N (N >= 1), e.g. --shard=1/{max(count, 2)}")
+        example = f"--shard=1/{max(count, 2)}"
+        raise ValueError(f"--shard={text}: I must be between 1 and N (N >= 1), e.g. {example}")
     return Shard(index, count)
 
 
