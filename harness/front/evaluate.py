@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
 def pytest_command(suite: Path, agent: str, workers: str, out: Path, extra: Sequence[str] = ()) -> list[str]:
     """The child pytest run; ``-p no:cacheprovider`` so an installed suite's folder is not written."""
     command = [sys.executable, "-m", "pytest", str(suite), "--agent", agent, "--report-dir", str(out)]
+    # Wherever the suite lives, its files are scenarios (with or without the schema line).
+    command += ["-o", f"crashmatrix_paths={suite.resolve()}"]
     command += ["-p", "no:cacheprovider", "-q"]
     if workers != "0":
         command += ["-n", workers]
@@ -83,13 +85,6 @@ def main_eval(argv: Sequence[str]) -> int:
     try:
         if not suite.exists():
             raise InputError(f"--scenarios {suite}: no such file or directory")
-        if "scenarios" not in suite.resolve().parts:
-            # The plugin collects scenario files under a folder named scenarios/ only:
-            # pytest would run nothing and say only "no tests ran".
-            raise InputError(
-                f"--scenarios {suite}: scenario files are collected under a folder named "
-                "scenarios/; move them into one (e.g. my_suite/scenarios/)"
-            )
         if args.list:
             return _list(suite)
         load_adapter(args.agent)  # a bad adapter file fails here, in one line, before pytest starts

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -52,18 +51,19 @@ def test_the_child_run_is_the_plugin_run_with_the_users_extra_arguments() -> Non
     assert pytest_command(BUILTIN_SUITE, "a", "2", Path("o"))[-2:] == ["-n", "2"]
 
 
-def test_a_suite_outside_a_scenarios_folder_is_refused_not_run_empty(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "mine").mkdir()
-    assert main_eval(["--agent", "reference", "--scenarios", str(tmp_path / "mine")]) == 2
-    assert "under a folder named scenarios/" in capsys.readouterr().err
+def test_the_child_run_collects_the_suite_wherever_it_lives() -> None:
+    command = pytest_command(Path("/teams/evals"), "a", "0", Path("o"))
+    assert command[command.index("-o") + 1] == f"crashmatrix_paths={Path('/teams/evals').resolve()}"
 
 
 def _one_scenario_suite(tmp_path: Path) -> Path:
-    suite = tmp_path / "scenarios"
+    """A suite outside any folder named scenarios/, its file without the schema line: the
+    child run must still collect it (crashmatrix_paths), not run nothing."""
+    suite = tmp_path / "my_evals"
     (suite / "send_email").mkdir(parents=True)
-    shutil.copy(ROOT / "scenarios" / "send_email" / "send_once.yaml", suite / "send_email")
+    text = (ROOT / "scenarios" / "send_email" / "send_once.yaml").read_text(encoding="utf-8")
+    body = "".join(line for line in text.splitlines(keepends=True) if "$schema=" not in line)
+    (suite / "send_email" / "send_once.yaml").write_text(body, encoding="utf-8")
     return suite
 
 
@@ -88,6 +88,7 @@ def test_a_real_run_prints_the_scorecard_and_exits_with_pytests_status(
     assert code == 0, printed
     assert "scorecard, agent reference: " in printed
     assert "crash evals:" in printed and (out / "matrix.json").exists()
+    assert "send_once.yaml" in (out / "matrix.json").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
