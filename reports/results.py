@@ -404,7 +404,7 @@ def results_from_json(raw: Any, path: Path | str = "<results>") -> Results:
     if error is not None:
         hint = ""
         if isinstance(raw, Mapping) and raw.get("format") != FORMAT:
-            hint = f' (is this a crashmatrix results file? expected "format": {FORMAT!r})'
+            hint = f' (is this a crashmatrix results file? expected "format": {json.dumps(FORMAT)})'
         raise ResultsFileError(path, f"{_where(error)}: {error.message}{hint}")
     return Results(
         agent=str(raw["agent"]),

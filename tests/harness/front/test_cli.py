@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.front import cli
+
 from ...scenario_data import email_once
 
 pytestmark = pytest.mark.slow
@@ -161,14 +163,19 @@ def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_p
 
 
 def test_run_shares_each_first_crash_between_a_point_and_its_recovery_item(
-    scenario: Path, tmp_path: Path
+    scenario: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     scenario.write_text(email_once(expect=EXPECT), encoding="utf-8")  # recovery crashes: the default
-    done = crashmatrix("run", str(scenario), cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    recovery = [line for line in done.stdout.splitlines() if "::recovery@" in line]
+    # In this process, to look into the run's scratch directory before it is removed.
+    scratch: list[Path] = []
+    monkeypatch.setattr(cli, "_discard", scratch.append)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", str(scenario)]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("case directories removed (--keep DIR keeps them)")
+    recovery = [line for line in out.splitlines() if "::recovery@" in line]
     assert recovery and all(line.endswith("passed") for line in recovery)
-    base = Path(done.stdout.strip().splitlines()[-1].rpartition("case directories under ")[2])
+    [base] = scratch
     # One first crash per recovery point, run once for P and recovery@P; P has no own copy.
     crashed = sorted(p.parent.name for p in base.glob("first-crashes/*/*/crashed"))
     assert crashed == sorted(line.split("::recovery@")[1].split(" ")[0] for line in recovery)
@@ -228,10 +235,11 @@ def test_the_rerun_line_of_a_failed_recovery_case_fails_again_at_the_same_second
         "--agent",
         mutant,
     ]
-    start = lines.index("  second crash at after_running[call_mail]:") + 1
+    start = lines.index("  second crash at after_running[call_mail]: FAILED") + 1
     end = next(i for i in range(start, len(lines)) if not lines[i].startswith("    "))
     expected = _failure(lines[start:end])
     assert expected  # else the comparison below would hold for any rerun
+    assert f"    rerun: {rerun[0]}" in lines[start:end]  # each second crash has its own line
 
     # The printed line, run as printed; only its --keep moves under tmp_path, since the
     # default directory is shared by every run on this machine.
