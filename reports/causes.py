@@ -25,12 +25,11 @@ are listed in the same kind order, then by how many cases show them.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from crashmatrix.harness.verdict.expectations import show_value
 from crashmatrix.reports.results import CaseRecord
 
 __all__ = [
@@ -65,13 +64,6 @@ class Finding:
         return KINDS.index(self.kind)
 
 
-def _show(value: Any) -> str:
-    """JSON, never a Python repr: ``null``, ``"replayed"``, ``["approved", "running"]``."""
-    if isinstance(value, Mapping) and set(value) == {"in"}:
-        return "one of " + json.dumps(value["in"], ensure_ascii=False)
-    return json.dumps(value, ensure_ascii=False)
-
-
 def expectation_key(field: str) -> str:
     """``outcome[call_mail]`` -> ``outcome``; ``world.files[a.txt]`` -> ``world.files``."""
     return _CALL.sub("", field)
@@ -91,7 +83,7 @@ def findings(case: CaseRecord) -> tuple[Finding, ...]:
             Finding(
                 expectation_key(field),
                 "expectation",
-                f"{field}: expected {_show(m['expected'])}, observed {_show(m['observed'])}",
+                f"{field}: expected {show_value(m['expected'])}, observed {show_value(m['observed'])}",
             )
         )
     if case.status not in ("hung", "error"):

@@ -22,7 +22,6 @@ from typing import Any
 
 import jsonschema
 
-from crashmatrix.harness.verdict.expectations import show_value
 from crashmatrix.harness.verdict.explain import rerun_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
@@ -108,22 +107,6 @@ class CaseRecord:
     @property
     def title(self) -> str:
         return f"{Path(self.scenario_path).name}::{self.point}"
-
-    def reasons(self) -> list[str]:
-        """Why the case did not pass, one line each, most telling first (the same words
-        as the failure text pytest prints)."""
-        lines = [f"problem: {p}" for p in self.problems]
-        for m in self.mismatches:
-            expected, observed = show_value(m["expected"]), show_value(m["observed"])
-            lines.append(f"{m['field']}: expected {expected}, observed {observed}")
-        lines += [f"invariant {v['invariant']}: {v['message']}" for v in self.violations]
-        failed = [p["point"] for p in self.recovery_points if p.get("status") not in ("passed",)]
-        if failed:
-            lines.append(
-                f"{len(failed)} of {len(self.recovery_points)} recovery crash points failed: "
-                + ", ".join(failed)
-            )
-        return lines or [self.status]
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

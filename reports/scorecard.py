@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS, SEED004_EVALS, crash_eval_id
+from crashmatrix.reports.causes import reasons
 from crashmatrix.reports.results import CaseRecord, Results
 
 __all__ = ["CLASSES", "CRASH_COLUMNS", "EvalRow", "Scorecard", "build_scorecard"]
@@ -125,7 +126,7 @@ def _why(
 ) -> str:
     if state == "fail":
         first = failing[0]
-        return f"{first.title}: {first.reasons()[0]}"
+        return f"{first.title}: {reasons(first)[0]}"
     if state == "not_applicable":
         return "; ".join(unjudged or dict.fromkeys(p for case in cases for p in case.problems))
     if state == "not_reached":

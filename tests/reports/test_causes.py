@@ -62,7 +62,7 @@ def test_the_representative_shows_the_cause_first_and_carries_its_rerun_line(bli
 def test_an_invariant_is_a_failure_s_first_line_before_any_expectation(results: Results) -> None:
     case = _failing(results)
     assert case.mismatches and case.violations  # the record lists the outcome mismatch first
-    assert case.reasons()[0].startswith("outcome[call_mail]")
+    assert case.mismatches[0]["field"] == "outcome[call_mail]"
     assert first_reason(case).startswith("invariant non_idempotent_at_most_once: ")
     assert [f.kind for f in findings(case)] == ["invariant", "expectation", "expectation", "expectation"]
 

@@ -246,3 +246,16 @@ def test_an_effect_before_running_fails_ledger_first_and_an_agent_without_ledger
     assert state([case()], first) == "pass"
     why = "running_before_side_effect: the agent keeps no ledger the adapter maps"
     assert state([case(not_applicable=(why,))], first) == "not_applicable"
+
+
+def test_a_failed_rows_why_is_its_cases_most_important_reason_an_invariant_first() -> None:
+    from pathlib import Path
+
+    from crashmatrix.reports.results import load_results
+
+    data = Path(__file__).parent / "data" / "blind_retry.json"
+    card = build_scorecard(load_results(data))
+    row = next(r for r in card.rows if r.id == "crash.after_side_effect.non_idempotent.no_double_effect")
+    assert row.state == "fail"
+    # The record lists the outcome mismatch first; the row names the double effect instead.
+    assert "invariant non_idempotent_at_most_once" in row.why
