@@ -118,11 +118,14 @@ def test_explain_gives_each_failing_second_crash_its_own_rerun_line_and_ends_wit
     )
     sub_cases = (SubCase("after_running[call_mail]", Path("/tmp/case/second-0")),)
     result = dataclasses.replace(
-        _result("recovery@after_approved[call_mail]", SENT_TWICE, agent=MUTANT, subs=subs), sub_cases=sub_cases
+        _result("recovery@after_approved[call_mail]", SENT_TWICE, agent=MUTANT, subs=subs),
+        sub_cases=sub_cases,
     )
     lines = explain(result).splitlines()
     assert lines[-1] == f"  rerun: {rerun_command(result)}"
-    reruns = [_after_crash(line.removeprefix("    rerun: ")) for line in lines if line.startswith("    rerun: ")]
+    reruns = [
+        _after_crash(line.removeprefix("    rerun: ")) for line in lines if line.startswith("    rerun: ")
+    ]
     assert [words[:4] for words in reruns] == [
         ["--crash", "after_approved[call_mail]", "--second", "after_running[call_mail]"],
         ["--crash", "after_approved[call_mail]", "--second", "after_side_effect[call_mail]"],
