@@ -31,6 +31,7 @@ import gc
 import os
 import re
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -437,6 +438,15 @@ def _self_check(config: pytest.Config) -> None:
         lambda: launcher_for(config),
         deadline=config.getoption("case_deadline"),
     )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+    """This process's world templates go now: an xdist worker may be ended with ``os._exit``
+    and never run the exit handler that would remove them. Looked up, not imported: a pytest
+    run that never touched crashmatrix stays light."""
+    casedir = sys.modules.get("crashmatrix.harness.lives.casedir")
+    if casedir is not None:
+        casedir.remove_templates()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

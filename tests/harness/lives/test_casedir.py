@@ -18,7 +18,9 @@ from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives import casedir
 from crashmatrix.harness.lives.casedir import fresh_case, prepare_case, remove_templates, session_path_of
 
-from ...pytest_runs import SUBPROCESS_TIMEOUT, run_subprocess
+from ...pytest_runs import SUBPROCESS_TIMEOUT, run_inprocess, run_subprocess
+
+pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = ROOT / "scenarios" / "send_email" / "send_once.yaml"
@@ -67,6 +69,16 @@ def _left(tmpdir: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_an_in_process_pytest_run_removes_its_templates_at_session_finish(pytester: pytest.Pytester) -> None:
+    shutil.copy(SCENARIO, pytester.path / "send_once.yaml")
+    options = ("-p", "no:cacheprovider", "--no-report", "--crash-boundary", "after_running")
+    run = run_inprocess(pytester, "send_once.yaml", *options)
+    assert run.ret == 0, "\n".join(run.outlines[-20:])
+    # This process made templates for the run's cases and lives on: the plugin removed them.
+    assert _template_roots() == []
+
+
 def test_pytest_with_workers_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
