@@ -237,6 +237,21 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
                             _send(waiting, left)
 
 
+# sun_path holds 108 bytes on Linux (104 on macOS): a long $TMPDIR (pytest's tmp_path under
+# xdist, a CI workspace) cannot hold the socket, and bind() fails with "AF_UNIX path too long".
+_SUN_PATH = 100
+
+
+def _socket_dir() -> str:
+    """A fresh directory for the server's socket: under $TMPDIR, or /tmp when that path would
+    be too long for a Unix socket address."""
+    where = tempfile.mkdtemp(prefix="crashmatrix-forkserver-")
+    if len(os.path.join(where, "socket").encode()) <= _SUN_PATH or not os.path.isdir("/tmp"):
+        return where
+    os.rmdir(where)
+    return tempfile.mkdtemp(prefix="crashmatrix-forkserver-", dir="/tmp")
+
+
 class ForkServer:
     """A warm process that forks lives on request. Started lazily; one per preload list
     (``shared``), stopped at exit. Dies with the harness even when the harness is
@@ -267,7 +282,7 @@ class ForkServer:
             if not restart and self._process is not None and self._process.poll() is None:
                 return self._address
             self._stop_locked()
-            self._dir = tempfile.mkdtemp(prefix="crashmatrix-forkserver-")
+            self._dir = _socket_dir()
             self._address = os.path.join(self._dir, "socket")
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:

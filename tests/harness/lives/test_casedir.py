@@ -69,7 +69,6 @@ def _left(tmpdir: Path) -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_an_in_process_pytest_run_removes_its_templates_at_session_finish(pytester: pytest.Pytester) -> None:
     shutil.copy(SCENARIO, pytester.path / "send_once.yaml")
     options = ("-p", "no:cacheprovider", "--no-report", "--crash-boundary", "after_running")
@@ -79,6 +78,7 @@ def test_an_in_process_pytest_run_removes_its_templates_at_session_finish(pytest
     assert _template_roots() == []
 
 
+@pytest.mark.slow
 def test_pytest_with_workers_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
