@@ -50,17 +50,20 @@ def case_record(
     *,
     reachable: Sequence[str] | None = None,
     not_run: Sequence[Mapping[str, Any]] = (),
+    items: Sequence[tuple[str, str, str]] = (),
 ) -> str:
-    """The record of a case as the JSON string that travels on its pytest report. A clean
-    case adds its scenario's plan: ``reachable`` boundaries and ``not_run`` entries, each
-    ``{boundary, state, why, points}`` (see ``reports.results.NotRun``)."""
+    """The record of a case as the JSON string that travels on its pytest report. The first
+    case of a scenario a process runs adds the scenario's plan: ``reachable`` boundaries,
+    ``not_run`` entries, each ``{boundary, state, why, points}`` (see
+    ``reports.results.NotRun``), and every item collected (``[node id, column, point id]``)."""
     timeline = timeline_of(result.observation) if result.observation is not None else ()
     record = record_from_result(result, node_id, timeline=timeline)
     raw = record.to_json()
-    if reachable is not None or not_run:
+    if reachable is not None or not_run or items:
         raw[_PLAN] = {
             "reachable": None if reachable is None else list(reachable),
             "not_run": [{**gap, "scenario_path": record.scenario_path} for gap in not_run],
+            "items": [list(item) for item in items],
         }
     return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
 
@@ -89,6 +92,11 @@ class MatrixReporter:
         self.records: dict[str, CaseRecord] = {}
         self.reachable: tuple[str, ...] | None = None
         self.not_run: dict[str, tuple[NotRun, ...]] = {}  # by scenario path
+        # Every item collected, by scenario path: (node id, column, point id).
+        self.items: dict[str, tuple[tuple[str, str, str], ...]] = {}
+        # The node ids pytest kept after its own selection (-k, -m, --deselect, --shard);
+        # set by the plugin before the session finishes. None: not known.
+        self.selected: frozenset[str] | None = None
         self.started = time.monotonic() if started is None else started
         self.matrix: Matrix | None = None
         self.error = ""
@@ -104,6 +112,8 @@ class MatrixReporter:
             if plan.get("reachable") is not None:
                 self.reachable = tuple(plan["reachable"])
             self.not_run[record.scenario_path] = tuple(NotRun.from_json(gap) for gap in plan["not_run"])
+            items = plan.get("items", ())
+            self.items[record.scenario_path] = tuple((str(a), str(b), str(c)) for a, b, c in items)
 
     def results(self, *, incomplete: bool = False) -> Results:
         order = {column: index for index, column in enumerate(COLUMNS)}
@@ -118,7 +128,23 @@ class MatrixReporter:
             seconds=time.monotonic() - self.started,
             incomplete=incomplete,
             reachable=self.reachable,
-            not_run=tuple(gap for path in sorted(self.not_run) for gap in self.not_run[path]),
+            not_run=tuple(
+                gap for path in sorted({*self.not_run, *self.items}) for gap in self._not_run_of(path)
+            ),
+        )
+
+    def _not_run_of(self, path: str) -> tuple[NotRun, ...]:
+        """The plan's gaps, and the items pytest's own selection left out, as deselected."""
+        if self.selected is None:
+            return self.not_run.get(path, ())
+        left: dict[str, list[str]] = {}
+        for node_id, column, point in self.items.get(path, ()):
+            if node_id not in self.selected and node_id not in self.records:
+                left.setdefault(column, []).append(point)
+        why = "deselected by pytest's selection (-k, -m, --deselect or --shard)"
+        return (
+            *self.not_run.get(path, ()),
+            *(NotRun(path, column, "deselected", why, tuple(points)) for column, points in left.items()),
         )
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:

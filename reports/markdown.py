@@ -39,8 +39,9 @@ _LEGEND = (
     f"(passed; the expectation allowed a set of outcomes) · {MARKS['not_reached']} not reached "
     f"(a case ran but its point never happened, or no case and no reason) · "
     f"{MARKS['not_reachable']} not reachable by this agent (it cannot be killed there; why below) · "
-    f"{MARKS['deselected']} deselected (by --crash-boundary, the scenario's cover or "
-    f"--no-recovery-crashes) · {MARKS['not_applicable']} not applicable to this agent · "
+    f"{MARKS['deselected']} deselected (by --crash-boundary, the scenario's cover, "
+    f"--no-recovery-crashes or pytest's -k/-m/--shard) · {MARKS['not_applicable']} not applicable "
+    "to this agent · "
     f"{COUNTS} · [A,C]: the causes of the cell's failures (Causes above)"
 )
 

@@ -38,6 +38,21 @@ from crashmatrix.harness.verdict.verdict import Verdict
 __all__ = ["CrashCase", "ScenarioFile"]
 
 _LAUNCHER_KEY = pytest.StashKey[LifeLauncher]()
+# The scenarios whose plan this process already put on a record (each travels once).
+_PLANS_SENT = pytest.StashKey[set[str]]()
+
+
+@dataclasses.dataclass
+class ScenarioPlan:
+    """What a scenario's report needs besides its cases: the agent's reachable boundaries,
+    the points that get no item and why, and every item collected (node id, matrix column,
+    point id), so that a report can name the items pytest's own selection (``-k``, ``-m``,
+    ``--deselect``, ``--shard``) left out as deselected rather than "not reached". Filled
+    while the file's items are yielded, so complete before any of them runs."""
+
+    reachable: tuple[str, ...]
+    not_run: tuple[dict[str, Any], ...]
+    items: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
 _FIRST_CRASHES_KEY = pytest.StashKey[FirstCrashes]()
 
 
@@ -237,17 +252,19 @@ class ScenarioFile(pytest.File):
             if scenario.recovery_crashes
             else "the scenario sets recovery_crashes: false"
         )
-        yield CrashCase.from_parent(
-            self,
-            name="clean",
-            scenario=scenario,
-            point=None,
-            kind="clean",
-            enumeration=enum,
-            plan=(
-                reachable_boundaries(adapter),
-                tuple(not_run(adapter, scenario, enum.points, points, only or (), recovery=no_depth_two)),
-            ),
+        plan = ScenarioPlan(
+            reachable_boundaries(adapter),
+            tuple(not_run(adapter, scenario, enum.points, points, only or (), recovery=no_depth_two)),
+        )
+
+        def planned(item: CrashCase) -> CrashCase:
+            plan.items.append((item.nodeid, item.kind, item.name))
+            return item
+
+        yield planned(
+            CrashCase.from_parent(
+                self, name="clean", scenario=scenario, point=None, kind="clean", enumeration=enum, plan=plan
+            )
         )
 
         def has_recovery_item(point: CrashPoint) -> bool:
@@ -256,26 +273,32 @@ class ScenarioFile(pytest.File):
         # Every recorded point is an item, reachable or not: a point this agent cannot be
         # killed at is reported "not reachable", never quietly left out or counted as passed.
         for point in points:
-            yield CrashCase.from_parent(
-                self,
-                name=point.id,
-                scenario=scenario,
-                point=point,
-                kind=point.boundary,
-                reachable=reachable(adapter, point),
-                shares_first_crash=has_recovery_item(point),
+            yield planned(
+                CrashCase.from_parent(
+                    self,
+                    name=point.id,
+                    scenario=scenario,
+                    point=point,
+                    kind=point.boundary,
+                    reachable=reachable(adapter, point),
+                    shares_first_crash=has_recovery_item(point),
+                    plan=plan,
+                )
             )
         if depth_two:
             for point in points:
                 if has_recovery_item(point):
-                    yield CrashCase.from_parent(
-                        self,
-                        name=f"recovery@{point.id}",
-                        scenario=scenario,
-                        point=point,
-                        kind="recovery",
-                        reachable=reachable(adapter, point),
-                        shares_first_crash=True,
+                    yield planned(
+                        CrashCase.from_parent(
+                            self,
+                            name=f"recovery@{point.id}",
+                            scenario=scenario,
+                            point=point,
+                            kind="recovery",
+                            reachable=reachable(adapter, point),
+                            shares_first_crash=True,
+                            plan=plan,
+                        )
                     )
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -303,13 +326,13 @@ class CrashCase(pytest.Item):
         enumeration: Enumeration | None = None,
         not_applicable: tuple[str, ...] = (),
         shares_first_crash: bool = False,
-        plan: tuple[tuple[str, ...], tuple[dict[str, Any], ...]] | None = None,
+        plan: ScenarioPlan | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.scenario = scenario
-        # The clean item's: the agent's reachable boundaries and the scenario's points that
-        # have no item, with why; its report record carries them (``reports.collector``).
+        # The scenario's plan, shared by its items; the first record of the scenario each
+        # process makes carries it (``reports.collector``): whichever items -k selected.
         self.plan = plan
         # The clean item's result: collection already ran and judged the clean case (to
         # enumerate the points), in this process; running it again would only cost a life.
@@ -358,9 +381,18 @@ class CrashCase(pytest.Item):
         if not config.getoption("no_report"):
             from crashmatrix.reports.collector import case_record
 
-            reach, gaps = self.plan if self.plan is not None else (None, ())
+            sent = config.stash.setdefault(_PLANS_SENT, set())
+            plan = self.plan if self.plan is not None and str(self.path) not in sent else None
+            if plan is not None:
+                sent.add(str(self.path))
             try:
-                self.report_record = case_record(result, self.nodeid, reachable=reach, not_run=gaps)
+                self.report_record = case_record(
+                    result,
+                    self.nodeid,
+                    reachable=plan.reachable if plan else None,
+                    not_run=plan.not_run if plan else (),
+                    items=plan.items if plan else (),
+                )
             except Exception as error:  # the report is a by-product: it must not fail the case
                 self.warn(pytest.PytestWarning(f"crashmatrix: no report record for {self.nodeid}: {error!r}"))
         # The record holds what a report needs; the item outlives the case by the whole

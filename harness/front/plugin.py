@@ -53,6 +53,9 @@ _PATHS = pytest.StashKey[tuple[Path, ...]]()
 _NAMED = pytest.StashKey[frozenset[Path]]()
 _SEEN = pytest.StashKey[set[Path]]()
 _SAID_WHY = pytest.StashKey[bool]()
+# The node ids pytest kept after its own selection (-k, -m, --deselect, --shard): the report
+# names the scenario's other items deselected, not "not reached".
+_SELECTED = pytest.StashKey[set[str]]()
 # --shard=I/N, parsed, and --shard-durations read into seconds per file.
 _SHARD = pytest.StashKey[Any]()
 _RECORDED = pytest.StashKey[dict[str, float]]()
@@ -184,6 +187,8 @@ class _Reporter:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if self.real is not None:
+            selected = self.config.stash.get(_SELECTED, None)
+            self.real.selected = None if selected is None else frozenset(selected)
             self.real.pytest_sessionfinish(session, exitstatus)
 
     @pytest.hookimpl(trylast=True)
@@ -402,6 +407,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if any(getattr(item, "is_crash_case", False) for item in session.items):
         gc.collect()
         gc.freeze()
+    if not session.config.pluginmanager.has_plugin("dsession"):  # an xdist controller collects nothing
+        session.config.stash[_SELECTED] = {item.nodeid for item in session.items}
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -409,6 +416,7 @@ def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     # Under xdist the controller collects nothing itself: it learns from a worker's node ids
     # that crash cases are coming, in time to turn SIGTERM into an orderly stop there too.
     config = node.config
+    config.stash.setdefault(_SELECTED, set()).update(ids)
     files = {config.rootpath / nodeid.partition("::")[0] for nodeid in ids}
     if any(_is_scenario(path, config) for path in files):
         _activate(config)

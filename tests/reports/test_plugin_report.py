@@ -163,6 +163,8 @@ def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_inco
     assert results.incomplete
     # clean and after_running ran (collection order); -x stopped after_side_effect.
     assert [c.point for c in results.cases] == ["clean", "after_running[call_1]"]
+    # Selected but never run (-x stopped first): not "deselected", which is pytest's selection.
+    assert not [gap for gap in results.not_run if gap.boundary == "after_side_effect"]
     result.stdout.fnmatch_lines(["*INCOMPLETE (interrupted): *"])
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     assert "INCOMPLETE (interrupted)" in markdown
@@ -172,3 +174,22 @@ def test_a_complete_run_is_not_marked_incomplete(pytester: pytest.Pytester) -> N
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     assert run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider").ret == 0
     assert not load_results(pytester.path / "reports" / "latest" / "matrix.json").incomplete
+
+
+def test_items_left_out_by_pytests_own_selection_are_deselected_not_not_reached(
+    pytester: pytest.Pytester,
+) -> None:
+    # -k deselects the clean item too: the plan travels with the scenario's first record
+    # that runs, whichever it is.
+    pytester.makefile(".yaml", **{"scenarios/email": PASSING})
+    result = run_inprocess(pytester, "scenarios", "-k", "after_side_effect", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, deselected=2)
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    deselected = {gap.boundary: gap for gap in results.not_run if gap.state == "deselected"}
+    assert deselected["clean"].points == ("clean",)
+    assert deselected["after_running"].points == ("after_running[call_1]",)
+    assert "pytest's selection (-k" in deselected["after_running"].why
+    assert "after_side_effect" not in deselected or "--crash-boundary" in deselected["after_side_effect"].why
+    markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
+    row = next(line for line in markdown.splitlines() if line.startswith("| email"))
+    assert row.count("⏭ deselected") == 8 and "⬜" not in row  # clean, running, and 6 by cover
