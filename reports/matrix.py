@@ -164,11 +164,16 @@ class Cell:
     cases: tuple[CaseRecord, ...]
     tally: Tally
     not_run: tuple[NotRun, ...] = ()  # points of this cell with no case, and why
+    # The whole scenario does not apply to the agent (its one clean item says why): an empty
+    # cell of it is not applicable too, never "not reached".
+    scenario_not_applicable: bool = False
 
     @property
     def state(self) -> str:
         if self.tally.cases:
             return self.tally.state
+        if self.scenario_not_applicable:
+            return "not_applicable"
         # No case at all: the results file may say why (reachability, selection); a cell
         # that has none stays "not reached" -- the clean run never passed the boundary.
         states = {gap.state for gap in self.not_run}
@@ -324,8 +329,11 @@ def build_matrix(results: Results | Sequence[CaseRecord], agent: str = "") -> Ma
     rows = []
     for path, members in by_row.items():
         first = members[0]
+        inapplicable = all(c.status == "not_applicable" for c in members) and all(
+            _column_of(c) == "clean" for c in members
+        )
         cells = tuple(
-            Cell(column, picked, Tally.of(picked), tuple(gaps.get((path, column), ())))
+            Cell(column, picked, Tally.of(picked), tuple(gaps.get((path, column), ())), inapplicable)
             for column in COLUMNS
             for picked in [tuple(c for c in members if _column_of(c) == column)]
         )

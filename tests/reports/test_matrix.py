@@ -219,3 +219,26 @@ def test_every_legend_says_what_a_count_means(results: Results) -> None:
     assert COUNTS in render_compare_markdown(compare_runs((results, results)))
     assert html.escape(COUNTS) in render_compare_html(compare_runs((results, results)))
     assert "n/m = passed/cases" in "\n".join(render_terminal(matrix))
+
+
+def test_every_cell_of_a_scenario_that_does_not_apply_is_not_applicable(results: Results) -> None:
+    import dataclasses
+
+    case = results.cases[0]
+    inapplicable = dataclasses.replace(
+        case,
+        node_id="scenarios/x/needs_a_tool.yaml::clean",
+        scenario_path="scenarios/x/needs_a_tool.yaml",
+        point="clean",
+        boundary="clean",
+        status="not_applicable",
+        problems=("not applicable: the agent has no refund_payment",),
+        mismatches=(),
+        violations=(),
+    )
+    matrix = build_matrix(dataclasses.replace(results, cases=(*results.cases, inapplicable)))
+    row = next(r for r in matrix.rows if r.scenario_path == "scenarios/x/needs_a_tool.yaml")
+    assert {cell.state for cell in row.cells} == {"not_applicable"}
+    # A scenario that ran keeps "not reached" for a column with no case and no reason.
+    ran = next(r for r in matrix.rows if r.scenario_path != "scenarios/x/needs_a_tool.yaml")
+    assert any(cell.state != "not_applicable" for cell in ran.cells)
