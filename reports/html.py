@@ -628,9 +628,6 @@ def _case(case: CaseRecord, anchor: str) -> str:
         right.append('<h4>Why it did not pass</h4><ul class="reasons">')
         right += [f"<li>{text(r)}</li>" for r in reasons(case)]
         right.append("</ul>")
-    if case.recovery_points:
-        points = ", ".join(f"{p['point']} {p['status']}" for p in case.recovery_points)
-        right.append(f"<h4>Recovery crash points</h4><p>{text(points)}</p>")
     if case.world_diff:
         items = "".join(
             f"<tr><th>{text(d['key'])}</th><td>{text(_show(d['clean']))}</td><td>{text(_show(d['observed']))}</td></tr>"

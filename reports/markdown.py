@@ -11,10 +11,8 @@ totals), then the failures' detail (kept as one line each), then failures themse
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
+from crashmatrix.harness.verdict.expectations import show_value
 from crashmatrix.reports.causes import Causes, codes, reasons
 from crashmatrix.reports.matrix import COLUMNS, COUNTS, LABELS, Matrix, Row
 from crashmatrix.reports.results import CaseRecord
@@ -61,10 +59,6 @@ def _cell_text(matrix: Matrix, row: Row, column: str) -> str:
         return MARKS["not_reached"]
     named = codes(matrix.causes_of(cell))
     return f"{MARKS[state]}{count}" + (f" [{named}]" if named else "")
-
-
-def _show(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)  # null, not None: the file is read as JSON
 
 
 def _causes(causes: Causes) -> list[str]:
@@ -118,7 +112,9 @@ def _failure_detail(case: CaseRecord) -> list[str]:
     ]
     lines += [f"- {_escape(reason)}" for reason in reasons(case)]
     if case.world_diff:
-        diff = "; ".join(f"{d['key']}: {_show(d['clean'])} → {_show(d['observed'])}" for d in case.world_diff)
+        diff = "; ".join(
+            f"{d['key']}: {show_value(d['clean'])} → {show_value(d['observed'])}" for d in case.world_diff
+        )
         lines.append(f"- world vs clean run: {_escape(diff)}")
     lines += _second_crash_detail(case)
     lines += ["", "```", case.repro, "```", ""]
