@@ -3,23 +3,37 @@
 Seed 004's point is that one tool name hides many behaviours, so the simulator implements
 one command of each class and nothing else::
 
-    pwd | ls [DIR] | cat FILE        read-only
-    npm test                         conditional: writes coverage/ and .cache/ artifacts
-    npm publish                      non-idempotent: one more row in ``releases``
-    rm -rf PATH                      destructive
-    echo TEXT >> FILE                non-idempotent: one more line (seed 000's audit.log)
+    pwd | ls [PATH...] | cat [FILE...]   read-only
+    echo WORDS | wc -l [FILE]            read-only (print)
+    npm test                             conditional: writes coverage/ and .cache/ artifacts
+    npm publish                          non-idempotent: one more row in ``releases``
+    rm -rf PATH...                       destructive
+    CMD >> FILE / CMD > FILE             non-idempotent: one more line (seed 000's audit.log)
+                                         / the file rewritten
 
-Anything else is refused with TOOL_ERROR, not approximated: a simulator that guesses would
-make a crash test prove nothing. All paths go through the sandbox.
+and the compound forms a model writes (seed 004's trap: ``ls; rm -rf src`` starts with a
+read-only word): ``;``, ``&&``, ``||`` driven by exit statuses, pipelines (stdout becomes the
+next command's stdin), subshells ``( ... )``, ``$( ... )``, ``<`` redirections and ``*``/``?``
+globs over the workspace (``mock_tools/shell_syntax.py`` parses them). Every simple command
+inside records its own effect in the world exactly as it does alone, so a compound command
+replayed by mistake shows up as a second effect.
+
+Anything else is refused with TOOL_ERROR naming the unsupported part, not approximated: a
+simulator that guesses would make a crash test prove nothing. All paths go through the
+sandbox; the literal ones are checked before anything runs (``ls; cat ../x`` runs nothing),
+paths only known while running (``$(echo ..)/x``, a glob) when they are reached.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
+import re
 import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.harness.errors import SandboxViolation
@@ -27,116 +41,403 @@ from crashmatrix.harness.session_file import fsync_directory
 from crashmatrix.mock_tools.calls import Call, invalid, refused, tool_error
 from crashmatrix.mock_tools.fileops import append_durably, atomic_write, sha256_bytes
 from crashmatrix.mock_tools.sandbox import is_within
+from crashmatrix.mock_tools.shell_syntax import (
+    Lit,
+    Node,
+    Pipeline,
+    Sequence,
+    ShellSyntaxError,
+    Simple,
+    Subshell,
+    Subst,
+    Unsupported,
+    Word,
+    parse,
+    simple_commands,
+)
 
 __all__ = ["READ_ONLY_KINDS", "command_kind", "run_command"]
 
-READ_ONLY_KINDS = frozenset({"pwd", "ls", "cat", "unsupported", "unparseable"})
-_OPERATOR_CHARS = frozenset("();<>|&")
+# Kinds whose run changes nothing in the world (an unsupported or unparseable command runs
+# nothing at all). The toolbox asks this to tell a lost response of ``npm publish``
+# (uncertain) from one of ``ls`` (a plain timeout).
+READ_ONLY_KINDS = frozenset(
+    {"pwd", "ls", "cat", "echo", "wc", "read_only_compound", "unsupported", "unparseable"}
+)
 _ARTIFACT_DIRS = ("coverage", ".cache")
 VIRTUAL_CWD = "/workspace"  # what ``pwd`` prints: the same in every case directory
 
 
-def _split(command: str) -> list[str]:
-    """Words and shell operators; ``punctuation_chars`` makes ``x>>f`` three tokens."""
-    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    return list(lexer)
-
-
-def _is_operator(token: str) -> bool:
-    return bool(token) and set(token) <= _OPERATOR_CHARS
+def _kind_of(simple: Simple) -> str:
+    """The kind of one simple command by its literal words (``unsupported`` when unknown)."""
+    if any(r.op in (">", ">>") for r in simple.redirects):
+        return "append" if any(r.op == ">>" for r in simple.redirects) else "write"
+    name = simple.words[0].literal
+    second = simple.words[1].literal if len(simple.words) > 1 else None
+    if name in ("pwd", "ls", "cat", "echo", "wc"):
+        return name
+    if name == "npm" and len(simple.words) == 2 and second in ("test", "publish"):
+        return "npm_test" if second == "test" else "npm_publish"
+    if name == "rm":
+        return "rm"
+    return "unsupported"
 
 
 def command_kind(command: str) -> str:
-    """Which simulated command this is (``unsupported`` / ``unparseable`` when none)."""
+    """Which simulated command this is; a compound one is ``read_only_compound`` when no
+    part of it changes the world and ``compound`` otherwise (``unsupported`` /
+    ``unparseable`` when it would not run)."""
     try:
-        tokens = _split(command)
-    except ValueError:
+        node = parse(command)
+        _check_static(node, None)
+    except ShellSyntaxError:
         return "unparseable"
-    operators = [i for i, token in enumerate(tokens) if _is_operator(token)]
-    if tokens[:1] == ["echo"] and len(tokens) >= 3 and operators == [len(tokens) - 2] and tokens[-2] == ">>":
-        return "append"
-    if operators or not tokens:
+    except (Unsupported, SandboxViolation):
         return "unsupported"
-    if tokens == ["pwd"]:
-        return "pwd"
-    if tokens[0] == "ls" and len(tokens) <= 2:
-        return "ls"
-    if tokens[0] == "cat" and len(tokens) == 2:
-        return "cat"
-    if tokens == ["npm", "test"]:
-        return "npm_test"
-    if tokens == ["npm", "publish"]:
-        return "npm_publish"
-    if tokens[:2] == ["rm", "-rf"] and len(tokens) == 3:
-        return "rm"
-    return "unsupported"
+    if isinstance(node, Simple):
+        kind = _kind_of(node)
+        return "rm" if kind == "rm" else kind
+    kinds = {_kind_of(s) for s in simple_commands(node)}
+    return "read_only_compound" if kinds <= READ_ONLY_KINDS else "compound"
+
+
+# ---------------------------------------------------------------- checking before running
+
+
+def _check_static(node: Node, call: Call | None) -> None:
+    """Refuse (Unsupported / SandboxViolation) anything knowable before the first command
+    runs: an unknown program or option, a literal path outside the sandbox."""
+    for simple in simple_commands(node):
+        name = simple.words[0].literal
+        if name is None:
+            raise Unsupported(f"a program name given by expansion in {simple.text!r}")
+        literal = [w.literal for w in simple.words]
+        if all(w is not None for w in literal):
+            _check_argv(simple.text, [w for w in literal if w is not None])
+        if call is None:
+            continue
+        paths = (
+            [] if name in ("echo", "npm") else [w for w in simple.words[1:] if w.literal not in ("-l", "-rf")]
+        )
+        for word in paths + [r.target for r in simple.redirects]:
+            if any(isinstance(p, Subst) for p in word.parts):
+                continue  # known only while running
+            text = "".join(p.text for p in word.parts if isinstance(p, Lit))
+            if word.literal is not None or text.startswith("/") or ".." in text.split("/"):
+                call.world.resolve(text)  # a glob is refused here only when it leaves the sandbox
+
+
+def _check_argv(text: str, argv: list[str]) -> None:
+    name, args = argv[0], argv[1:]
+    if name == "pwd" and args:
+        raise Unsupported(f"'pwd' with arguments in {text!r}")
+    if name in ("ls", "cat") and any(a.startswith("-") for a in args):
+        raise Unsupported(f"options of {name!r} in {text!r}")
+    if name == "echo" and args[:1] and args[0].startswith("-"):
+        raise Unsupported(f"options of 'echo' in {text!r}")
+    if name == "wc" and (args[:1] != ["-l"] or len(args) > 2):
+        raise Unsupported(f"{text!r} (only 'wc -l [FILE]' is simulated)")
+    if name == "npm" and args not in (["test"], ["publish"]):
+        raise Unsupported(f"{text!r} (only 'npm test' and 'npm publish' are simulated)")
+    if name == "rm" and (args[:1] != ["-rf"] or len(args) < 2):
+        raise Unsupported(f"{text!r} (only 'rm -rf PATH...' is simulated)")
+    if name not in ("pwd", "ls", "cat", "echo", "wc", "npm", "rm"):
+        raise Unsupported(f"the program {name!r} in {text!r}")
+
+
+# ---------------------------------------------------------------- running
+
+
+@dataclass(slots=True)
+class _Result:
+    """One command's exit: status, output, and the tool code/message when it failed."""
+
+    status: int = 0
+    stdout: str = ""
+    code: str | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Runtime:
+    def __init__(self, call: Call, command: str) -> None:
+        self.call = call
+        self.command = command
+        self.effects: list[str] = []
+        self.stderr: list[str] = []
+
+    def run(self, node: Node, stdin: str | None = None) -> _Result:
+        if isinstance(node, Simple):
+            return self.simple(node, stdin)
+        if isinstance(node, Subshell):
+            return self.run(node.body, stdin)
+        if isinstance(node, Pipeline):
+            data = stdin
+            result = _Result()
+            for command in node.commands:
+                result = self.run(command, data)
+                data = result.stdout
+            return result
+        assert isinstance(node, Sequence)
+        # Every command of a list writes to the same stdout; the last one run sets the status.
+        result = self.run(node.first, stdin)
+        stdout = [result.stdout]
+        for connector, item in node.rest:
+            if connector == "&&" and result.status != 0:
+                continue
+            if connector == "||" and result.status == 0:
+                continue
+            result = self.run(item, stdin)
+            stdout.append(result.stdout)
+        return _Result(result.status, "".join(stdout), result.code, result.message, result.extra)
+
+    def simple(self, simple: Simple, stdin: str | None) -> _Result:
+        argv: list[str] = []
+        for word in simple.words:
+            argv.extend(self.expand(word))
+        if not argv:
+            raise Unsupported(f"{simple.text!r} expands to no command")
+        _check_argv(simple.text, argv)
+        for redirect in simple.redirects:
+            if redirect.op == "<":
+                [source] = self.expand(redirect.target, single=True)
+                stdin = _read_text(self.call.world.resolve(source))
+        outputs = [r for r in simple.redirects if r.op != "<"]
+        if len(outputs) > 1:
+            raise Unsupported(f"more than one output redirection in {simple.text!r}")
+        target = self.expand(outputs[0].target, single=True)[0] if outputs else None
+        if target is not None:
+            self.call.world.resolve(target)  # refuse before the command runs
+        result = _COMMANDS[argv[0]](self, simple.text, argv, stdin)
+        if result.status != 0:
+            self.stderr.append(result.message)
+        if target is not None and result.status == 0:
+            result = _redirect(self, simple.text, outputs[0].op, target, result)
+        return result
+
+    def expand(self, word: Word, *, single: bool = False) -> list[str]:
+        """Command substitution, field splitting of its output, then globbing."""
+        fields: list[list[tuple[str, bool]]] = [[]]  # segments: (text, may glob)
+        for part in word.parts:
+            if isinstance(part, Lit):
+                fields[-1].append((part.text, not part.quoted))
+                continue
+            text = self.run(part.body).stdout.rstrip("\n")  # as the shell strips them
+            pieces = text.split()
+            if not pieces:
+                continue
+            if text[:1].isspace() and fields[-1]:
+                fields.append([])
+            for index, piece in enumerate(pieces):
+                if index:
+                    fields.append([])
+                fields[-1].append((piece, True))
+            if text[-1:].isspace():
+                fields.append([])
+        out: list[str] = []
+        for segments in fields:
+            if segments:
+                out.extend(self.glob(segments))
+        if single and len(out) != 1:
+            raise Unsupported(f"a redirection target that expands to {len(out)} words")
+        return out
+
+    def glob(self, segments: list[tuple[str, bool]]) -> list[str]:
+        text = "".join(t for t, _ in segments)
+        if not any(active and ("*" in t or "?" in t) for t, active in segments):
+            return [text]
+        if text.startswith("/") or ".." in text.split("/"):
+            self.call.world.resolve(text)  # raises: absolute or '..'
+        components: list[str] = [""]  # one regex per path component
+        for piece, active in segments:
+            for index, chunk in enumerate(piece.split("/")):
+                if index:
+                    components.append("")
+                components[-1] += _glob_regex(chunk) if active else re.escape(chunk)
+        matches = [""]
+        for regex, literal in zip(components, text.split("/"), strict=True):
+            compiled = re.compile(regex, re.DOTALL)
+            following: list[str] = []
+            for prefix in matches:
+                directory = self.call.world.workspace / prefix if prefix else self.call.world.workspace
+                if not directory.is_dir():
+                    continue
+                for name in sorted(os.listdir(directory)):
+                    if name.startswith(".") and not literal.startswith("."):
+                        continue
+                    path = directory / name
+                    if any(is_within(path.resolve(), f.resolve()) for f in self.call.world.forbidden):
+                        continue
+                    if compiled.fullmatch(name):
+                        following.append(f"{prefix}/{name}" if prefix else name)
+            matches = following
+        return sorted(matches) or [text]  # no match: the pattern stays as written (bash)
+
+
+def _glob_regex(text: str) -> str:
+    return "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in text)
+
+
+def _read_text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def _redirect(rt: _Runtime, text: str, op: str, relative: str, result: _Result) -> _Result:
+    target = rt.call.world.resolve(relative)
+    if target.is_dir():
+        return _Result(1, "", "TOOL_ERROR", f"{text}: {relative} is a directory")
+    data = result.stdout.encode("utf-8")
+    effect = "append" if op == ">>" else "write"
+    if op == ">>":
+        append_durably(target, data)
+    else:
+        atomic_write(target, data)
+    rt.effects.append(effect)
+    rt.call.world.log_event(
+        "command",
+        rt.call.name,
+        **rt.call.event_ids(),
+        detail={"command": text, "effect": effect, "path": relative},
+    )
+    return _Result(0, "", extra={"effect": effect})
+
+
+def run_command(call: Call) -> ToolObservation:
+    command = str(call.arguments["command"])
+    try:
+        node = parse(command)
+        _check_static(node, call)
+    except ShellSyntaxError as error:
+        return invalid(f"run_command: cannot parse {command!r} ({error})")
+    except Unsupported as error:
+        return tool_error(f"command not supported by the simulator: {command!r}: {error}")
+    except SandboxViolation as error:
+        return refused(error)
+    runtime = _Runtime(call, command)
+    try:
+        result = runtime.run(node)
+    except Unsupported as error:
+        return _partial(
+            runtime, "TOOL_ERROR", f"command not supported by the simulator: {command!r}: {error}"
+        )
+    except SandboxViolation as error:
+        return _partial(runtime, "PERMISSION_DENIED", str(error))
+    except OSError as error:
+        return ToolObservation(
+            ok=False, code="TOOL_ERROR", content=f"{command}: {error.strerror}", data={"exit_code": 1}
+        )
+    if isinstance(node, Simple):  # exactly what the single command has always returned
+        if result.status == 0:
+            return _out(command, result.stdout, **result.extra)
+        return ToolObservation(
+            ok=False, code=result.code, content=result.message, data={"exit_code": result.status}
+        )
+    data = {
+        "command": command,
+        "exit_code": result.status,
+        "stdout": result.stdout,
+        "effects": runtime.effects,
+        **({"stderr": "\n".join(runtime.stderr)} if runtime.stderr else {}),
+    }
+    if result.status == 0:
+        return ToolObservation(ok=True, data=data)
+    return ToolObservation(ok=False, code=result.code or "TOOL_ERROR", content=result.message, data=data)
+
+
+def _partial(runtime: _Runtime, code: str, message: str) -> ToolObservation:
+    """Refused while running (a path only known after an expansion): what already ran stays
+    done and recorded, and the result says so."""
+    done = ", ".join(runtime.effects) or "no effect"
+    return ToolObservation(
+        ok=False,
+        code=code,
+        content=f"{message}; stopped there (already done: {done})",
+        data={"command": runtime.command, "effects": runtime.effects},
+    )
 
 
 def _out(command: str, stdout: str, **extra: object) -> ToolObservation:
     return ToolObservation(ok=True, data={"command": command, "exit_code": 0, "stdout": stdout, **extra})
 
 
-def run_command(call: Call) -> ToolObservation:
-    command = str(call.arguments["command"])
-    kind = command_kind(command)
-    if kind == "unparseable":
-        return invalid(f"run_command: cannot parse {command!r} (unbalanced quotes?)")
-    if kind == "unsupported":
-        return tool_error(f"command not supported by the simulator: {command!r}")
-    tokens = _split(command)
+# ---------------------------------------------------------------- the commands
+
+
+def _pwd(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    return _Result(0, VIRTUAL_CWD + "\n")
+
+
+def _echo(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    return _Result(0, " ".join(argv[1:]) + "\n")
+
+
+def _ls(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    targets = argv[1:] or ["."]
+    chunks: list[str] = []
+    for relative in targets:
+        target = rt.call.world.resolve(relative)
+        if not target.exists():
+            return _Result(2, "".join(chunks), "NOT_FOUND", f"ls: {relative}: No such file or directory")
+        forbidden = [f.resolve() for f in rt.call.world.forbidden]
+        if target.is_dir():
+            names = sorted(
+                n for n in os.listdir(target) if not any(is_within(target / n, f) for f in forbidden)
+            )
+            listing = "".join(f"{name}\n" for name in names)
+            chunks.append(f"{relative}:\n{listing}" if len(targets) > 1 else listing)
+        else:
+            chunks.append(f"{relative}\n")
+    return _Result(0, "".join(chunks))
+
+
+def _cat(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    if len(argv) == 1:
+        return _Result(0, stdin or "")
+    out: list[str] = []
+    for relative in argv[1:]:
+        try:
+            out.append(_read_text(rt.call.world.resolve(relative)))
+        except FileNotFoundError:
+            return _Result(1, "".join(out), "NOT_FOUND", f"cat: {relative}: No such file or directory")
+    return _Result(0, "".join(out))
+
+
+def _wc(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    if len(argv) == 2:
+        return _Result(0, f"{(stdin or '').count(chr(10))}\n")
+    relative = argv[2]
     try:
-        if kind == "pwd":
-            return _out(command, VIRTUAL_CWD + "\n")
-        if kind == "ls":
-            return _ls(call, command, tokens[1] if len(tokens) == 2 else ".")
-        if kind == "cat":
-            return _cat(call, command, tokens[1])
-        if kind == "npm_test":
-            return _npm_test(call, command)
-        if kind == "npm_publish":
-            return _npm_publish(call, command)
-        if kind == "rm":
-            return _rm(call, command, tokens[2])
-        return _append(call, command, " ".join(tokens[1:-2]), tokens[-1])
-    except SandboxViolation as error:
-        return refused(error)
-    except OSError as error:
-        return ToolObservation(
-            ok=False, code="TOOL_ERROR", content=f"{command}: {error.strerror}", data={"exit_code": 1}
-        )
-
-
-def _ls(call: Call, command: str, relative: str) -> ToolObservation:
-    target = call.world.resolve(relative)
-    if not target.exists():
-        return ToolObservation(
-            ok=False,
-            code="NOT_FOUND",
-            content=f"ls: {relative}: No such file or directory",
-            data={"exit_code": 2},
-        )
-    forbidden = [f.resolve() for f in call.world.forbidden]
-    names = (
-        sorted(name for name in os.listdir(target) if not any(is_within(target / name, f) for f in forbidden))
-        if target.is_dir()
-        else [relative]
-    )
-    return _out(command, "".join(f"{name}\n" for name in names))
-
-
-def _cat(call: Call, command: str, relative: str) -> ToolObservation:
-    target = call.world.resolve(relative)
-    try:
-        text = target.read_bytes().decode("utf-8", errors="replace")
+        body = _read_text(rt.call.world.resolve(relative))
     except FileNotFoundError:
-        return ToolObservation(
-            ok=False,
-            code="NOT_FOUND",
-            content=f"cat: {relative}: No such file or directory",
-            data={"exit_code": 1},
-        )
-    return _out(command, text)
+        return _Result(1, "", "NOT_FOUND", f"wc: {relative}: No such file or directory")
+    return _Result(0, f"{body.count(chr(10))} {relative}\n")
+
+
+def _npm(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    observation = (_npm_test if argv[1] == "test" else _npm_publish)(rt.call, text)
+    rt.effects.append(str(observation.data["effect"]))
+    extra = {k: v for k, v in observation.data.items() if k not in ("command", "exit_code", "stdout")}
+    return _Result(0, str(observation.data["stdout"]), extra=extra)
+
+
+def _rm_all(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    for relative in argv[2:]:
+        observation = _rm(rt.call, text, relative)
+        if not observation.ok:
+            return _Result(1, "", observation.code, observation.content)
+        rt.effects.append("delete")
+    return _Result(0, "", extra={"effect": "delete"})
+
+
+_COMMANDS: Mapping[str, Callable[[_Runtime, str, list[str], str | None], _Result]] = {
+    "pwd": _pwd,
+    "echo": _echo,
+    "ls": _ls,
+    "cat": _cat,
+    "wc": _wc,
+    "npm": _npm,
+    "rm": _rm_all,
+}
 
 
 def _source_files(call: Call) -> dict[str, str]:
@@ -231,17 +532,3 @@ def _rm(call: Call, command: str, relative: str) -> ToolObservation:
         detail={"command": command, "effect": "delete", "path": relative, "existed": existed},
     )
     return _out(command, "", effect="delete")
-
-
-def _append(call: Call, command: str, text: str, relative: str) -> ToolObservation:
-    target = call.world.resolve(relative)
-    if target.is_dir():
-        return tool_error(f"{command}: {relative} is a directory")
-    append_durably(target, (text + "\n").encode("utf-8"))
-    call.world.log_event(
-        "command",
-        call.name,
-        **call.event_ids(),
-        detail={"command": command, "effect": "append", "path": relative},
-    )
-    return _out(command, "", effect="append")
