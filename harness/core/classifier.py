@@ -16,8 +16,12 @@ exactly what must NOT be copied: ``ls; rm -rf x``, ``ls $(npm publish)`` and ``f
 all start with an allowlisted word. A wrong "auto" re-runs a side effect after a crash; a
 wrong "never" only asks a person. So this classifier is built to err one way only:
 
-* The command is refused outright (``non_idempotent`` / ``never``) when it contains anything
-  the shell would interpret: separators and pipes, redirections, substitutions of any kind,
+* A list or pipeline of plain words joined only by ``;``, ``&&``, ``||`` or ``|`` is judged
+  part by part: ``auto`` only when every part is, otherwise as its worst part (``ls; rm -rf
+  src`` is destructive, ``ls && npm test`` asks). The simulator runs such commands part by
+  part, so a wrong verdict shows up as a replayed effect.
+* Otherwise the command is refused outright (``non_idempotent`` / ``never``) when it contains
+  anything the shell would interpret: other separators, subshells, redirections, substitutions of any kind,
   ``$`` anywhere, globs, quotes and escapes, environment-assignment prefixes, control or
   non-ASCII characters (a Cyrillic ``ѕ`` or a zero-width space can make a different program
   look like ``ls``), a program given by path, or a program not on the allowlist.
@@ -46,6 +50,7 @@ which rule decided, for the report and the person asked to check.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -182,12 +187,63 @@ def classify_command(command: str) -> CommandVerdict:
         tokens = list(lexer)
     except ValueError as error:  # unbalanced quotes, trailing backslash
         return _never("unknown", f"the command cannot be parsed as shell words ({error}).")
+    compound = _compound_verdict(command, tokens)
+    if compound is not None:
+        return compound
     operator = _operator_verdict(tokens)
     if operator is not None:
         return operator
     if not tokens:
         return _never("empty", "the command has no words, so there is nothing known to replay.")
     return _simple_command(command, tokens)
+
+
+# The separators a compound command may use and still be replayed: each runs whole commands
+# one after another (or feeds one's output to the next) and adds no effect of its own.
+_SEPARATORS = frozenset({";", "&&", "||", "|"})
+_PLAIN_COMPOUND = re.compile(r"[A-Za-z0-9 \-_./=,:@+;|&]*")
+
+
+def _compound_verdict(command: str, tokens: Sequence[str]) -> CommandVerdict | None:
+    """A list or pipeline of plain simple commands, judged by its worst part.
+
+    Seed 004's prefix regex calls ``ls; rm -rf src`` read-only because it starts with
+    ``ls``; here every part is classified on its own: the whole is ``auto`` only when every
+    part is, ``ask`` when the worst part asks, and ``never`` (with that part's kind, a
+    destructive part first) when any part is never. Only plain words and the separators
+    ``;``, ``&&``, ``||``, ``|`` get here; subshells, redirections, ``&`` and anything quoted
+    fall through to the refusals of ``_operator_verdict`` and ``_simple_command``.
+    """
+    if not any(t in _SEPARATORS for t in tokens) or _PLAIN_COMPOUND.fullmatch(command) is None:
+        return None
+    if any(t and all(c in ";|&" for c in t) and t not in _SEPARATORS for t in tokens):
+        return None  # '&', ';;', '|&', '&&&': the operator refusal names it
+    parts: list[list[str]] = [[]]
+    for token in tokens:
+        if token in _SEPARATORS:
+            parts.append([])
+        else:
+            parts[-1].append(token)
+    if any(not part for part in parts):
+        return _never("compound", "the command has an empty part between its separators.")
+    verdicts = [(" ".join(part), _simple_command(" ".join(part), part)) for part in parts]
+    never = [(text, v) for text, v in verdicts if v.replay_policy == "never"]
+    if never:
+        text, worst = next(((t, v) for t, v in never if v.kind == "destructive"), never[0])
+        return _never(worst.kind, f"its part {text!r} decides for the whole compound command: {worst.reason}")
+    ask = [(text, v) for text, v in verdicts if v.replay_policy == "ask"]
+    if ask:
+        text, worst = ask[0]
+        return dataclasses.replace(
+            worst, reason=f"its part {text!r} decides for the whole command: {worst.reason}"
+        )
+    return CommandVerdict(
+        "idempotent",
+        "auto",
+        "read_only",
+        f"every part of the compound command ({', '.join(repr(t) for t, _ in verdicts)}) only reads files "
+        "and prints, and its separators add no effect.",
+    )
 
 
 def _operator_verdict(tokens: Sequence[str]) -> CommandVerdict | None:

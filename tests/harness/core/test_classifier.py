@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from hypothesis import given
@@ -56,11 +57,17 @@ def test_plain_allowlisted_reads_are_auto(command: str) -> None:
 
 
 HOSTILE = [
-    ("ls; rm -rf x", "compound"),
-    ("ls;rm -rf x", "compound"),
-    ("ls && npm publish", "compound"),
-    ("ls || npm publish", "compound"),
-    ("ls | sh", "compound"),
+    ("ls; rm -rf x", "destructive"),
+    ("ls;rm -rf x", "destructive"),
+    ("ls && npm publish", "publish"),
+    ("ls || npm publish", "publish"),
+    ("ls | sh", "wrapper"),
+    ("npm publish; rm -rf x", "destructive"),
+    ("ls | wc -l | xargs rm", "wrapper"),
+    ("ls;", "compound"),
+    ("ls ;; ls", "compound"),
+    ("ls |& cat", "compound"),
+    ("ls; ls *.py", "compound"),
     ("ls & npm publish", "compound"),
     ("ls &", "compound"),
     ("(ls)", "compound"),
@@ -164,7 +171,10 @@ def test_a_non_string_command_is_refused_not_raised() -> None:
     assert verdict.replay_policy == "never"
 
 
-METACHARACTERS = ";&|<>$`\n"
+# Characters that make a command never auto, wherever they are; ';', '&&', '||' and '|'
+# only join parts that are each judged on their own (below).
+METACHARACTERS = "<>$`\n()"
+SEPARATORS = re.compile(r"\s*(?:;|&&|\|\||\|)\s*")
 
 
 @given(st.text(), st.sampled_from(METACHARACTERS), st.text())
@@ -172,6 +182,46 @@ def test_any_shell_metacharacter_prevents_auto(prefix: str, meta: str, suffix: s
     verdict = classify_command(prefix + meta + suffix)
     assert verdict.replay_policy != "auto"
     assert verdict.idempotency != "idempotent"
+
+
+READ_ONLY_COMPOUND = ["ls | wc -l", "pwd && ls", "pwd; ls src", "cat README.md | grep -n x", "ls nope || pwd"]
+
+
+@pytest.mark.parametrize("command", READ_ONLY_COMPOUND)
+def test_a_compound_of_read_only_parts_is_auto(command: str) -> None:
+    verdict = classify_command(command)
+    assert (verdict.idempotency, verdict.replay_policy, verdict.kind) == ("idempotent", "auto", "read_only")
+
+
+@pytest.mark.parametrize(
+    ("command", "policy", "kind"),
+    [
+        ("ls; rm -rf src", "never", "destructive"),  # seed 004's prefix regex calls this read-only
+        ("ls && npm publish", "never", "publish"),
+        ("pwd | npm install", "never", "install"),
+        ("npm publish; rm -rf x; ls", "never", "destructive"),  # a destructive part names the whole
+        ("ls && npm test", "ask", "test"),
+        ("npm test | wc -l", "ask", "test"),
+    ],
+)
+def test_a_compound_command_is_as_bad_as_its_worst_part(command: str, policy: str, kind: str) -> None:
+    verdict = classify_command(command)
+    assert (verdict.replay_policy, verdict.kind) == (policy, kind)
+    assert "part" in verdict.reason
+
+
+@given(
+    st.lists(
+        st.sampled_from([*SAFE, *READ_ONLY_COMPOUND, *(c for c, *_ in SEED_004)]), min_size=1, max_size=4
+    ),
+    st.lists(st.sampled_from([";", " && ", " || ", " | ", "; "]), min_size=3, max_size=3),
+)
+def test_a_compound_is_auto_exactly_when_every_part_is(parts: list[str], seps: list[str]) -> None:
+    command = (
+        "".join(p + s for p, s in zip(parts, seps, strict=False)) + parts[-1] if len(parts) > 1 else parts[0]
+    )
+    every_part_auto = all(classify_command(p).replay_policy == "auto" for p in SEPARATORS.split(command))
+    assert (classify_command(command).replay_policy == "auto") == every_part_auto
 
 
 @given(st.text(), st.characters(min_codepoint=0x80), st.text())
@@ -185,9 +235,13 @@ def test_any_non_ascii_character_prevents_auto(prefix: str, char: str, suffix: s
     st.sampled_from([";", "&&", "||", "|", "&", "\n", " ; ", " && ", "$(", "`", ">", ">>", "<"]),
     st.text(),
 )
-def test_an_allowlisted_command_composed_with_anything_is_not_auto(safe: str, sep: str, tail: str) -> None:
-    assert classify_command(safe + sep + tail).replay_policy != "auto"
-    assert classify_command(tail + sep + safe).replay_policy != "auto"
+def test_an_allowlisted_command_composed_with_anything_is_auto_only_if_every_part_is(
+    safe: str, sep: str, tail: str
+) -> None:
+    for command in (safe + sep + tail, tail + sep + safe):
+        if classify_command(command).replay_policy == "auto":
+            assert sep.strip() in (";", "&&", "||", "|")
+            assert all(classify_command(part).replay_policy == "auto" for part in SEPARATORS.split(command))
 
 
 @given(st.text())
@@ -202,6 +256,6 @@ def test_classify_never_raises_and_is_deterministic(text: str) -> None:
 def test_auto_only_for_allowlisted_programs_with_plain_words(text: str) -> None:
     verdict = classify_command(text)
     if verdict.replay_policy == "auto":
-        words = text.split()
-        assert words[0] in READ_ONLY_PROGRAMS
-        assert all(c.isascii() and (c.isalnum() or c in " -_./=,:@+") for c in text)
+        for part in SEPARATORS.split(text):
+            assert part.split()[0] in READ_ONLY_PROGRAMS
+        assert all(c.isascii() and (c.isalnum() or c in " -_./=,:@+;|&") for c in text)
