@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
@@ -267,6 +268,34 @@ class ReusedCallIdReplaysOldTurn(Mutant):
         super().apply(decide(pending, state.contract, state.arguments_sha256), state, pending)
 
 
+_SEED_004_PREFIX = re.compile(r"^(pwd|ls|find|rg|cat|sed|wc)\b")
+
+
+class PrefixRegexClassifier(Mutant):
+    """Classifies ``run_command`` by seed 004's own sketch, the prefix regex
+    ``^(pwd|ls|find|rg|cat|sed|wc)\\b``: ``ls; rm -rf src`` starts with ``ls``, so it is
+    "read-only", runs unapproved and unledgered, and is replayed after a crash."""
+
+    hints = ("compound", "run_command")
+
+    def call_state(self, call: ToolCall, turn: int) -> CallState:
+        state = super().call_state(call, turn)
+        command = state.arguments.get("command")
+        if call.name == "run_command" and isinstance(command, str) and _SEED_004_PREFIX.match(command):
+            read_only = dataclasses.replace(
+                state.contract,
+                idempotency="idempotent",
+                replay_policy="auto",
+                recovery="replay",
+                approval="auto",
+                ledger=False,
+                side_effects=(),
+                reason="matches the read-only prefix regex",
+            )
+            return dataclasses.replace(state, contract=read_only)
+        return state
+
+
 def _adapter(agent_class: type[Mutant], name: str) -> type[ReferenceAdapter]:
     return type(
         f"{agent_class.__name__}Adapter",
@@ -288,6 +317,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "tool_result_before_terminal": ToolResultBeforeTerminal,
     "approved_left_open": ApprovedLeftOpen,
     "reused_call_id_replays_old_turn": ReusedCallIdReplaysOldTurn,
+    "prefix_regex_classifier": PrefixRegexClassifier,
 }
 
 # One adapter class per mutant, so ``--agent=crashmatrix.reference_agent.mutants:NAME`` loads it.
@@ -303,3 +333,4 @@ replay_for_changed_arguments = _adapter(ReplayForChangedArguments, "replay_for_c
 tool_result_before_terminal = _adapter(ToolResultBeforeTerminal, "tool_result_before_terminal")
 approved_left_open = _adapter(ApprovedLeftOpen, "approved_left_open")
 reused_call_id_replays_old_turn = _adapter(ReusedCallIdReplaysOldTurn, "reused_call_id_replays_old_turn")
+prefix_regex_classifier = _adapter(PrefixRegexClassifier, "prefix_regex_classifier")

@@ -119,6 +119,8 @@ class CallSpec:
         if self.tool != "run_command":
             return self.tool
         command = str(self.arguments.get("command", ""))
+        if "npm publish" in command:  # alone or inside a compound command (``ls && npm publish``)
+            return "run_command:npm publish"
         return "run_command:echo" if command.startswith("echo") else f"run_command:{command}"
 
 
@@ -187,7 +189,20 @@ def _calls() -> st.SearchStrategy[CallSpec]:
         ),
         st.builds(
             lambda c: _call("run_command", command=c),
-            st.sampled_from(["ls", "npm test", "npm publish", "rm -rf src", "echo done >> audit.log"]),
+            # The compound ones are seed 004's trap for a prefix-regex classifier: each part's
+            # effect is recorded, so a misclassified one shows up replayed.
+            st.sampled_from(
+                [
+                    "ls",
+                    "npm test",
+                    "npm publish",
+                    "rm -rf src",
+                    "echo done >> audit.log",
+                    "ls; rm -rf src",
+                    "ls && npm publish",
+                    "ls src | wc -l",
+                ]
+            ),
         ),
         st.builds(
             lambda t, q: _call(t, item="mug", quantity=q),

@@ -92,6 +92,26 @@ def test_the_ci_profile_in_the_doc_is_this_files() -> None:
     assert _documented_kills() <= set(MUTANTS)
 
 
+def test_the_strategy_draws_compound_commands_that_fool_a_prefix_regex() -> None:
+    from hypothesis import find
+
+    from crashmatrix.harness.core.classifier import classify_command
+    from crashmatrix.harness.front.explore import CallSpec, conversations
+
+    def commands(conversation: Conversation) -> list[str]:
+        calls = [c for turn in conversation.turns for message in turn for c in message]
+        return [str(c.arguments["command"]) for c in calls if c.tool == "run_command"]
+
+    def fools_the_regex(command: str) -> bool:
+        starts_read_only = re.match(r"^(pwd|ls|find|rg|cat|sed|wc)\b", command) is not None
+        return starts_read_only and classify_command(command).kind == "destructive"
+
+    found = find(conversations(), lambda c: any(fools_the_regex(cmd) for cmd in commands(c)))
+    assert any(fools_the_regex(cmd) for cmd in commands(found))
+    # A publish inside a compound command is bounded like one alone: at most one release a call.
+    assert CallSpec("run_command", {"command": "ls && npm publish"}).bound_key == "run_command:npm publish"
+
+
 def test_point_ids_parse_back() -> None:
     for text in ("after_running[c1]", "torn_write[c2:tool_result]", "after_approved[c3#2]"):
         assert parse_point(text).id == text
