@@ -42,8 +42,9 @@ _ROUNDS = 20  # a subtree that keeps forking faster than it is stopped is cut of
 
 
 def tracking() -> bool:
-    """Whether descendants can be tracked on this platform."""
-    return sys.platform.startswith("linux") and os.path.isdir("/proc/self/task")
+    """Whether descendants can be tracked here: Linux, with the ``children`` files of /proc
+    (``CONFIG_PROC_CHILDREN``). Without them every search would find nothing, a silent pass."""
+    return sys.platform.startswith("linux") and os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
 def become_subreaper() -> bool:

@@ -105,12 +105,17 @@ def _returncode(status: int) -> int:
 
 
 # ---------------------------------------------------------------------------- the child
+_MOST_NAMED = 50  # survivors named one by one in a life's report
+
+
 def _left_behind(parent: int, started: Collection[int]) -> bytes:
     """The descendants ``parent`` adopted from lives that ended, killed; as the wire's JSON."""
     if not descendants.tracking():
         return b"null"
-    left = descendants.kill_adopted(parent, started)
-    return json.dumps([survivor.describe() for survivor in left]).encode()
+    left = [survivor.describe() for survivor in descendants.kill_adopted(parent, started)]
+    if len(left) > _MOST_NAMED:  # all killed; a bounded report (a pipe holds 64 KiB unread)
+        left = [*left[:_MOST_NAMED], f"... and {len(left) - _MOST_NAMED} more"]
+    return json.dumps(left).encode()
 
 
 def _survivors(payload: bytes) -> tuple[str, ...] | None:
