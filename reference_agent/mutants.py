@@ -17,6 +17,7 @@ import os
 import re
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 from crashmatrix.harness.agents.reference import ReferenceAdapter
@@ -143,6 +144,30 @@ class _UnsyncedWriter(SessionWriter):
         if self.before_append is not None:
             self.before_append(self.path, line)
         os.write(self._fd, line)  # the bug: no os.fsync(self._fd) after it
+
+
+class NoDirectoryFsync(Mutant):
+    """Creates its session file and fsyncs the file, never its directory.
+
+    Every line is synced, so a process crash and a power loss after the first life both
+    find it; but the new file's directory entry is not durable until its directory is
+    fsynced, so a power loss in the life that created it loses the whole file, and the
+    restarted agent, with no session at all, starts the task over."""
+
+    hints = ("power_loss", "send_email", "non_idempotent")
+
+    def __init__(self, **kwargs: Any) -> None:
+        path = Path(kwargs["session_path"])
+        if not path.exists():
+            # The bug: SessionWriter's create path without its fsync_directory(path.parent).
+            # Created here, the writer the agent then opens finds the file already there.
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        super().__init__(**kwargs)
 
 
 class NewKeyPerAttempt(Mutant):
@@ -311,6 +336,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "recovery_appends_user": RecoveryAppendsUser,
     "torn_tail_blocks_forever": TornTailBlocksForever,
     "no_fsync": NoFsync,
+    "no_directory_fsync": NoDirectoryFsync,
     "new_key_per_attempt": NewKeyPerAttempt,
     "key_without_arguments": KeyWithoutArguments,
     "replay_for_changed_arguments": ReplayForChangedArguments,
@@ -327,6 +353,7 @@ ledger_in_prompt = _adapter(LedgerInPrompt, "ledger_in_prompt")
 recovery_appends_user = _adapter(RecoveryAppendsUser, "recovery_appends_user")
 torn_tail_blocks_forever = _adapter(TornTailBlocksForever, "torn_tail_blocks_forever")
 no_fsync = _adapter(NoFsync, "no_fsync")
+no_directory_fsync = _adapter(NoDirectoryFsync, "no_directory_fsync")
 new_key_per_attempt = _adapter(NewKeyPerAttempt, "new_key_per_attempt")
 key_without_arguments = _adapter(KeyWithoutArguments, "key_without_arguments")
 replay_for_changed_arguments = _adapter(ReplayForChangedArguments, "replay_for_changed_arguments")

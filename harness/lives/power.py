@@ -6,13 +6,26 @@ crash VFS (``src/test6.c``) makes the test decide what a power loss may leave be
 the rule is the strict one a journaling file system allows: the session file keeps exactly
 the bytes it had at its last ``fsync`` and loses everything written after it.
 
+The persistence model, per file (POSIX promises no more than this):
+
+* a file's bytes are durable up to the size it had at its last ``fsync``/``fdatasync``;
+* a file's directory entry is durable once its parent directory was fsynced after the file
+  was created. A session file this life created, whose directory it never fsynced, vanishes
+  whole at a power loss (``directory_entry_durable``), its bytes synced or not. A file that
+  was there when the life started is taken as durable, whoever made it and however: the
+  model looks no further back than the start of the life that crashed.
+
 Two halves, one on each side of the process boundary:
 
-* ``record_fsyncs`` (inside the agent's process) wraps ``os.fsync``/``os.fdatasync``: each
-  sync of the session file appends the file's size at that moment to a sidecar log, one
-  ``write()`` per line so the record survives the SIGKILL that may follow.
-* ``lose_unsynced`` (in the parent, after the life died) truncates the session file to the
-  last recorded size and keeps the lost bytes next to the case for the failure report.
+* ``record_fsyncs`` (inside the agent's process) first logs whether the session file exists
+  (``{"start": true, "existed": ...}``), then wraps ``os.fsync``/``os.fdatasync``: each sync
+  of the session file appends the file's size at that moment to a sidecar log
+  (``{"size": N}``), each sync of its parent directory while the file exists appends
+  ``{"dir": true}``; one ``write()`` per line so the record survives the SIGKILL that may
+  follow.
+* ``lose_unsynced`` (in the parent, after the life died) removes a session file whose
+  directory entry was never made durable, or else truncates it to the last recorded size,
+  and keeps the lost bytes next to the case for the failure report.
 
 The world (SQLite committed before a side effect returns, files replaced atomically and
 fsynced) outlives the agent's death at every side effect (``mock_tools/world.py``), so only
@@ -23,8 +36,9 @@ Which file, and whether a power loss can act at all, is the adapter's to say
 
 * kind 1 (native): crashmatrix's session file (``session_path_of``), unless the adapter says
   otherwise;
-* kind 2 with a JSONL session: the agent's own file. Its appends and ``fsync`` calls happen
-  in the life's process, so they are recorded exactly like a native agent's;
+* kind 2 with a JSONL session: the agent's own file. Its appends and ``fsync`` calls (of the
+  file and of its directory) happen in the life's process, so they are recorded exactly like
+  a native agent's, and the same directory-entry rule applies to the file it creates;
 * kind 2 with a SQLite session: not applicable. SQLite syncs from its C library, which never
   goes through ``os.fsync``, so the recorder cannot see what it made durable (and a database
   is not cut back by length); a reader function's or an unreadable session: not applicable,
@@ -34,15 +48,18 @@ Which file, and whether a power loss can act at all, is the adapter's to say
 
 No silent green: after every crash the harness writes a ``fault`` event to the trace
 (``{"event": "fault", "fault": "power_loss", "acted": ..., "detail": ...}``). It acted when
-the fsyncs were visible: it dropped the unsynced bytes, or the session was fully synced at the
-crash (the fault happened, with nothing to drop). Otherwise (no visibility, or no session
-file where the adapter said) it did not act, and a case that would have passed is not
-applicable with that reason (``harness.front.cases`` hands the event to the verdict as a
-fault that did not act, as ``harness.lives.between`` does for its faults).
+the fsyncs were visible: it dropped the unsynced bytes, or removed the whole file (the detail
+says it vanished), or the session was fully synced at the crash (the fault happened, with
+nothing to drop). Otherwise (no visibility, or no session file where the adapter said) it
+did not act, and a case that would have passed is not applicable with that reason
+(``harness.front.cases`` hands the event to the verdict as a fault that did not act, as
+``harness.lives.between`` does for its faults).
 
-Known limit: only syncs of the session file's own inode count. An agent that rewrites its
-session by ``write tmp; fsync tmp; rename`` syncs another inode and is treated as unsynced.
-A new file's directory entry is assumed durable (the directory's fsync is not modelled).
+Not modelled: renames (only syncs of the session file's own inode count, so an agent that
+rewrites its session by ``write tmp; fsync tmp; rename`` syncs another inode and is treated
+as unsynced, and the rename's directory entry is not tracked); the parent directory's own
+entry (a session directory the agent created is taken as durable); any file but the session
+(the world, torn-tail fragments, other files the agent keeps).
 
 Wired through ``run_case(..., power_loss=True)`` / ``run_point(..., power_loss=True)``: the
 life records its fsyncs (``LifeSpec.power_loss``, ``record_for``) and the injector cuts the
@@ -63,6 +80,7 @@ __all__ = [
     "SYNC_LOG",
     "PowerLoss",
     "cut_power",
+    "directory_entry_durable",
     "durable_length",
     "lose_unsynced",
     "parse_sync_log",
@@ -89,6 +107,8 @@ class PowerLoss:
     size_before: int
     size_after: int
     lost: bytes
+    # The whole file went: created in this life, its directory never fsynced after.
+    vanished: bool = False
 
     @property
     def dropped(self) -> int:
@@ -98,16 +118,34 @@ class PowerLoss:
 # ---------------------------------------------------------------- pure core
 
 
-def parse_sync_log(data: bytes) -> tuple[int, ...]:
-    """The synced sizes recorded in a sync log, in order.
+def _records(data: bytes) -> list[dict[str, Any]]:
+    """The records of a sync log. A final line without its newline is a record the SIGKILL
+    cut short: that fsync may not have completed either, so it is ignored (LevelDB's
+    torn-tail rule)."""
+    return [json.loads(line) for line in data.split(b"\n")[:-1] if line.strip()]
 
-    A final line without its newline is a record the SIGKILL cut short: that fsync may not
-    have completed either, so it is ignored (LevelDB's torn-tail rule)."""
-    sizes: list[int] = []
-    for line in data.split(b"\n")[:-1]:
-        if line.strip():
-            sizes.append(int(json.loads(line)["size"]))
-    return tuple(sizes)
+
+def parse_sync_log(data: bytes) -> tuple[int, ...]:
+    """The synced sizes recorded in a sync log, in order (directory and start records
+    are not sizes)."""
+    return tuple(int(record["size"]) for record in _records(data) if "size" in record)
+
+
+def directory_entry_durable(data: bytes) -> bool:
+    """Whether the session file's directory entry survives a power loss, given the sync log.
+
+    Only the last life counts (records since its ``start``): a file it found there is
+    durable; one it created is durable once its directory was fsynced after the creation
+    (the recorder logs a directory sync only while the file exists). A log without a start
+    record (recording never began) keeps the file, as before this was modelled."""
+    records = _records(data)
+    starts = [i for i, record in enumerate(records) if record.get("start")]
+    if not starts:
+        return True
+    start = starts[-1]
+    if records[start].get("existed", True):
+        return True
+    return any(record.get("dir") for record in records[start + 1 :])
 
 
 def durable_length(sizes: Sequence[int], current_size: int) -> int:
@@ -130,11 +168,13 @@ def _append_line(path: Path, record: dict[str, Any]) -> None:
 
 
 def record_fsyncs(session_path: Path, log_path: Path) -> Callable[[], None]:
-    """Inside the agent's process: log the session file's size at every sync of it.
+    """Inside the agent's process: log whether the session file exists now, then its size
+    at every sync of it and every sync of its directory while it exists.
 
     Returns a function that puts the original ``os.fsync``/``os.fdatasync`` back (tests
     need it; a life simply dies with the wrapper installed)."""
     originals: dict[str, Sync] = {"fsync": os.fsync, "fdatasync": os.fdatasync}
+    _append_line(log_path, {"start": True, "existed": session_path.exists()})
 
     def wrap(name: str) -> Sync:
         original = originals[name]
@@ -145,11 +185,14 @@ def record_fsyncs(session_path: Path, log_path: Path) -> Callable[[], None]:
             stat = os.fstat(number)
             try:
                 target = os.stat(session_path)
+                parent = os.stat(session_path.parent)
             except FileNotFoundError:
-                return
+                return  # a directory synced before the file exists does not hold its entry
             # By inode, not by name: the agent may hold the file under any path or fd.
             if (stat.st_dev, stat.st_ino) == (target.st_dev, target.st_ino):
                 _append_line(log_path, {"size": stat.st_size})
+            elif (stat.st_dev, stat.st_ino) == (parent.st_dev, parent.st_ino):
+                _append_line(log_path, {"dir": True})
 
         return synced
 
@@ -169,7 +212,8 @@ def record_fsyncs(session_path: Path, log_path: Path) -> Callable[[], None]:
 
 
 def lose_unsynced(session_path: Path, log_path: Path, *, keep: Path | None = None) -> PowerLoss | None:
-    """After the agent's process died: cut the session file back to its last synced size.
+    """After the agent's process died: remove the session file if its directory entry was
+    never made durable, else cut it back to its last synced size.
 
     The cut itself is logged as a sync (it is what the disk now holds), so a later life
     that never syncs loses back to here, not further. ``keep`` receives the lost bytes.
@@ -179,6 +223,12 @@ def lose_unsynced(session_path: Path, log_path: Path, *, keep: Path | None = Non
     except FileNotFoundError:
         return None
     log = log_path.read_bytes() if log_path.exists() else b""
+    if not directory_entry_durable(log):
+        if keep is not None and data:
+            keep.write_bytes(data)
+        session_path.unlink()
+        _append_line(log_path, {"size": 0, "power_loss": True, "vanished": True})
+        return PowerLoss(session_path, len(data), 0, data, vanished=True)
     cut = durable_length(parse_sync_log(log), len(data))
     if cut < len(data):
         if keep is not None:
@@ -246,6 +296,11 @@ def _what_it_did(target: Path, loss: PowerLoss | None) -> tuple[bool, str]:
         # Every crash point comes after the agent saved something: no file means the
         # adapter names a file the agent does not write, and nothing was put to the test.
         return False, f"no session file {target.name} at the crash: nothing a power loss could drop"
+    if loss.vanished:
+        return True, (
+            f"{target.name} was created in this life and its directory was never fsynced after:"
+            f" the file vanished with its {loss.dropped} bytes"
+        )
     if loss.dropped:
         return True, f"dropped the {loss.dropped} bytes of {target.name} written after its last fsync"
     return True, f"{target.name} was fully synced at the crash ({loss.size_after} bytes): nothing to drop"
