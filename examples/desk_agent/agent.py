@@ -70,10 +70,21 @@ TOOLS = [
 def append_line(path: Path, record: dict[str, Any]) -> None:
     """One JSON line, durable before returning."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
     with open(path, "a", encoding="utf-8") as file:
         file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
         file.flush()
         os.fsync(file.fileno())
+    if created:  # a new file's name is durable only once its directory is synced
+        sync_directory(path.parent)
+
+
+def sync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def load_entries(path: Path) -> list[dict[str, Any]]:

@@ -136,10 +136,21 @@ def append_entry(path: Path, entry: dict[str, Any]) -> None:
     """Append one line and make it durable before returning."""
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+    created = not path.exists()
     with path.open("a", encoding="utf-8") as file:
         file.write(line)
         file.flush()
         os.fsync(file.fileno())
+    if created:  # a new file's name is durable only once its directory is synced
+        sync_directory(path.parent)
+
+
+def sync_directory(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def load_entries(path: Path) -> list[dict[str, Any]]:
