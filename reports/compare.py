@@ -63,23 +63,6 @@ class CellSet:
     def states(self) -> tuple[str, ...]:
         return tuple(cell.state if cell else _ABSENT for cell in self.cells)
 
-    # The first two runs by name, for two-file callers.
-    @property
-    def a(self) -> Cell | None:
-        return self.cells[0]
-
-    @property
-    def b(self) -> Cell | None:
-        return self.cells[1]
-
-    @property
-    def a_state(self) -> str:
-        return self.states[0]
-
-    @property
-    def b_state(self) -> str:
-        return self.states[1]
-
     @property
     def differs(self) -> bool:
         seen = {(state, t.passed, t.cases) for state, t in zip(self.states, self.tallies, strict=True)}
@@ -122,21 +105,6 @@ class EvalSet:
     def states(self) -> tuple[str, ...]:
         return tuple(row.state if row else _ABSENT for row in self.rows)
 
-    @property
-    def a(self) -> EvalRow | None:
-        return self.rows[0]
-
-    @property
-    def b(self) -> EvalRow | None:
-        return self.rows[1]
-
-    @property
-    def a_state(self) -> str:
-        return self.states[0]
-
-    @property
-    def b_state(self) -> str:
-        return self.states[1]
 
     @property
     def differs(self) -> bool:
@@ -162,22 +130,6 @@ class Comparison:
     @property
     def letters(self) -> tuple[str, ...]:
         return tuple(cause_code(i) for i in range(len(self.names)))  # A, B, C, ...
-
-    @property
-    def a_name(self) -> str:
-        return self.names[0]
-
-    @property
-    def b_name(self) -> str:
-        return self.names[1]
-
-    @property
-    def a(self) -> Matrix:
-        return self.matrices[0]
-
-    @property
-    def b(self) -> Matrix:
-        return self.matrices[1]
 
     @property
     def differing(self) -> tuple[tuple[RowSet, CellSet], ...]:
