@@ -16,7 +16,10 @@ read-only word): ``;``, ``&&``, ``||`` driven by exit statuses, pipelines (stdou
 next command's stdin), subshells ``( ... )``, ``$( ... )``, ``<`` redirections and ``*``/``?``
 globs over the workspace (``mock_tools/shell_syntax.py`` parses them). Every simple command
 inside records its own effect in the world exactly as it does alone, so a compound command
-replayed by mistake shows up as a second effect.
+replayed by mistake shows up as a second effect. Before each effect but the first, the
+call's ``ToolContext.step`` runs: a crash there leaves k of the command's effects done
+(``echo a >> log && echo b >> log`` with one line appended), the state a real shell killed
+between its sub-commands leaves.
 
 Anything else is refused with TOOL_ERROR naming the unsupported part, not approximated: a
 simulator that guesses would make a crash test prove nothing. All paths go through the
@@ -166,6 +169,12 @@ class _Runtime:
         self.effects: list[str] = []
         self.stderr: list[str] = []
 
+    def before_effect(self) -> None:
+        """A step boundary between two effects of this command (none before the first:
+        nothing is done yet, which is the call's ``after_running`` state)."""
+        if self.effects:
+            self.call.ctx.step()
+
     def run(self, node: Node, stdin: str | None = None) -> _Result:
         if isinstance(node, Simple):
             return self.simple(node, stdin)
@@ -288,6 +297,7 @@ def _redirect(rt: _Runtime, text: str, op: str, relative: str, result: _Result) 
         return _Result(1, "", "TOOL_ERROR", f"{text}: {relative} is a directory")
     data = result.stdout.encode("utf-8")
     effect = "append" if op == ">>" else "write"
+    rt.before_effect()
     if op == ">>":
         append_durably(target, data)
     else:
@@ -414,6 +424,7 @@ def _wc(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
 
 
 def _npm(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
+    rt.before_effect()
     observation = (_npm_test if argv[1] == "test" else _npm_publish)(rt.call, text)
     rt.effects.append(str(observation.data["effect"]))
     extra = {k: v for k, v in observation.data.items() if k not in ("command", "exit_code", "stdout")}
@@ -422,6 +433,7 @@ def _npm(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result
 
 def _rm_all(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
     for relative in argv[2:]:
+        rt.before_effect()
         observation = _rm(rt.call, text, relative)
         if not observation.ok:
             return _Result(1, "", observation.code, observation.content)

@@ -76,7 +76,7 @@ def write_file(call: Call) -> ToolObservation:
     data = content.encode("utf-8")
     try:
         before = sha256_of_file(target)
-        atomic_write(target, data)
+        atomic_write(target, data, step=call.ctx.step)  # two steps: temp synced, renamed
     except OSError as error:
         return tool_error(f"write_file: cannot write {path!r}: {error.strerror}")
     # The file is replaced first and the event recorded after: a file cannot join a SQLite

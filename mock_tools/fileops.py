@@ -2,6 +2,8 @@
 
 ``atomic_write`` is the full-replace write seed 000 relies on for ``write_file``'s natural
 idempotency: a reader (or a crash) sees the old content or the new content, never a mix.
+Its ``step`` runs between its two steps (the temp file synced, the rename not done): a
+crash there is the half state of a correct write, the target still old.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from crashmatrix.harness.session_file import fsync_directory
@@ -32,11 +35,13 @@ def sha256_of_file(path: Path) -> str | None:
         return None
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, data: bytes, *, step: Callable[[], None] | None = None) -> None:
     """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename, fsync dir.
 
     The temp file must live in the target's directory because ``os.replace`` is only atomic
     within one filesystem; the directory fsync makes the rename itself survive power loss.
+    ``step`` (a tool's ``ToolContext.step``) is called once the temp file is synced and
+    before the rename: a process killed there leaves the temp file and the old target.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
@@ -45,6 +50,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        if step is not None:
+            step()
         os.replace(tmp_name, path)
     except BaseException:
         # Leave no temp file behind: a stray file would show up in the world snapshot.

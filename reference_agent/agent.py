@@ -5,7 +5,9 @@ The write order for one tool call (each line is fsynced before the next step)::
     assistant message with the tool call          -> boundary after_tool_call_saved
     ledger approved | rejected                    -> boundary after_approved
     ledger running (+ plan: base/after hashes)    -> boundary after_running
-    the side effect                               -> boundary after_side_effect
+    the side effect                               -> boundary during_side_effect (between
+                                                     its steps, if it has several), then
+                                                     boundary after_side_effect
     ledger succeeded | failed | unknown + result  -> boundary before_tool_result
     Tool Result message                           -> boundary after_tool_result
 
@@ -258,7 +260,15 @@ class Agent:
         extra: dict[str, Any] = {"plan": plan} if plan else {}
         self.append_state(state, execution_id, "running", previous="approved", tool_name=name, **extra)
         self.hook("after_running", state.call.id)
-        ctx = ToolContext(state.call.id, execution_id, state.idempotency_key, state.arguments_sha256)
+        call_id = state.call.id
+        ctx = ToolContext(
+            call_id,
+            execution_id,
+            state.idempotency_key,
+            state.arguments_sha256,
+            # Between the steps of a multi-step effect: a boundary like the others.
+            step=lambda: self.hook("during_side_effect", call_id),
+        )
         observation = self.toolbox.execute(name, args, ctx)
         self.hook("after_side_effect", state.call.id)
         result = observation.to_result(execution_id=execution_id, idempotency=state.contract.idempotency)

@@ -10,10 +10,19 @@ boundary                   what is durable when the process dies here
 after_tool_call_saved      the assistant message with the tool call; no ledger line yet
 after_approved             ledger ``approved``; the tool has not started
 after_running              ledger ``running`` (fsynced); the side effect has not happened
+during_side_effect         the k-th step of a multi-step side effect is done, the rest is not
+                           (the tool's temp file written but not renamed, one of two appends)
 after_side_effect          the side effect happened; its terminal ledger line is not written
 before_tool_result         terminal ledger line with its result; no Tool Result message yet
 after_tool_result          the Tool Result message; the model has not been asked again
 =========================  ===============================================================
+
+``during_side_effect`` is reached only inside tools whose effect has several steps: the tool
+calls ``ToolContext.step`` between them and the agent turns that into
+``hook("during_side_effect", tool_call_id)``. Its occurrence is the step: the point
+``during_side_effect[call_1]`` is after step 1 of the call's effect, ``during_side_effect[call_1#2]``
+after step 2 (counted per life, like every occurrence, so a replay's steps continue the count).
+A tool whose effect is one step never reaches it.
 
 Besides these, ``torn_write`` kills the process in the middle of appending a session line
 (the injector writes a prefix of the line, then SIGKILL), and a crash point may be hit again
@@ -41,6 +50,7 @@ BOUNDARIES = (
     "after_tool_call_saved",
     "after_approved",
     "after_running",
+    "during_side_effect",
     "after_side_effect",
     "before_tool_result",
     "after_tool_result",
@@ -70,7 +80,8 @@ class CrashPoint:
     @property
     def id(self) -> str:
         """Stable test id: ``after_running[call_1]``, ``torn_write[call_1:running]``,
-        ``after_running[call_1#2]`` for a second occurrence."""
+        ``after_running[call_1#2]`` for a second occurrence; for ``during_side_effect`` the
+        occurrence is the step of the effect (``during_side_effect[call_1#2]``: after step 2)."""
         inner = self.tool_call_id
         if self.label:
             inner += f":{self.label}"

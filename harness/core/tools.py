@@ -3,13 +3,15 @@
 * ``ToolObservation`` is seed 004's observation shape (``ok``, ``code``, ``content``,
   ``metadata.retryable``, ``metadata.idempotency``) plus the tool's own fields.
 * ``ToolContext`` carries the three identities of seed 000 into the tool, so the world can
-  attribute every side effect to a tool call and an execution attempt.
+  attribute every side effect to a tool call and an execution attempt, and the ``step``
+  callable a tool calls between the steps of a multi-step effect (the agent's
+  ``during_side_effect`` boundary; a no-op by default).
 * ``Toolbox`` is the Protocol a set of tools implements; the mock tools are one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -19,6 +21,7 @@ __all__ = [
     "ToolContext",
     "ToolObservation",
     "Toolbox",
+    "no_step",
 ]
 
 # Error codes a tool result may carry (seed 004 plus the ones recovery produces).
@@ -75,12 +78,21 @@ class ToolObservation:
         return out
 
 
+def no_step() -> None:
+    """The step callable of a production run: the steps of an effect are just code."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     tool_call_id: str
     execution_id: str
     idempotency_key: str
     arguments_sha256: str
+    # Called by a tool between the steps of an effect that has several (a write's temp file
+    # synced before its rename, the first of two appends): each call is a point where the
+    # effect is half done, so a crash harness can stop it there. Never called after the
+    # last step: that state is ``after_side_effect``'s.
+    step: Callable[[], None] = field(default=no_step, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
