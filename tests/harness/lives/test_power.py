@@ -1,8 +1,9 @@
-"""Power loss: the fsync recorder, the truncation, and a power-loss case end to end
-(``run_point(..., power_loss=True)``)."""
+"""Power loss on the session file: the recorder, the cut back to the last fsync, and a
+power-loss case end to end (``run_point(..., power_loss=True)``)."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,94 +13,95 @@ import pytest
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.casedir import session_path_of
 from crashmatrix.harness.lives.injector import LifeLauncher
-from crashmatrix.harness.lives.power import durable_length, lose_unsynced, parse_sync_log, record_fsyncs
+from crashmatrix.harness.lives.power import SYNC_LOG, cut_power, parse_recording, record_for
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def test_parse_sync_log_ignores_a_record_cut_short_by_the_kill() -> None:
-    assert parse_sync_log(b'{"size": 0}\n{"size": 120}\n{"si') == (0, 120)
-    assert parse_sync_log(b"") == ()
+def test_a_log_line_cut_short_by_the_kill_is_ignored() -> None:
+    start = {"start": True, "roots": [], "dirs": {}, "files": {}}
+    recording = parse_recording(
+        (json.dumps(start) + "\n" + json.dumps({"sync": "7", "copy": "a"}) + '\n{"sync": "7", "co').encode()
+    )
+    assert recording is not None and dict(recording.synced_files) == {"7": "a"}
 
 
-def test_durable_length_is_the_size_at_the_last_sync() -> None:
-    assert durable_length((0, 100, 250), 400) == 250
-
-
-def test_durable_length_of_a_never_synced_file_is_zero() -> None:
-    assert durable_length((), 400) == 0
-
-
-def test_durable_length_never_grows_a_file_that_shrank_after_its_sync() -> None:
-    assert durable_length((300,), 120) == 120
+def test_a_log_without_a_start_is_no_recording() -> None:
+    assert parse_recording(b"") is None
+    assert parse_recording(b'{"sync": "1", "copy": "a"}\n') is None
 
 
 @pytest.fixture
-def recorded(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    session, log = tmp_path / "session.jsonl", tmp_path / "fsyncs.jsonl"
+def case(tmp_path: Path) -> Iterator[Path]:
+    """A case directory whose life is recording: the session exists, created before it."""
+    session = session_path_of(tmp_path)
+    session.parent.mkdir(parents=True)
     session.write_bytes(b"")
-    restore = record_fsyncs(session, log)
+    restore = record_for("reference", tmp_path)
+    assert restore is not None
     try:
-        yield session, log
+        yield tmp_path
     finally:
         restore()
 
 
-def test_the_recorder_logs_the_session_size_at_each_fsync(recorded: tuple[Path, Path]) -> None:
-    session, log = recorded
-    fd = os.open(session, os.O_WRONLY | os.O_APPEND)
+def _append(path: Path, data: bytes, *, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     try:
-        os.write(fd, b"one\n")
-        os.fsync(fd)
-        os.write(fd, b"two\n")
-        os.fdatasync(fd)
-        os.write(fd, b"three, never synced\n")
+        os.write(fd, data)
+        if sync:
+            os.fdatasync(fd) if data.endswith(b"\n\n") else os.fsync(fd)
     finally:
         os.close(fd)
-    assert parse_sync_log(log.read_bytes()) == (4, 8)
 
 
-def test_the_recorder_ignores_fsyncs_of_other_files(recorded: tuple[Path, Path], tmp_path: Path) -> None:
-    _, log = recorded
-    with open(tmp_path / "other.txt", "wb") as other:
+def test_power_loss_cuts_the_session_back_to_its_last_fsync_and_keeps_the_lost_bytes(case: Path) -> None:
+    session = session_path_of(case)
+    _append(session, b"one\n", sync=True)
+    _append(session, b"two\n\n", sync=True)  # through fdatasync
+    _append(session, b"three, never synced\n", sync=False)
+    loss = cut_power(case, "reference", 1)
+    assert loss is not None and loss.dropped == 20 and loss.changed
+    assert session.read_bytes() == b"one\ntwo\n\n"
+    assert (case / "power-lost-1.bin").read_bytes() == b"three, never synced\n"
+
+
+def test_the_recorder_ignores_fsyncs_of_files_outside_the_tracked_roots(case: Path) -> None:
+    with open(case / "other.txt", "wb") as other:
         other.write(b"x")
         os.fsync(other.fileno())
-    assert parse_sync_log(log.read_bytes()) == ()
+    recording = parse_recording((case / SYNC_LOG).read_bytes())
+    assert recording is not None and not recording.synced_files
 
 
 def test_restore_puts_the_original_fsync_back(tmp_path: Path) -> None:
     original = os.fsync
-    restore = record_fsyncs(tmp_path / "s", tmp_path / "log")
-    assert os.fsync is not original
+    restore = record_for("reference", tmp_path)
+    assert restore is not None and os.fsync is not original
     restore()
     assert os.fsync is original
 
 
-def test_power_loss_truncates_to_the_last_synced_size_and_keeps_the_lost_bytes(tmp_path: Path) -> None:
-    session, log, keep = tmp_path / "s.jsonl", tmp_path / "fsyncs.jsonl", tmp_path / "lost.bin"
-    session.write_bytes(b"synced\nlost\n")
-    log.write_bytes(b'{"size": 7}\n')
-    loss = lose_unsynced(session, log, keep=keep)
-    assert loss is not None and loss.dropped == 5
-    assert session.read_bytes() == b"synced\n"
-    assert keep.read_bytes() == b"lost\n"
-
-
-def test_the_cut_is_logged_so_a_later_loss_never_goes_further_back(tmp_path: Path) -> None:
-    session, log = tmp_path / "s.jsonl", tmp_path / "fsyncs.jsonl"
-    session.write_bytes(b"a\nb\n")
-    log.write_bytes(b'{"size": 2}\n')
-    lose_unsynced(session, log)
-    with open(session, "ab") as f:
-        f.write(b"c\n")  # the next life appends without syncing
-    lose_unsynced(session, log)
+def test_a_later_life_loses_back_to_its_own_start_never_further(case: Path) -> None:
+    session = session_path_of(case)
+    _append(session, b"a\n", sync=True)
+    _append(session, b"b\n", sync=False)
+    cut_power(case, "reference", 1)
+    restore = record_for("reference", case)  # life 2 starts from what the disk kept
+    assert restore is not None
+    _append(session, b"c\n", sync=False)
+    restore()
+    cut_power(case, "reference", 2)
     assert session.read_bytes() == b"a\n"
-    assert parse_sync_log(log.read_bytes())[-1] == 2
 
 
-def test_power_loss_without_a_session_file_does_nothing(tmp_path: Path) -> None:
-    assert lose_unsynced(tmp_path / "absent.jsonl", tmp_path / "log") is None
+def test_power_loss_without_a_session_file_or_any_change_does_nothing(tmp_path: Path) -> None:
+    restore = record_for("reference", tmp_path)
+    assert restore is not None
+    restore()
+    assert cut_power(tmp_path, "reference", 1) is None
 
 
 # ---------------------------------------------------------------- end to end (forked lives)
@@ -126,7 +128,7 @@ def test_power_loss_changes_nothing_for_an_agent_that_fsyncs_every_line(
     result = run_point(scenario, point, launcher, tmp_path / "c", power_loss=True)
     assert result.point_id == "power@after_side_effect[call_mail]"
     assert result.passed, result.verdict
-    assert not list(result.case_dir.glob("power-lost-*.bin"))
+    assert not list(result.case_dir.glob("power-lost-*"))
 
 
 @pytest.mark.slow

@@ -4,6 +4,8 @@ unless its directory was fsynced after the creation (``harness.lives.power``).""
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,104 +13,79 @@ import pytest
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.casedir import session_path_of
 from crashmatrix.harness.lives.injector import LifeLauncher
-from crashmatrix.harness.lives.power import (
-    FAULT_EVENT,
-    directory_entry_durable,
-    lose_unsynced,
-    parse_sync_log,
-    record_fsyncs,
-)
+from crashmatrix.harness.lives.power import FAULT_EVENT, cut_power, record_for
+from crashmatrix.harness.lives.tracer import read_trace
 from crashmatrix.harness.session_file import fsync_directory
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-def _log(*records: dict[str, object]) -> bytes:
-    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
-
-
-# ---------------------------------------------------------------- the pure decision
-
-
-def test_a_file_the_life_created_without_a_directory_fsync_is_not_durable() -> None:
-    assert not directory_entry_durable(_log({"start": True, "existed": False}, {"size": 0}, {"size": 40}))
-
-
-def test_a_directory_fsync_after_the_creation_makes_the_entry_durable() -> None:
-    assert directory_entry_durable(_log({"start": True, "existed": False}, {"size": 0}, {"dir": True}))
-
-
-def test_a_file_that_was_there_when_the_life_started_is_durable() -> None:
-    assert directory_entry_durable(_log({"start": True, "existed": True}, {"size": 40}))
-
-
-def test_only_the_last_life_counts() -> None:
-    # A directory sync of an earlier life says nothing of the file this life created anew.
-    log = _log(
-        {"start": True, "existed": False},
-        {"dir": True},
-        {"size": 0, "power_loss": True, "vanished": True},
-        {"start": True, "existed": False},
-        {"size": 12},
-    )
-    assert not directory_entry_durable(log)
-
-
-def test_a_log_without_a_start_keeps_the_file_as_before() -> None:
-    assert directory_entry_durable(_log({"size": 3}))
-    assert directory_entry_durable(b"")
-
-
-def test_a_directory_record_cut_short_by_the_kill_does_not_count() -> None:
-    assert not directory_entry_durable(_log({"start": True, "existed": False}) + b'{"dir": tr')
-
-
-def test_start_and_directory_records_are_not_sizes() -> None:
-    assert parse_sync_log(_log({"start": True, "existed": False}, {"size": 4}, {"dir": True})) == (4,)
-
-
-# ---------------------------------------------------------------- the recorder and the cut
-
-
-def test_the_recorder_logs_the_start_and_a_directory_fsync_after_the_creation(tmp_path: Path) -> None:
-    session, log = tmp_path / "s" / "session.jsonl", tmp_path / "fsyncs.jsonl"
-    session.parent.mkdir()
-    restore = record_fsyncs(session, log)
+@pytest.fixture
+def case(tmp_path: Path) -> Iterator[Path]:
+    """A case directory whose life is recording; no session yet."""
+    session_path_of(tmp_path).parent.mkdir(parents=True)
+    restore = record_for("reference", tmp_path)
+    assert restore is not None
     try:
-        fsync_directory(session.parent)  # before the file exists: holds no entry of it
-        session.write_bytes(b"one\n")
-        fsync_directory(tmp_path)  # another directory: not the session's
-        assert not directory_entry_durable(log.read_bytes())
-        fsync_directory(session.parent)
+        yield tmp_path
     finally:
         restore()
-    records = [json.loads(line) for line in log.read_bytes().splitlines()]
-    assert records == [{"start": True, "existed": False}, {"dir": True}]
-    assert directory_entry_durable(log.read_bytes())
 
 
-def test_power_loss_removes_a_file_whose_entry_never_became_durable(tmp_path: Path) -> None:
-    session, log, keep = tmp_path / "s.jsonl", tmp_path / "fsyncs.jsonl", tmp_path / "lost.bin"
-    session.write_bytes(b"synced\n")
-    log.write_bytes(_log({"start": True, "existed": False}, {"size": 7}))
-    loss = lose_unsynced(session, log, keep=keep)
+def _create(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def test_a_session_the_life_created_without_a_directory_fsync_vanishes_whole(case: Path) -> None:
+    session = session_path_of(case)
+    _create(session, b"synced\n")
+    loss = cut_power(case, "reference", 1)
     assert loss is not None and loss.vanished and loss.dropped == 7
     assert not session.exists()
-    assert keep.read_bytes() == b"synced\n"
-    # The next life finds no file: it starts from nothing, and says so in its start record.
-    restore = record_fsyncs(session, log)
-    restore()
-    assert not directory_entry_durable(log.read_bytes())
+    assert (case / "power-lost-1.bin").read_bytes() == b"synced\n"
+    [event] = [e for e in read_trace(case) if e.get("event") == FAULT_EVENT]
+    assert "vanished with its 7 bytes" in str(event["detail"])
 
 
-def test_power_loss_keeps_a_file_whose_directory_was_synced(tmp_path: Path) -> None:
-    session, log = tmp_path / "s.jsonl", tmp_path / "fsyncs.jsonl"
-    session.write_bytes(b"synced\nlost\n")
-    log.write_bytes(_log({"start": True, "existed": False}, {"size": 0}, {"dir": True}, {"size": 7}))
-    loss = lose_unsynced(session, log)
-    assert loss is not None and not loss.vanished
+def test_a_directory_fsync_before_the_file_exists_does_not_hold_its_entry(case: Path) -> None:
+    session = session_path_of(case)
+    fsync_directory(session.parent)
+    _create(session, b"synced\n")
+    fsync_directory(case)  # another directory: not the session's
+    loss = cut_power(case, "reference", 1)
+    assert loss is not None and loss.vanished
+
+
+def test_a_directory_fsync_after_the_creation_makes_the_session_durable(case: Path) -> None:
+    session = session_path_of(case)
+    _create(session, b"synced\n")
+    fsync_directory(session.parent)
+    with open(session, "ab") as f:
+        f.write(b"lost\n")
+    loss = cut_power(case, "reference", 1)
+    assert loss is not None and not loss.vanished and loss.dropped == 5
     assert session.read_bytes() == b"synced\n"
+
+
+def test_a_session_that_was_there_when_the_life_started_is_durable(case: Path) -> None:
+    session = session_path_of(case)
+    _create(session, b"synced\n")
+    fsync_directory(session.parent)
+    cut_power(case, "reference", 1)
+    restore = record_for("reference", case)  # life 2: the file is there from the start
+    assert restore is not None
+    _create(session, b"more\n")
+    restore()
+    loss = cut_power(case, "reference", 2)
+    assert loss is not None and not loss.vanished and not loss.changed
+    assert session.read_bytes() == b"synced\nmore\n"
 
 
 # ---------------------------------------------------------------- end to end (forked lives)
