@@ -15,8 +15,9 @@ import dataclasses
 import json
 import os
 import re
+import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,8 +25,9 @@ from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.ledger import PendingCall
 from crashmatrix.harness.core.records import ExecutionRecord, Message, MessageEntry, ToolCall
 from crashmatrix.harness.core.session_log import encode_line
-from crashmatrix.harness.core.tools import ToolContext
-from crashmatrix.harness.session_file import SessionWriter
+from crashmatrix.harness.core.tools import PreconditionVerdict, Toolbox, ToolContext, ToolObservation
+from crashmatrix.harness.session_file import SessionWriter, fsync_directory
+from crashmatrix.mock_tools import file_tools
 from crashmatrix.reference_agent.agent import Agent, CallState
 from crashmatrix.reference_agent.recovery import Decision, decide
 
@@ -321,6 +323,61 @@ class PrefixRegexClassifier(Mutant):
         return state
 
 
+def _unsynced_replace(path: Path, data: bytes, *, step: Callable[[], None] | None = None) -> None:
+    """``atomic_write`` without its file fsync: write tmp, rename, fsync the directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)  # the bug: no os.fsync(handle.fileno()) before the rename
+    if step is not None:
+        step()
+    os.replace(tmp_name, path)
+    fsync_directory(path.parent)
+
+
+class _UnsyncedRenameToolbox:
+    """The agent's toolbox with write_file's replace swapped for ``_unsynced_replace`` while
+    a call runs (the mock tools themselves are untouched)."""
+
+    def __init__(self, inner: Toolbox) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
+        # By name: write_file looks ``atomic_write`` up in its module at call time.
+        original = getattr(file_tools, "atomic_write")  # noqa: B009
+        setattr(file_tools, "atomic_write", _unsynced_replace)  # noqa: B010
+        try:
+            return self.inner.execute(name, arguments, ctx)
+        finally:
+            setattr(file_tools, "atomic_write", original)  # noqa: B010
+
+    def plan(self, name: str, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        return self.inner.plan(name, arguments)
+
+    def check_precondition(
+        self, name: str, arguments: Mapping[str, Any], plan: Mapping[str, Any]
+    ) -> PreconditionVerdict:
+        return self.inner.check_precondition(name, arguments, plan)
+
+
+class UnsyncedRename(Mutant):
+    """Replaces a file by write tmp -> rename -> fsync dir, never fsyncing the temp file
+    (the ext4 zero-length-file bug).
+
+    A process crash keeps the page cache, so every plain crash case passes; after a power
+    loss the rename is durable (its directory was synced) but the new inode's bytes are not:
+    the target is empty, neither its old content nor its new one."""
+
+    hints = ("power_loss", "write_file", "after_side_effect")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.toolbox = _UnsyncedRenameToolbox(self.toolbox)
+
+
 def _adapter(agent_class: type[Mutant], name: str) -> type[ReferenceAdapter]:
     return type(
         f"{agent_class.__name__}Adapter",
@@ -344,6 +401,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "approved_left_open": ApprovedLeftOpen,
     "reused_call_id_replays_old_turn": ReusedCallIdReplaysOldTurn,
     "prefix_regex_classifier": PrefixRegexClassifier,
+    "unsynced_rename": UnsyncedRename,
 }
 
 # One adapter class per mutant, so ``--agent=crashmatrix.reference_agent.mutants:NAME`` loads it.
@@ -361,3 +419,4 @@ tool_result_before_terminal = _adapter(ToolResultBeforeTerminal, "tool_result_be
 approved_left_open = _adapter(ApprovedLeftOpen, "approved_left_open")
 reused_call_id_replays_old_turn = _adapter(ReusedCallIdReplaysOldTurn, "reused_call_id_replays_old_turn")
 prefix_regex_classifier = _adapter(PrefixRegexClassifier, "prefix_regex_classifier")
+unsynced_rename = _adapter(UnsyncedRename, "unsynced_rename")
