@@ -169,11 +169,24 @@ class _Runtime:
         self.effects: list[str] = []
         self.stderr: list[str] = []
 
+        # The world seq of this run's first effect: every later effect's event names it
+        # (``part_of``), so the world shows which events are ONE run of the command (the
+        # invariant non_idempotent_at_most_once counts runs, not events).
+        self.first_seq: int | None = None
+
     def before_effect(self) -> None:
         """A step boundary between two effects of this command (none before the first:
         nothing is done yet, which is the call's ``after_running`` state)."""
         if self.effects:
             self.call.ctx.step()
+
+    def detail(self, detail: Mapping[str, Any]) -> dict[str, Any]:
+        """An effect event's detail, naming the run's first effect from the second on."""
+        return dict(detail) if self.first_seq is None else {**detail, "part_of": self.first_seq}
+
+    def logged(self, seq: int) -> None:
+        if self.first_seq is None:
+            self.first_seq = seq
 
     def run(self, node: Node, stdin: str | None = None) -> _Result:
         if isinstance(node, Simple):
@@ -303,12 +316,13 @@ def _redirect(rt: _Runtime, text: str, op: str, relative: str, result: _Result) 
     else:
         atomic_write(target, data)
     rt.effects.append(effect)
-    rt.call.world.log_event(
+    seq = rt.call.world.log_event(
         "command",
         rt.call.name,
         **rt.call.event_ids(),
-        detail={"command": text, "effect": effect, "path": relative},
+        detail=rt.detail({"command": text, "effect": effect, "path": relative}),
     )
+    rt.logged(seq)
     return _Result(0, "", extra={"effect": effect})
 
 
@@ -425,7 +439,7 @@ def _wc(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
 
 def _npm(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
     rt.before_effect()
-    observation = (_npm_test if argv[1] == "test" else _npm_publish)(rt.call, text)
+    observation = (_npm_test if argv[1] == "test" else _npm_publish)(rt, text)
     rt.effects.append(str(observation.data["effect"]))
     extra = {k: v for k, v in observation.data.items() if k not in ("command", "exit_code", "stdout")}
     return _Result(0, str(observation.data["stdout"]), extra=extra)
@@ -434,7 +448,7 @@ def _npm(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result
 def _rm_all(rt: _Runtime, text: str, argv: list[str], stdin: str | None) -> _Result:
     for relative in argv[2:]:
         rt.before_effect()
-        observation = _rm(rt.call, text, relative)
+        observation = _rm(rt, text, relative)
         if not observation.ok:
             return _Result(1, "", observation.code, observation.content)
         rt.effects.append("delete")
@@ -472,7 +486,8 @@ def _source_files(call: Call) -> dict[str, str]:
     return found
 
 
-def _npm_test(call: Call, command: str) -> ToolObservation:
+def _npm_test(rt: _Runtime, command: str) -> ToolObservation:
+    call = rt.call
     # The artifacts depend only on the workspace's content, so running the tests twice on
     # the same files leaves the same files: conditional, as seed 004 says, but replay-safe
     # here. The events still show how many times it ran.
@@ -483,13 +498,18 @@ def _npm_test(call: Call, command: str) -> ToolObservation:
         atomic_write(
             call.world.resolve(relative), (json.dumps(body, indent=2, sort_keys=True) + "\n").encode()
         )
-    call.world.log_event(
-        "command", call.name, **call.event_ids(), detail={"command": command, "effect": "test_artifacts"}
+    seq = call.world.log_event(
+        "command",
+        call.name,
+        **call.event_ids(),
+        detail=rt.detail({"command": command, "effect": "test_artifacts"}),
     )
+    rt.logged(seq)
     return _out(command, f"{len(sources)} passing\n", effect="test_artifacts")
 
 
-def _npm_publish(call: Call, command: str) -> ToolObservation:
+def _npm_publish(rt: _Runtime, command: str) -> ToolObservation:
+    call = rt.call
     version = "0.0.0"
     try:
         package = json.loads(call.world.resolve("package.json").read_text(encoding="utf-8"))
@@ -502,16 +522,18 @@ def _npm_publish(call: Call, command: str) -> ToolObservation:
             "command",
             call.name,
             **call.event_ids(),
-            detail={"command": command, "effect": "release", "version": version},
+            detail=rt.detail({"command": command, "effect": "release", "version": version}),
         )
         release_id = conn.execute(
             "INSERT INTO releases (version, command, tool_call_id, execution_id, seq) VALUES (?, ?, ?, ?, ?)",
             (version, command, call.ctx.tool_call_id, call.ctx.execution_id, seq),
         ).lastrowid
+    rt.logged(seq)
     return _out(command, f"+ published {version}\n", effect="release", release_id=release_id)
 
 
-def _rm(call: Call, command: str, relative: str) -> ToolObservation:
+def _rm(rt: _Runtime, command: str, relative: str) -> ToolObservation:
+    call = rt.call
     target = call.world.resolve(relative)
     root = call.world.workspace.resolve()
     if target == root:
@@ -537,10 +559,11 @@ def _rm(call: Call, command: str, relative: str) -> ToolObservation:
     elif target.exists():
         target.unlink()
         fsync_directory(target.parent)
-    call.world.log_event(
+    seq = call.world.log_event(
         "command",
         call.name,
         **call.event_ids(),
-        detail={"command": command, "effect": "delete", "path": relative, "existed": existed},
+        detail=rt.detail({"command": command, "effect": "delete", "path": relative, "existed": existed}),
     )
+    rt.logged(seq)
     return _out(command, "", effect="delete")

@@ -7,7 +7,8 @@ check is a pure function of the evidence a finished case leaves behind:
 * the final session, read back (``entries`` and the end byte ``offsets`` of their lines),
 * the world's events (every side effect, with the session size when it happened),
 * every request body the model received, and the scenario's user turns,
-* the tool contracts, which say whether running a call twice is harmless.
+* the tool contracts, which say whether running a call twice is harmless,
+* the workspace's files at the end, and those the scenario seeded before the first life.
 
 Nothing here reads a file or starts a process. A check returns one ``Violation`` per broken
 fact, each a single line naming the tool_call_id / execution_id / line / seq involved, so a
@@ -24,7 +25,9 @@ Two conventions hold throughout:
 
 from __future__ import annotations
 
+import hashlib
 import json
+import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,6 +120,10 @@ class Evidence:
     # The processes the agent left running when one of its lives ended, one line each
     # ("life 1, crashed at P: pid 42 `sh -c ...` (session 42)"); None: not trackable here.
     survivors: Sequence[str] | None = ()
+    # The workspace's files after the last life (path -> text; None: not a regular file) and
+    # the scenario's files before the first (``files:``). ``files`` None: not observed.
+    files: Mapping[str, str | None] | None = None
+    seed_files: Mapping[str, str] = field(default_factory=dict)
 
     def sees(self, name: str) -> bool:
         """Whether the side effects of the agent's tool ``name`` are recorded as events."""
@@ -565,21 +572,46 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
     Events are attributed to a call by execution_id through the ledger; without one (or
     without a ledger) by tool_call_id, and when a provider reused that id, to the latest
     call that was on disk when the event happened.
+
+    One run of a compound command records one event per effect (``echo a >> log && echo b
+    >> log``: two appends): what is counted is runs. The harness's command simulator names,
+    in each later effect's ``detail.part_of``, the seq of its run's first effect; an event
+    joins that run only when it also has the same execution. Any other event is a run of
+    its own (an agent's own effects cannot show that two events were one attempt).
     """
     scopes, counted = _effects_by_call(evidence)
+    by_seq = {event.seq: event for event in evidence.events}
     out: list[Violation] = []
     for key, seqs in sorted(counted.items()):
         call = scopes[key].site.call
         contract = evidence.contract(call.name).for_call(call.parsed_arguments())
-        if contract.idempotency == "non_idempotent" and len(seqs) > 1:
-            out.append(
-                Violation(
-                    "non_idempotent_at_most_once",
-                    f"non-idempotent tool call {call.id!r} ({call.name}) caused {len(seqs)} side "
-                    f"effects (world seq {', '.join(map(str, seqs))}); at most one is allowed",
-                    call.id,
-                )
+        runs: dict[int, list[int]] = {}
+        for seq in seqs:
+            first = by_seq[seq].detail.get("part_of")
+            same_run = (
+                isinstance(first, int)
+                and first in runs
+                and by_seq[first].execution_id == by_seq[seq].execution_id
             )
+            runs.setdefault(first if same_run and isinstance(first, int) else seq, []).append(seq)
+        if contract.idempotency != "non_idempotent" or len(runs) < 2:
+            continue
+        listed = ", ".join(map(str, seqs))
+        if len(runs) == len(seqs):
+            what = f"caused {len(seqs)} side effects (world seq {listed}); at most one is allowed"
+        else:
+            grouped = " | ".join(", ".join(map(str, group)) for group in runs.values())
+            what = (
+                f"caused side effects in {len(runs)} runs (world seq {grouped}; each group one run "
+                "of the command); at most one run is allowed"
+            )
+        out.append(
+            Violation(
+                "non_idempotent_at_most_once",
+                f"non-idempotent tool call {call.id!r} ({call.name}) {what}",
+                call.id,
+            )
+        )
     return out
 
 
@@ -1021,6 +1053,80 @@ def no_effect_after_death(evidence: Evidence) -> list[Violation]:
     ]
 
 
+def no_partial_file(evidence: Evidence) -> list[Violation]:
+    """Every file a ``write_file`` call targeted ends whole: its old content or a new one.
+
+    Why: seed 000 relies on ``write_file`` being a full replace ("a reader or a crash sees
+    the old content or the new content, never a mix") for its natural idempotency, and
+    seed 004's base/after hash check only works on whole contents: a write killed halfway
+    (truncated, then written in place; ``during_side_effect``) leaves a file whose hash is
+    neither the base nor the after, which recovery can only call a conflict, and the user's
+    file is lost. Old means the scenario's seed (or absent when it seeded none); new means a
+    content some ``write_file`` call of the case asked for (its arguments in the session, or
+    the ``after_sha256`` of a completed write in the world's events), or what a writer other
+    than the agent put there between lives (``external_write``). A path some other effect
+    touched too (a command's redirect or ``rm``, an append by someone else) is not judged:
+    its contents are not limited to these.
+    """
+    if evidence.files is None:
+        return []
+    wanted: dict[str, set[str]] = {}  # path -> sha256 of every whole content allowed
+    for scope in _scopes(evidence.entries):
+        call = scope.site.call
+        if evidence.suite(call.name) != "write_file" or not evidence.sees(call.name):
+            continue
+        contract = evidence.contract(call.name)
+        arguments = call.parsed_arguments()
+        path, content = arguments.get(contract.path_argument), arguments.get(contract.content_argument)
+        if isinstance(path, str):
+            hashes = wanted.setdefault(posixpath.normpath(path), set())
+            if isinstance(content, str):
+                hashes.add(_sha256(content))
+    other: set[str] = set()
+    for event in evidence.events:
+        path = event.detail.get("path")
+        if not isinstance(path, str):
+            continue
+        path = posixpath.normpath(path)
+        after = event.detail.get("after_sha256")
+        if event.kind in ("file_write", "external_write") and isinstance(after, str):
+            wanted.setdefault(path, set()).add(after)
+        else:
+            other.add(path)
+    out: list[Violation] = []
+    for path, hashes in sorted(wanted.items()):
+        if path in other:
+            continue
+        seed = evidence.seed_files.get(path)
+        old = None if seed is None else _sha256(seed)
+        if path not in evidence.files:
+            if seed is None:
+                continue  # absent before, absent now: the old state
+            now = "is absent"
+        else:
+            text = evidence.files[path]
+            if text is None:
+                continue  # not a regular file: nothing to hash as content
+            digest = _sha256(text)
+            if digest == old or digest in hashes:
+                continue
+            now = f"has {len(text.encode('utf-8'))} bytes with sha256 {digest}"
+        new = ", ".join(sorted(hashes)) or "none recorded"
+        out.append(
+            Violation(
+                "no_partial_file",
+                f"{path!r} is neither old nor new content: it {now}; old (before the first life) "
+                f"{'absent' if old is None else 'sha256 ' + old}, new (what write_file asked for) "
+                f"sha256 {new}",
+            )
+        )
+    return out
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def _clip(text: str, width: int = 40) -> str:
     return repr(text if len(text) <= width else text[: width - 1] + "…")
 
@@ -1043,6 +1149,7 @@ INVARIANTS: Mapping[str, Check] = MappingProxyType(
         "no_ledger_in_prompt": no_ledger_in_prompt,
         "unknown_never_succeeded": unknown_never_succeeded,
         "no_effect_after_death": no_effect_after_death,
+        "no_partial_file": no_partial_file,
     }
 )
 
@@ -1096,6 +1203,8 @@ def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
                 else "the agent keeps no ledger the adapter maps"
             )
             out.append((name, why))
+    if evidence.files is None:
+        out.append(("no_partial_file", "the workspace's files were not observed"))
     if evidence.survivors is None:
         out.append(
             (

@@ -86,6 +86,8 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         watched=observation.world.watched,
         survivors=_survivors(observation),
         blind=observation.blind_checks,
+        files=observation.world.files,
+        seed_files=scenario.files,
     )
 
 

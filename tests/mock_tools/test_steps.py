@@ -106,3 +106,14 @@ def test_the_default_step_does_nothing(world: World, toolbox: MockToolbox) -> No
     assert toolbox.execute("write_file", {"path": "README.md", "content": "x"}, ctx).ok
     assert (world.workspace / "README.md").read_text() == "x"
     assert ctx == ToolContext("call_1", "exec_1", "key_1", "0" * 64, step=print)  # not part of identity
+
+
+def test_the_later_effects_of_one_run_name_its_first(world: World, toolbox: MockToolbox) -> None:
+    command = "echo a >> audit.log && echo b >> audit.log; rm -rf src"
+    assert toolbox.execute("run_command", {"command": command}, ToolContext("c", "e", "k", "0" * 64)).ok
+    assert toolbox.execute(
+        "run_command", {"command": "echo c >> audit.log"}, ToolContext("c", "e2", "k", "0" * 64)
+    ).ok
+    events = [e for e in world.events() if e.kind == "command"]
+    first = events[0].seq
+    assert [e.detail.get("part_of") for e in events] == [None, first, first, None]

@@ -8,6 +8,7 @@ frozen dataclass shaped like ``mock_tools.world.WorldEvent``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -252,6 +253,7 @@ def test_registry_names_and_order_are_the_documented_ones() -> None:
         "no_ledger_in_prompt",
         "unknown_never_succeeded",
         "no_effect_after_death",
+        "no_partial_file",
     ]
     assert {
         "legal_transitions",
@@ -626,6 +628,146 @@ def test_run_command_is_classified_per_call() -> None:
     assert check_all(read_only) == []
     appends = evidence(*session("echo x >> audit.log"))
     only_violation(appends, "non_idempotent_at_most_once", naming="call_cmd")
+
+
+def _compound(runs: Sequence[Sequence[tuple[str, int | None]]]) -> tuple[list[Raw], list[Event]]:
+    """``echo a >> log && echo b >> log`` run once per execution in ``runs``; each run is its
+    events as (execution_id, part_of)."""
+    args = {"command": "echo a >> audit.log && echo b >> audit.log"}
+    lines = [user("log twice"), assistant(call("call_cmd", "run_command", args))]
+    eids = list(dict.fromkeys(eid for run in runs for eid, _ in run))
+    for eid in eids[:-1]:
+        lines += [ledger(eid, "call_cmd", s, "run_command", args) for s in ("approved", "running", "unknown")]
+    lines += [
+        ledger(eids[-1], "call_cmd", s, "run_command", args) for s in ("approved", "running", "succeeded")
+    ]
+    lines += [tool_result("call_cmd", ok_result(eids[-1])), final()]
+    events: list[Event] = []
+    for run in runs:
+        for eid, part_of in run:
+            detail = {"effect": "append"} | ({} if part_of is None else {"part_of": part_of})
+            running = 4 + 3 * eids.index(eid)
+            events.append(
+                Event(
+                    len(events) + 1,
+                    "command",
+                    "run_command",
+                    "call_cmd",
+                    eid,
+                    size(lines, running),
+                    detail=detail,
+                )
+            )
+    return lines, events
+
+
+def test_the_effects_of_one_run_of_a_compound_command_count_once() -> None:
+    # Two appends of one run: the simulator names the run's first effect in the second's detail.
+    assert check_all(evidence(*_compound([[("exec_1", None), ("exec_1", 1)]]))) == []
+
+
+def test_a_compound_command_run_twice_is_counted_as_two_runs() -> None:
+    lines, events = _compound([[("exec_1", None), ("exec_1", 1)], [("exec_2", None), ("exec_2", 3)]])
+    v = only_violation(evidence(lines, events), "non_idempotent_at_most_once", naming="call_cmd")
+    assert "side effects in 2 runs (world seq 1, 2 | 3, 4" in v.message
+
+
+def test_part_of_joins_a_run_only_within_the_same_execution() -> None:
+    # An event claiming to continue another execution's run is a run of its own.
+    lines, events = _compound([[("exec_1", None)], [("exec_2", 1)]])
+    v = only_violation(evidence(lines, events), "non_idempotent_at_most_once", naming="call_cmd")
+    assert "caused 2 side effects (world seq 1, 2)" in v.message
+
+
+# ---------------------------------------------------------------------------- no partial file
+
+WRITE = {"path": "notes.txt", "content": "new notes\n"}
+
+
+def _write_session(arguments: Mapping[str, Any] = WRITE) -> list[Raw]:
+    lines = [user("write the notes"), assistant(call("call_w", "write_file", arguments))]
+    lines += [
+        ledger("exec_w", "call_w", s, "write_file", arguments) for s in ("approved", "running", "succeeded")
+    ]
+    return [*lines, tool_result("call_w", ok_result("exec_w")), final()]
+
+
+def _files(
+    final: Mapping[str, str | None], *, seed: Mapping[str, str] | None = None, events: Sequence[Event] = ()
+) -> Evidence:
+    lines = _write_session()
+    written = [Event(1, "file_write", "write_file", "call_w", "exec_w", size(lines, 4))]
+    return replace(
+        evidence(lines, [*written, *events]),
+        files=dict(final),
+        seed_files={"notes.txt": "old notes\n"} if seed is None else dict(seed),
+    )
+
+
+def test_a_file_with_its_old_or_its_new_content_is_whole() -> None:
+    assert check_all(_files({"notes.txt": "old notes\n"}), only=["no_partial_file"]) == []
+    assert check_all(_files({"notes.txt": "new notes\n"}), only=["no_partial_file"]) == []
+    # Never seeded and never created (the write stopped before its rename): the old state.
+    assert check_all(_files({}, seed={}), only=["no_partial_file"]) == []
+
+
+def test_half_a_file_is_neither_old_nor_new() -> None:
+    v = only_violation(_files({"notes.txt": "new n"}), "no_partial_file", naming="'notes.txt'")
+    assert "is neither old nor new content: it has 5 bytes with sha256 " + _sha("new n") in v.message
+    assert "old (before the first life) sha256 " + _sha("old notes\n") in v.message
+    assert _sha("new notes\n") in v.message
+
+
+def test_a_seeded_file_that_vanished_is_neither_old_nor_new() -> None:
+    v = only_violation(_files({}), "no_partial_file", naming="'notes.txt'")
+    assert "it is absent" in v.message
+
+
+def test_a_content_someone_else_wrote_between_lives_is_allowed() -> None:
+    edit = Event(
+        2,
+        "external_write",
+        "(external)",
+        None,
+        None,
+        -1,
+        detail={"path": "notes.txt", "after_sha256": _sha("edited\n")},
+    )
+    assert check_all(_files({"notes.txt": "edited\n"}, events=[edit]), only=["no_partial_file"]) == []
+    # Without that event the same content is neither old nor new.
+    assert names(check_all(_files({"notes.txt": "edited\n"}), only=["no_partial_file"])) == {
+        "no_partial_file"
+    }
+
+
+def test_a_completed_write_of_other_arguments_counts_as_new() -> None:
+    # tamper_arguments: the session now asks for other content; the world's event still says
+    # what the first attempt wrote whole.
+    written = Event(
+        2,
+        "file_write",
+        "write_file",
+        "call_w",
+        "exec_w",
+        -1,
+        detail={"path": "notes.txt", "after_sha256": _sha("first attempt\n")},
+    )
+    ev = _files({"notes.txt": "first attempt\n"}, events=[written])
+    assert check_all(ev, only=["no_partial_file"]) == []
+
+
+def test_a_path_another_effect_touched_is_not_judged_and_unobserved_files_are_not_applicable() -> None:
+    append = Event(
+        2, "command", "run_command", None, None, -1, detail={"path": "notes.txt", "effect": "append"}
+    )
+    assert check_all(_files({"notes.txt": "old notes\nx\n"}, events=[append]), only=["no_partial_file"]) == []
+    unobserved = replace(_files({"notes.txt": "garbage"}), files=None)
+    assert check_all(unobserved, only=["no_partial_file"]) == []
+    assert "not observed" in dict(not_applicable(unobserved))["no_partial_file"]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------- 6. other arguments
