@@ -2,6 +2,7 @@
 and exit status 2 here, never a traceback.
 
     crashmatrix run FILE [--crash [power@]POINT [--second POINT]] [--keep DIR]   one case, or the whole matrix
+    crashmatrix run FILE --crash power@POINT --power-outcome N   another legal state of that power loss
     crashmatrix run FILE --crash clean|recovery@POINT   the clean case alone, or one depth-2 item
     crashmatrix run FILE::CASE                           the same, by the node id pytest prints
     crashmatrix points FILE                             the crash points a clean run records
@@ -72,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
         "each point of the recovery, or clean for the clean case alone",
     )
     run.add_argument("--second", help="also crash at this point id while the agent recovers (depth 2)")
+    run.add_argument(
+        "--power-outcome",
+        type=int,
+        metavar="N",
+        help="with --crash power@POINT: leave legal outcome N of the power loss instead of 0, the "
+        "pessimistic one (only what was synced); the last is the plain SIGKILL's (docs/persistence.md)",
+    )
     run.add_argument("--keep", type=Path, help="keep case directories here (session JSONL, world, trace)")
     run.add_argument("--agent", default="reference")
     run.add_argument("--isolation", choices=("fork", "spawn"), default="fork")
@@ -138,6 +146,12 @@ def _run(args: argparse.Namespace) -> int:
             f"--second with --crash {crash}: recovery@ already crashes at each point of the "
             "recovery; write --crash POINT --second POINT for one of them"
         )
+    if args.power_outcome is not None and not crash.startswith(POWER):
+        raise InputError(
+            f"--power-outcome {args.power_outcome} needs --crash power@POINT: only a power loss has outcomes"
+        )
+    if args.power_outcome is not None and args.power_outcome < 0:
+        raise InputError(f"--power-outcome {args.power_outcome}: write 0 (the pessimistic outcome) or more")
     if args.second and (not crash or crash == CLEAN):
         raise InputError("--second needs --crash: the second crash happens while recovering from the first")
     second = parse_point(args.second) if args.second else None
@@ -146,15 +160,19 @@ def _run(args: argparse.Namespace) -> int:
     from crashmatrix.harness.front.doctor import blind_checks
 
     blind_checks(args.agent)  # what a cached doctor found blind on it: n.a. in its verdicts too
-    if args.keep is not None:
-        return _run_in(args, scenario, crash, second, args.keep)
-    # Without --keep the case directories are scratch: removed however the run ends (the
-    # failure text says so; each rerun line carries its own --keep).
-    base = Path(tempfile.mkdtemp(prefix="crashmatrix-run-"))
-    try:
-        return _run_in(args, scenario, crash, second, base)
-    finally:
-        _discard(base)
+    from crashmatrix.harness.lives.power import chosen_outcome
+
+    # cut_power, in this process, leaves that outcome of each power loss (0 when not told).
+    with chosen_outcome(args.power_outcome or 0):
+        if args.keep is not None:
+            return _run_in(args, scenario, crash, second, args.keep)
+        # Without --keep the case directories are scratch: removed however the run ends (the
+        # failure text says so; each rerun line carries its own --keep).
+        base = Path(tempfile.mkdtemp(prefix="crashmatrix-run-"))
+        try:
+            return _run_in(args, scenario, crash, second, base)
+        finally:
+            _discard(base)
 
 
 def _discard(base: Path) -> None:
@@ -219,6 +237,8 @@ def _run_in(
         if second:  # run_point names the case by its first crash; the rerun line needs both
             result = dataclasses.replace(result, extra={**result.extra, SECOND: second.id})
         print(result.verdict.status)
+        if power:
+            _print_power_loss(result.case_dir)
         results.append(result)
     for point in recovery_points:
         name = f"recovery@{point.id}"
@@ -246,6 +266,16 @@ def _run_in(
     where = f"case directories under {base}" if kept else "case directories removed (--keep DIR keeps them)"
     print(f"\n{passed} passed, {len(failed)} failed{tail}; {where}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _print_power_loss(case_dir: Path) -> None:
+    """What each power loss of the case did, which outcome it left and how many there were."""
+    from crashmatrix.harness.lives.power import FAULT_EVENT
+    from crashmatrix.harness.lives.tracer import read_trace
+
+    for event in read_trace(case_dir):
+        if event.get("event") == FAULT_EVENT and event.get("fault") == "power_loss":
+            print(f"  power loss after life {event.get('life')}: {event.get('detail')}")
 
 
 def _points(args: argparse.Namespace) -> int:

@@ -102,14 +102,17 @@ __all__ = [
     "PowerLoss",
     "Recording",
     "Root",
+    "chosen_outcome",
     "crashed_tree",
     "cut_power",
     "durable_tree",
     "legal_outcomes",
     "parse_recording",
+    "power_outcomes",
     "power_target",
     "record_for",
     "record_tree",
+    "roots_for",
 ]
 
 if TYPE_CHECKING:
@@ -135,6 +138,16 @@ _SQLITE_COMPANIONS = ("-journal", "-wal", "-shm")
 
 # Entry kinds in a listing: regular file, directory, symlink, SQLite (left alone), other.
 FILE, DIR, LINK, SQLITE, OTHER = "f", "d", "l", "s", "o"
+
+
+@contextlib.contextmanager
+def chosen_outcome(outcome: int) -> Iterator[None]:
+    """Within the block, ``cut_power`` leaves legal outcome ``outcome`` when not told."""
+    token = OUTCOME.set(outcome)
+    try:
+        yield
+    finally:
+        OUTCOME.reset(token)
 
 
 # ---------------------------------------------------------------- values
@@ -385,18 +398,26 @@ def legal_outcomes(
         }
         return Outcome(label, kept, data)
 
-    candidates = [state((), set(), "only what was synced (the pessimistic state)")]
+    pessimistic = state((), set(), "only what was synced (the pessimistic state)")
+    everything = state(entry_units, set(content_units), "everything written (a plain SIGKILL's state)")
     singles: list[Outcome] = [
         *(state((unit,), set(), f"also the entry of {', '.join(sorted(unit))}") for unit in entry_units),
         *(state((), {ino}, f"also the unsynced bytes of {_name_of(crashed, ino)}") for ino in content_units),
     ]
-    candidates.extend(singles[:MAX_SINGLE_OUTCOMES])
-    candidates.append(state(entry_units, set(content_units), "everything written (a plain SIGKILL's state)"))
     distinct: list[Outcome] = []
-    for outcome in candidates:
-        if all((outcome.tree, outcome.data) != (seen.tree, seen.data) for seen in distinct):
+    # The SIGKILL's state goes last under its own name, even when one unit alone reaches it.
+    for outcome in [
+        pessimistic,
+        *[o for o in singles if not _same(o, everything)][:MAX_SINGLE_OUTCOMES],
+        everything,
+    ]:
+        if not any(_same(outcome, seen) for seen in distinct):
             distinct.append(outcome)
     return tuple(distinct)
+
+
+def _same(a: Outcome, b: Outcome) -> bool:
+    return (a.tree, a.data) == (b.tree, b.data)
 
 
 def _name_of(tree: Mapping[str, Node], ino: str) -> str:
