@@ -378,6 +378,55 @@ class UnsyncedRename(Mutant):
         self.toolbox = _UnsyncedRenameToolbox(self.toolbox)
 
 
+def _in_place_write(path: Path, data: bytes, *, step: Callable[[], None] | None = None) -> None:
+    """A write that truncates the target and writes it in place, in two halves, then
+    fsyncs: durable once done, but not atomic (a reader or a crash between the halves sees
+    half the new content and none of the old)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        half = len(data) // 2
+        os.write(fd, data[:half])
+        if step is not None:
+            step()  # the bug: the old content is already gone, the new one half there
+        os.write(fd, data[half:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_directory(path.parent)
+
+
+class _InPlaceWriteToolbox(_UnsyncedRenameToolbox):
+    """The agent's toolbox with write_file's replace swapped for ``_in_place_write`` while a
+    call runs (the mock tools themselves are untouched)."""
+
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
+        original = getattr(file_tools, "atomic_write")  # noqa: B009
+        setattr(file_tools, "atomic_write", _in_place_write)  # noqa: B010
+        try:
+            return self.inner.execute(name, arguments, ctx)
+        finally:
+            setattr(file_tools, "atomic_write", original)  # noqa: B010
+
+
+class NonAtomicWriteFile(Mutant):
+    """write_file truncates the target and writes the new content in place, in two halves,
+    fsynced at the end.
+
+    Every crash between the steps of a tool call finds the old file or the new one, and a
+    power loss after the write finds it synced; only a crash inside the write
+    (``during_side_effect``) leaves half a file, which recovery can only call a conflict:
+    the user's old content is lost and the new one never arrives."""
+
+    hints = ("during_side_effect", "write_file")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.toolbox = _InPlaceWriteToolbox(self.toolbox)
+
+
 def _adapter(agent_class: type[Mutant], name: str) -> type[ReferenceAdapter]:
     return type(
         f"{agent_class.__name__}Adapter",
@@ -402,6 +451,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "reused_call_id_replays_old_turn": ReusedCallIdReplaysOldTurn,
     "prefix_regex_classifier": PrefixRegexClassifier,
     "unsynced_rename": UnsyncedRename,
+    "non_atomic_write_file": NonAtomicWriteFile,
 }
 
 # One adapter class per mutant, so ``--agent=crashmatrix.reference_agent.mutants:NAME`` loads it.
@@ -420,3 +470,4 @@ approved_left_open = _adapter(ApprovedLeftOpen, "approved_left_open")
 reused_call_id_replays_old_turn = _adapter(ReusedCallIdReplaysOldTurn, "reused_call_id_replays_old_turn")
 prefix_regex_classifier = _adapter(PrefixRegexClassifier, "prefix_regex_classifier")
 unsynced_rename = _adapter(UnsyncedRename, "unsynced_rename")
+non_atomic_write_file = _adapter(NonAtomicWriteFile, "non_atomic_write_file")

@@ -156,3 +156,31 @@ def test_the_reference_agent_passes_every_case_that_killed_a_mutant(
         point = next(p for p in enum.points if p.id == point_id)
         result = run_point(scenario, point, launcher, case_dir / "case", power_loss=kind == "power")
         assert result.passed, (row.mutant, row.first_kill, result.verdict)
+
+
+# Mutants whose bug only a crash inside a multi-step effect can show: every boundary between
+# the steps of a tool call finds the file whole.
+DURING_ONLY = ("non_atomic_write_file",)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", DURING_ONLY)
+def test_a_during_only_mutant_is_killed_inside_an_effect_and_survives_every_other_crash_there(
+    gate: KillMatrix, launcher: LifeLauncher, tmp_path: Path, mutant: str
+) -> None:
+    row = next(r for r in gate.rows if r.mutant == mutant)
+    assert row.first_kill is not None and row.first_kill.case.startswith("during_side_effect["), row
+    assert row.first_kill.reason == "no_partial_file", row.first_kill
+    # The same scenario's other first crashes (between the steps, torn writes) all pass.
+    scenario = load_scenario(SCENARIOS / row.first_kill.scenario)
+    agent = mutant_spec(mutant)
+    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=agent)
+    assert enum.clean_verdict.passed, enum.clean_verdict
+    others = [p for p in enum.points if p.boundary != "during_side_effect" and scenario.covers(p)]
+    assert len(others) > 5
+    failed = [
+        p.id
+        for n, p in enumerate(others)
+        if not run_point(scenario, p, launcher, tmp_path / f"case{n}", agent=agent).passed
+    ]
+    assert failed == []

@@ -1,0 +1,33 @@
+"""harness.plan.enumeration: the crash points a trace shows, ``during_side_effect`` included."""
+
+from __future__ import annotations
+
+from crashmatrix.harness.core.boundaries import BOUNDARIES, CrashPoint, parse_point
+from crashmatrix.harness.plan.enumeration import points_from_trace
+
+
+def _boundary(name: str, call: str, occurrence: int = 1, life: int = 1) -> dict[str, object]:
+    return {"life": life, "event": "boundary", "boundary": name, "call": call, "occurrence": occurrence}
+
+
+def test_during_side_effect_sits_between_running_and_the_side_effect() -> None:
+    assert BOUNDARIES.index("after_running") + 1 == BOUNDARIES.index("during_side_effect")
+    assert BOUNDARIES.index("during_side_effect") + 1 == BOUNDARIES.index("after_side_effect")
+
+
+def test_each_step_of_an_effect_is_a_point_whose_occurrence_is_the_step() -> None:
+    trace = [
+        _boundary("after_running", "call_log"),
+        _boundary("during_side_effect", "call_log", 1),
+        _boundary("during_side_effect", "call_log", 2),
+        _boundary("after_side_effect", "call_log"),
+        _boundary("during_side_effect", "call_log", 1, life=2),  # another life: not this plan
+    ]
+    points = points_from_trace(trace)
+    assert [p.id for p in points] == [
+        "after_running[call_log]",
+        "during_side_effect[call_log]",
+        "during_side_effect[call_log#2]",
+        "after_side_effect[call_log]",
+    ]
+    assert parse_point("during_side_effect[call_log#2]") == CrashPoint("during_side_effect", "call_log", 2)
