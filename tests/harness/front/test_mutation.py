@@ -158,6 +158,30 @@ def test_the_reference_agent_passes_every_case_that_killed_a_mutant(
         assert result.passed, (row.mutant, row.first_kill, result.verdict)
 
 
+# Mutants whose bug only a power loss can show (a SIGKILL keeps the page cache).
+POWER_ONLY = ("unsynced_rename",)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", POWER_ONLY)
+def test_a_power_only_mutant_is_killed_by_a_power_loss_and_survives_every_plain_crash_there(
+    gate: KillMatrix, launcher: LifeLauncher, tmp_path: Path, mutant: str
+) -> None:
+    row = next(r for r in gate.rows if r.mutant == mutant)
+    assert row.first_kill is not None and row.first_kill.case.startswith("power@"), row
+    # The same scenario without its power@ cases, recovery@ included: nothing kills it.
+    plain = run_kill_matrix(
+        [SCENARIOS / row.first_kill.scenario],
+        [mutant_spec(mutant)],
+        launcher,
+        tmp_path,
+        recovery=True,
+        power=False,
+        deadline=10.0,
+    )
+    assert plain.survivors == (mutant,), plain.render()
+
+
 # Mutants whose bug only a crash inside a multi-step effect can show: every boundary between
 # the steps of a tool call finds the file whole.
 DURING_ONLY = ("non_atomic_write_file",)
