@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+from crashmatrix.harness.plan.enumeration import POWER_COLUMN
 from crashmatrix.reports.causes import Cause, Causes, group_causes
 from crashmatrix.reports.results import CaseRecord, NotRun, Results
 from crashmatrix.reports.scorecard import Scorecard, build_scorecard
@@ -61,7 +62,7 @@ __all__ = [
 _NO_SCORECARD = Scorecard("", ())  # frozen, so one shared empty value is safe
 _NO_CAUSES = Causes()
 
-COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, "recovery")
+COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, POWER_COLUMN, "recovery")
 # Headers a table can afford; the full boundary name is the tooltip / legend.
 LABELS = {
     "clean": "clean",
@@ -71,7 +72,9 @@ LABELS = {
     "after_side_effect": "side effect",
     "before_tool_result": "before result",
     "after_tool_result": "after result",
+    "during_side_effect": "during effect",
     TORN_WRITE: "torn write",
+    POWER_COLUMN: "power loss",
     "recovery": "recovery",
 }
 SHORT = {
@@ -82,7 +85,9 @@ SHORT = {
     "after_side_effect": "SE",
     "before_tool_result": "BR",
     "after_tool_result": "TR",
+    "during_side_effect": "DE",
     TORN_WRITE: "TW",
+    POWER_COLUMN: "PL",
     "recovery": "RC",
 }
 # The one meaning of every count; each renderer's legend says it.

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS, SEED004_EVALS, crash_eval_id
+from crashmatrix.harness.plan.enumeration import POWER_COLUMN
 from crashmatrix.reports.causes import reasons
 from crashmatrix.reports.results import CaseRecord, Results
 
 __all__ = ["CLASSES", "CRASH_COLUMNS", "EvalRow", "Scorecard", "build_scorecard"]
 
 CLASSES = ("idempotent", "conditional", "non_idempotent")
-CRASH_COLUMNS = (*BOUNDARIES, TORN_WRITE, "recovery")
+CRASH_COLUMNS = (*BOUNDARIES, TORN_WRITE, POWER_COLUMN, "recovery")
 _JUDGED = ("passed", "failed")  # a verdict was reached on the agent (hung/error break "finished")
 
 

@@ -10,7 +10,9 @@ the kill matrix share it). Every case goes through the stages once, in order:
    becomes one case (ALICE / CrashMonkey style), so nobody hand-lists crash points and a new
    boundary in the agent is covered automatically.
 2. ``run_point``: one case, judged.
-3. ``run_recovery``: depth 2: crash at a point, then crash the restarted agent at each
+3. ``run_power``: ``power@P``, a power loss at P: what was not durable is lost, then the
+   agent restarts (``harness/lives/power.py``); from P's shared first crash.
+4. ``run_recovery``: depth 2: crash at a point, then crash the restarted agent at each
    boundary it passes while recovering (until it asks the model again), and require the
    third start to end correctly.
 """
@@ -27,7 +29,7 @@ from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, TraceEvent
-from crashmatrix.harness.lives.first_crash import FirstCrashes, first_crash
+from crashmatrix.harness.lives.first_crash import SAME_LIVES, FirstCrashes, first_crash, power_after
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
@@ -36,7 +38,7 @@ from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_fir
 from crashmatrix.harness.verdict.verdict import Verdict, judge
 from crashmatrix.reports.timeline import timeline_of
 
-__all__ = ["Enumeration", "enumerate_points", "run_point", "run_recovery", "with_harness_faults"]
+__all__ = ["Enumeration", "enumerate_points", "run_point", "run_power", "run_recovery", "with_harness_faults"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +179,48 @@ def run_point(
         time.monotonic() - started,
         len(run.lives),
         case_dir,
+        agent,
+        observation=observation,
+    )
+
+
+def run_power(
+    scenario: Scenario,
+    point: CrashPoint,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    deadline: float = 30.0,
+    shared: FirstCrashes | None = None,
+) -> CaseResult:
+    """``power@P``: judged as ``run_point(..., power_loss=True)`` is, against P's expectations
+    (an agent that makes each step durable before the next cannot tell the two apart).
+
+    With ``shared`` (the pytest column), life 1 is P's first crash, recorded with its fsyncs
+    (``FirstCrashes(record_syncs=True)``), and the power loss is cut into a copy of it
+    (``power_after``); if it changed nothing, P's recovering lives are reused and the verdict
+    says so. Without, the case runs whole."""
+    if shared is None:
+        return run_point(scenario, point, launcher, case_dir, agent=agent, deadline=deadline, power_loss=True)
+    started = time.monotonic()
+    found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
+    if found.crashed is None:
+        # Life 1 never crashed at P (not reached, hung, an error): neither did the power go.
+        run, reused = found.run, True
+    else:
+        run, reused = power_after(found, scenario, point, launcher, case_dir, agent=agent, deadline=deadline)
+    observation, verdict = _judged(run, scenario, point, agent)
+    if reused and found.crashed is not None:
+        verdict = dataclasses.replace(verdict, notes=(*verdict.notes, SAME_LIVES.format(point=point.id)))
+    return CaseResult(
+        scenario,
+        f"power@{point.id}",
+        "power_loss",
+        verdict,
+        time.monotonic() - started,
+        len(run.lives),
+        run.case_dir,
         agent,
         observation=observation,
     )

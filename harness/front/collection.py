@@ -26,12 +26,13 @@ from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, YamlError
-from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_point, run_recovery
+from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_point, run_power, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.lives.power import power_target
 from crashmatrix.harness.plan.applicability import not_applicable
-from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
+from crashmatrix.harness.plan.enumeration import POWER_COLUMN, RECOVERY_FIRST, power_points, selected
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
 
@@ -53,6 +54,8 @@ class ScenarioPlan:
     reachable: tuple[str, ...]
     not_run: tuple[dict[str, Any], ...]
     items: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+
+
 _FIRST_CRASHES_KEY = pytest.StashKey[FirstCrashes]()
 
 
@@ -78,8 +81,15 @@ def first_crashes(config: pytest.Config) -> FirstCrashes | None:
         base = factory.getbasetemp()
         if hasattr(config, "workerinput"):  # an xdist worker's basetemp is <session's>/popen-gwN
             base = base.parent
-        config.stash[_FIRST_CRASHES_KEY] = FirstCrashes(base / "crashmatrix-first-crashes")
+        config.stash[_FIRST_CRASHES_KEY] = FirstCrashes(
+            base / "crashmatrix-first-crashes", record_syncs=power_column(config)
+        )
     return config.stash[_FIRST_CRASHES_KEY]
+
+
+def power_column(config: pytest.Config) -> bool:
+    """Whether the matrix has its power-loss column (``--no-power-loss`` turns it off)."""
+    return not config.getoption("no_power_loss")
 
 
 def work_dir(config: pytest.Config, *parts: str) -> Path:
@@ -142,6 +152,8 @@ def not_run(
     only: Sequence[str],
     *,
     recovery: str = "",
+    power: str = "",
+    power_state: str = "deselected",
 ) -> list[dict[str, Any]]:
     """The scenario's points that get no item, and why (``reports.results.NotRun``):
 
@@ -150,7 +162,10 @@ def not_run(
       cell would say the harness could not crash it there;
     * points the clean run passed that ``--crash-boundary`` or ``cover`` removed;
     * ``recovery``: why no depth-2 case runs (``--no-recovery-crashes``, the scenario's
-      ``recovery_crashes: false``), for the points that would have had one."""
+      ``recovery_crashes: false``), for the points that would have had one;
+    * ``power``: why no ``power@P`` case runs, as ``power_state``: ``deselected`` by
+      ``--no-power-loss``, ``not_reachable`` where a power loss cannot act on this agent
+      (its fsyncs are not visible: ``harness.lives.power.power_target`` says why)."""
     calls = list(dict.fromkeys(p.tool_call_id for p in recorded))
     seen = {p.boundary for p in recorded}
     gaps: list[dict[str, Any]] = []
@@ -188,6 +203,10 @@ def not_run(
         ]
         if firsts:
             gaps.append({"boundary": "recovery", "state": "deselected", "why": recovery, "points": firsts})
+    if power:
+        ids = [p.id for p in power_points(chosen) if reachable(adapter, p)]
+        if ids:
+            gaps.append({"boundary": POWER_COLUMN, "state": power_state, "why": power, "points": ids})
     return gaps
 
 
@@ -252,10 +271,32 @@ class ScenarioFile(pytest.File):
             if scenario.recovery_crashes
             else "the scenario sets recovery_crashes: false"
         )
+        # The power column: on unless --no-power-loss, and only where a power loss can act on
+        # this agent (its fsyncs are visible to the harness); otherwise the plan says why.
+        cannot_cut = power_target(agent_spec, enum.clean.case_dir)
+        no_power, power_state = (
+            ("--no-power-loss", "deselected")
+            if not power_column(config)
+            else (cannot_cut, "not_reachable")
+            if isinstance(cannot_cut, str)
+            else ("", "")
+        )
         plan = ScenarioPlan(
             reachable_boundaries(adapter),
-            tuple(not_run(adapter, scenario, enum.points, points, only or (), recovery=no_depth_two)),
+            tuple(
+                not_run(
+                    adapter,
+                    scenario,
+                    enum.points,
+                    points,
+                    only or (),
+                    recovery=no_depth_two,
+                    power=no_power,
+                    power_state=power_state,
+                )
+            ),
         )
+        powered = set(power_points(points)) if not no_power else set()
 
         def planned(item: CrashCase) -> CrashCase:
             plan.items.append((item.nodeid, item.kind, item.name))
@@ -270,6 +311,9 @@ class ScenarioFile(pytest.File):
         def has_recovery_item(point: CrashPoint) -> bool:
             return depth_two and point.boundary in RECOVERY_FIRST and point.occurrence == 1
 
+        def shares(point: CrashPoint) -> bool:
+            return has_recovery_item(point) or point in powered
+
         # Every recorded point is an item, reachable or not: a point this agent cannot be
         # killed at is reported "not reachable", never quietly left out or counted as passed.
         for point in points:
@@ -281,10 +325,26 @@ class ScenarioFile(pytest.File):
                     point=point,
                     kind=point.boundary,
                     reachable=reachable(adapter, point),
-                    shares_first_crash=has_recovery_item(point),
+                    shares_first_crash=shares(point),
                     plan=plan,
                 )
             )
+        # power@P: P's crash with the power going too (harness/lives/power.py), judged by P's
+        # expectations; from P's first crash, recorded with its fsyncs.
+        for point in points:
+            if point in powered:
+                yield planned(
+                    CrashCase.from_parent(
+                        self,
+                        name=f"power@{point.id}",
+                        scenario=scenario,
+                        point=point,
+                        kind=POWER_COLUMN,
+                        reachable=reachable(adapter, point),
+                        shares_first_crash=True,
+                        plan=plan,
+                    )
+                )
         if depth_two:
             for point in points:
                 if has_recovery_item(point):
@@ -368,7 +428,13 @@ class CrashCase(pytest.Item):
         if self.enumeration is not None and self.enumeration.agent == agent:
             result = self.enumeration.clean_case()
         else:
-            runner: Any = run_recovery if self.kind == "recovery" else run_point
+            runner: Any = (
+                run_recovery
+                if self.kind == "recovery"
+                else run_power
+                if self.kind == POWER_COLUMN
+                else run_point
+            )
             result = runner(
                 self.scenario,
                 self.point,

@@ -37,7 +37,7 @@ from crashmatrix.harness.front.cases import enumerate_points, run_point, run_rec
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.input.suite import scenario_files
 from crashmatrix.harness.lives.injector import LifeLauncher
-from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
+from crashmatrix.harness.plan.enumeration import POWER_BOUNDARIES, RECOVERY_FIRST, power_points, selected
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
 
@@ -56,7 +56,6 @@ __all__ = [
 FAILING = ("failed", "error", "hung")
 # Power loss differs from SIGKILL only where unsynced lines would let an action be redone:
 # its running line (after_running/after_side_effect) or its receipt (after_tool_result).
-POWER_BOUNDARIES = ("after_running", "after_side_effect", "after_tool_result")
 POWER = "power"
 KILLED, SURVIVED, NOT_RUN = "K", ".", "-"
 MUTANTS_MODULE = "crashmatrix.reference_agent.mutants"
@@ -186,11 +185,7 @@ class _Case:
 def _cases(points: Sequence[CrashPoint], scenario: Scenario, *, recovery: bool, power: bool) -> list[_Case]:
     cases = [_Case(p.id, "crash", p) for p in points]
     if power:
-        cases += [
-            _Case(f"{POWER}@{p.id}", POWER, p)
-            for p in points
-            if p.boundary in POWER_BOUNDARIES and p.occurrence == 1
-        ]
+        cases += [_Case(f"{POWER}@{p.id}", POWER, p) for p in power_points(points)]
     if recovery and scenario.recovery_crashes:
         cases += [
             _Case(f"recovery@{p.id}", "recovery", p)

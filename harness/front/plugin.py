@@ -92,6 +92,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--no-recovery-crashes", action="store_true", help="skip depth-2 crashes during recovery")
     group.addoption(
+        "--no-power-loss",
+        action="store_true",
+        help="no power@P column (a power loss at each boundary: unsynced bytes and directory entries lost)",
+    )
+    group.addoption(
         "--case-deadline", type=float, default=30.0, help="seconds one life may take before it is hung"
     )
     group.addoption("--keep-cases", default=None, metavar="DIR", help="keep every case directory under DIR")
@@ -154,7 +159,8 @@ def _activate(config: pytest.Config) -> None:
     from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 
     config.addinivalue_line("markers", "crashmatrix: a crash-matrix case from a scenario YAML")
-    for name in ("idempotent", "conditional", "non_idempotent", "clean", "recovery", TORN_WRITE, *BOUNDARIES):
+    kinds = ("clean", "recovery", "power_loss", TORN_WRITE, *BOUNDARIES)
+    for name in ("idempotent", "conditional", "non_idempotent", *kinds):
         config.addinivalue_line("markers", f"{name}: crashmatrix cases of this kind")
 
 

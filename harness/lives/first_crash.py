@@ -1,12 +1,14 @@
-"""A point's first crash, run once for the two items that start with it.
+"""A point's first crash, run once for the items that start with it.
 
-The depth-1 case ``P`` and the depth-2 item ``recovery@P`` begin the same way: life 1 is
-SIGKILLed at P, then life 2 recovers. ``first_crash`` runs those two lives keeping, before
-life 2, a copy of the directory life 1 left (``crashed``: what every second crash of
-``recovery@P`` starts from); ``FirstCrashes`` lets whichever of the two items runs first,
-in any xdist worker, run them, and the other reuse them. A case resumed from a copy is the
-same case (``tests/harness/front/test_cases.py``), so no verdict depends on which item
-came first or on which worker ran it.
+The depth-1 case ``P``, the depth-2 item ``recovery@P`` and the power loss ``power@P`` begin
+the same way: life 1 is SIGKILLed at P. ``first_crash`` runs that life, keeps the directory
+it left (``crashed``: exactly what the process death left, before any fault between lives;
+what every second crash of ``recovery@P`` starts from, and what ``power@P`` cuts its power
+loss into), then the recovering lives of ``P``; ``FirstCrashes`` lets whichever item runs
+first, in any xdist worker, run them, and the others reuse them. With ``record_syncs`` life
+1 records its fsyncs (``harness.lives.power``), so that a power loss can be cut later. A
+case resumed from a copy is the same case (``tests/harness/front/test_cases.py``), so no
+verdict depends on which item came first or on which worker ran it.
 
 Runs live under a directory every worker of the session sees; one ``flock`` per point
 makes the second item wait for the first instead of running the lives again. A worker that
@@ -18,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +28,11 @@ from typing import Any
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
+from crashmatrix.harness.lives.casedir import clone_case
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.tracer import read_trace
 
-__all__ = ["FirstCrash", "FirstCrashes", "first_crash"]
+__all__ = ["FirstCrash", "FirstCrashes", "first_crash", "power_after"]
 
 
 @dataclass(frozen=True)
@@ -47,9 +51,17 @@ def first_crash(
     *,
     agent: str = "reference",
     deadline: float = 30.0,
+    record_syncs: bool = False,
 ) -> FirstCrash:
     crashed = run_case(
-        case_dir / "crashed", scenario, launcher, agent=agent, point=point, deadline=deadline, max_lives=1
+        case_dir / "crashed",
+        scenario,
+        launcher,
+        agent=agent,
+        point=point,
+        deadline=deadline,
+        max_lives=1,
+        record_syncs=record_syncs,
     )
     if crashed.lives[-1].status != "crashed":
         return FirstCrash(None, crashed)
@@ -60,10 +72,12 @@ def first_crash(
 
 
 class FirstCrashes:
-    """First crashes shared by the items of one session, under ``root``."""
+    """First crashes shared by the items of one session, under ``root``; ``record_syncs``
+    when the session has power-loss items (every first life then records its fsyncs)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, record_syncs: bool = False) -> None:
         self.root = root
+        self.record_syncs = record_syncs
 
     def get(
         self,
@@ -82,7 +96,15 @@ class FirstCrashes:
             saved = where / "runs.json"
             if saved.exists():
                 return _load(where, json.loads(saved.read_text(encoding="utf-8")))
-            found = first_crash(scenario, point, launcher, where, agent=agent, deadline=deadline)
+            found = first_crash(
+                scenario,
+                point,
+                launcher,
+                where,
+                agent=agent,
+                deadline=deadline,
+                record_syncs=self.record_syncs,
+            )
             # Written last: its presence means both runs are complete.
             saved.write_text(json.dumps(_dump(found)), encoding="utf-8")
             return found
@@ -117,4 +139,62 @@ def _load(where: Path, data: dict[str, object]) -> FirstCrash:
     return FirstCrash(
         _case(where / "crashed", crashed) if isinstance(crashed, list) else None,
         _case(where / str(run["dir"]), run["lives"]),
+    )
+
+
+# The note a power case carries when its lives after the crash are those of the crash's case.
+SAME_LIVES = (
+    "the power loss left exactly what the process death left (every byte and directory entry "
+    "synced), so the lives after it are those of {point}'s case, not run again"
+)
+
+
+def power_after(
+    found: FirstCrash,
+    scenario: Scenario,
+    point: CrashPoint,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    deadline: float = 30.0,
+) -> tuple[CaseRun, bool]:
+    """``power@P`` from P's first crash: the power goes out in a copy of what life 1 left
+    (``found.crashed``, recorded with ``record_syncs``), then the agent restarts from what
+    survived. Returns the case's run and whether its lives after the crash were reused.
+
+    When the power loss changes nothing (``cut.changed`` is False: the crash left only
+    durable state), the restart sees byte for byte what P's restart saw, so P's recovering
+    lives are the answer: the case directory is a copy of P's with the power loss's trace
+    events spliced in after life 1 (the verdict still sees the fault and that it acted). A
+    case resumed from an equal directory is the same case (``first_crash``'s premise,
+    tested in ``tests/harness/front/test_cases.py``). Otherwise the lives run from the cut
+    copy."""
+    from crashmatrix.harness.lives.power import cut_power
+    from crashmatrix.harness.lives.tracer import read_trace
+
+    assert found.crashed is not None
+    cut_dir = case_dir / "cut"
+    clone_case(found.crashed.case_dir, cut_dir)
+    before = (cut_dir / "trace.jsonl").read_bytes()
+    cut = cut_power(cut_dir, agent, 1, source=found.crashed.case_dir)
+    if cut is not None and not cut.changed:
+        whole = case_dir / "run"
+        clone_case(found.run.case_dir, whole)
+        for item in cut_dir.iterdir():  # what the cut kept beside the case (its records)
+            if item.is_file() and not (whole / item.name).exists():
+                shutil.copy2(item, whole / item.name)
+        # P's trace starts with life 1's events, byte for byte (P was cloned from the same
+        # crash): the power loss's events go right after them, before life 2's.
+        after = (cut_dir / "trace.jsonl").read_bytes()[len(before) :]
+        rest = (found.run.case_dir / "trace.jsonl").read_bytes()
+        if rest.startswith(before):
+            (whole / "trace.jsonl").write_bytes(before + after + rest[len(before) :])
+            return CaseRun(whole, found.run.lives, read_trace(whole)), True
+    resumed = CaseRun(cut_dir, found.crashed.lives, read_trace(cut_dir))
+    return (
+        run_case(
+            case_dir / "run", scenario, launcher, agent=agent, point=point, deadline=deadline, resume=resumed
+        ),
+        False,
     )

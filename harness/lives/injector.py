@@ -190,6 +190,7 @@ def run_case(
     deadline: float = 30.0,
     max_lives: int = 4,
     power_loss: bool = False,
+    record_syncs: bool = False,
     resume: CaseRun | None = None,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
@@ -197,7 +198,9 @@ def run_case(
     so in every life ends the case after ``max_lives``, as ``died`` (judged an error).
 
     With ``power_loss``, each planned crash also loses every session byte that was not
-    fsynced (SQLite's crash-VFS idea: the test decides what survives).
+    fsynced (SQLite's crash-VFS idea: the test decides what survives). ``record_syncs``
+    records the first life's syncs without cutting anything: a first crash stopped there
+    (``max_lives=1``) can then take a power loss later, in a copy (``cases.run_power``).
 
     ``max_lives=1`` stops after the first life. ``resume`` is such a stopped case whose
     first life crashed at ``point``: this case starts from a copy of it instead of running
@@ -214,9 +217,20 @@ def run_case(
         lives.append(resume.lives[0])
     plan: list[CrashPoint | None] = [point, second] if second else [point]
     for index in range(len(lives) + 1, max_lives + 1):
+        if index == 2:
+            # Between the first crash and the restart, not right after the crash: a case
+            # stopped after life 1 (``max_lives=1``) is exactly what that life left, so a
+            # power loss cut into a copy of it (``harness.front.cases.run_power``) comes before
+            # a colleague's edit or a tampered line, as it would in the world.
+            # A foreign adapter's agent reads its own session, not crashmatrix's copy.
+            editable = getattr(adapter_for(agent), "edits_native_session", True)
+            apply_between_lives(case_dir, scenario, session_editable=editable)
         crash = plan[index - 1] if index <= len(plan) else None
         record, trace = launcher.run(
-            LifeSpec(str(case_dir), scenario, agent, index, crash, power_loss), deadline=deadline
+            LifeSpec(
+                str(case_dir), scenario, agent, index, crash, power_loss or (record_syncs and index == 1)
+            ),
+            deadline=deadline,
         )
         if index > 1 and record.status == "not_reached":
             # The recovering life never passed the second point: it simply finished.
@@ -241,10 +255,6 @@ def run_case(
         if record.status in ("hung", "error", "exited", "not_reached"):
             break
         # Left: "crashed", or "died" (an unplanned death), restarted alike within max_lives.
-        if index == 1:
-            # A foreign adapter's agent reads its own session, not crashmatrix's copy.
-            editable = getattr(adapter_for(agent), "edits_native_session", True)
-            apply_between_lives(case_dir, scenario, session_editable=editable)
     trace = read_trace(case_dir)
     errors = {e["life"]: e["error"] for e in trace if e.get("event") == "error"}
     lives = [replace(r, error=errors.get(r.life, r.error)) for r in lives]

@@ -805,13 +805,20 @@ def power_outcomes(case_dir: Path) -> tuple[Outcome, ...]:
     return () if recording is None else _outcomes_of(case_dir, recording)[0]
 
 
-def cut_power(case_dir: Path, agent: str, life: int, outcome: int | None = None) -> PowerLoss | None:
+def cut_power(
+    case_dir: Path, agent: str, life: int, outcome: int | None = None, *, source: Path | None = None
+) -> PowerLoss | None:
     """In the harness, after life ``life`` crashed: the power goes too. Leaves the tracked
     files in legal outcome ``outcome`` (default ``OUTCOME``'s, 0: only what was synced; the
     session's lost bytes kept as ``power-lost-<life>.bin``, other files' former content
     under ``power-lost-<life>/``) and writes to the trace whether the loss acted, and how
     (``FAULT_EVENT``). None when it could not act on this agent or found no session file
-    and nothing else to change."""
+    and nothing else to change.
+
+    ``source``: the directory the life ran in, when ``case_dir`` is a copy of it
+    (``clone_case``). The recording names files by inode, and a copy has new inodes: the
+    outcome is computed from ``source`` (read only) and applied to the copy by path
+    (``harness.lives.first_crash.power_after`` cuts a shared first crash this way)."""
     from crashmatrix.harness.errors import HarnessError
     from crashmatrix.harness.lives.tracer import append_event
 
@@ -826,7 +833,7 @@ def cut_power(case_dir: Path, agent: str, life: int, outcome: int | None = None)
     elif recording is None:
         acted, detail = False, "the life recorded no fsyncs (it ran without the power-loss recorder)"
     else:
-        outcomes, crashed, crashed_bytes = _outcomes_of(case_dir, recording)
+        outcomes, crashed, crashed_bytes = _outcomes_of(source or case_dir, recording)
         if not 0 <= chosen < len(outcomes):
             raise HarnessError(
                 f"power outcome {chosen} does not exist: this crash has {len(outcomes)} legal "

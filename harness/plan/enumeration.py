@@ -6,10 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 
-__all__ = ["RECOVERY_FIRST", "points_from_trace", "recovery_window"]
+__all__ = [
+    "POWER_BOUNDARIES",
+    "POWER_COLUMN",
+    "RECOVERY_FIRST",
+    "points_from_trace",
+    "power_points",
+    "recovery_window",
+]
 
 
 def points_from_trace(trace: Sequence[Mapping[str, Any]], life: int = 1) -> list[CrashPoint]:
@@ -57,6 +64,19 @@ def recovery_window(trace: Sequence[Mapping[str, Any]], life: int = 2) -> list[C
 
 # First crashes after which recovery does real work worth crashing again.
 RECOVERY_FIRST = ("after_approved", "after_running", "after_side_effect", "before_tool_result")
+
+
+# A power loss at each boundary's first passage for a call: the moments where what was synced
+# decides what the restarted agent sees. Not torn_write (a cut line is itself a partial
+# write) and not a repeated passage of the same boundary (the first shows what the loop syncs).
+POWER_BOUNDARIES = BOUNDARIES
+# The matrix column of power@P items and the CaseResult's boundary.
+POWER_COLUMN = "power_loss"
+
+
+def power_points(points: Sequence[CrashPoint]) -> list[CrashPoint]:
+    """The points of a matrix that also get a ``power@P`` case."""
+    return [p for p in points if p.boundary in POWER_BOUNDARIES and p.occurrence == 1]
 
 
 def selected(

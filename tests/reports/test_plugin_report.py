@@ -72,7 +72,16 @@ def failing_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pytest.
     path = tmp_path_factory.mktemp("failing-run")
     (path / "scenarios").mkdir()
     (path / "scenarios" / "email.yaml").write_text(FAILING, encoding="utf-8")
-    args = ("scenarios", "-p", "no:cacheprovider", "--report-dir", "custom", "--junitxml", "junit.xml")
+    args = (
+        "scenarios",
+        "--no-power-loss",
+        "-p",
+        "no:cacheprovider",
+        "--report-dir",
+        "custom",
+        "--junitxml",
+        "junit.xml",
+    )
     return path, run_subprocess(path, *args, env={"OPENAI_API_KEY": SECRET})
 
 
@@ -113,7 +122,7 @@ def test_the_terminal_table_gives_a_long_scenario_name_the_terminals_width(
     name = "a_scenario_whose_name_is_much_longer_than_thirty_characters"
     pytester.makefile(".yaml", **{f"scenarios/{name}": PASSING})
     monkeypatch.setenv("COLUMNS", "200")  # what pytest's terminal writer reads for its width
-    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider", "--no-doctor")
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
     result.assert_outcomes(passed=3)
     [row] = [line for line in result.outlines if name[:20] in line and "3/3" in line]
     assert f"{name} " in row  # whole, not cut to fit 80 columns
@@ -133,7 +142,10 @@ def test_an_api_key_in_the_environment_appears_in_no_report_and_no_output(
 def test_no_report_is_written_with_no_report_or_when_no_crash_case_ran(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
-    assert run_inprocess(pytester, "scenarios", "--no-report", "-p", "no:cacheprovider").ret == 0
+    assert (
+        run_inprocess(pytester, "scenarios", "--no-power-loss", "--no-report", "-p", "no:cacheprovider").ret
+        == 0
+    )
     assert not (pytester.path / "reports").exists()
     plain = run_inprocess(pytester, "test_plain.py", "-p", "no:cacheprovider")
     plain.assert_outcomes(passed=1)
@@ -147,7 +159,15 @@ def test_the_github_step_summary_gets_the_markdown(
     summary = pytester.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))  # read by the run's controller: this process
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider", "--crash-boundary", "after_running")
+    run_inprocess(
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "-p",
+        "no:cacheprovider",
+        "--crash-boundary",
+        "after_running",
+    )
     text = summary.read_text(encoding="utf-8")
     assert "## crashmatrix: 2/2 cases passed, 1 scenarios, agent reference" in text
     assert Path(pytester.path / "reports" / "latest" / "matrix.html").is_file()
@@ -157,7 +177,7 @@ def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_inco
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": FAILING})
-    result = run_inprocess(pytester, "scenarios", "-x", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-x", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert results.incomplete
@@ -172,7 +192,7 @@ def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_inco
 
 def test_a_complete_run_is_not_marked_incomplete(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    assert run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider").ret == 0
+    assert run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider").ret == 0
     assert not load_results(pytester.path / "reports" / "latest" / "matrix.json").incomplete
 
 
@@ -182,7 +202,9 @@ def test_items_left_out_by_pytests_own_selection_are_deselected_not_not_reached(
     # -k deselects the clean item too: the plan travels with the scenario's first record
     # that runs, whichever it is.
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    result = run_inprocess(pytester, "scenarios", "-k", "after_side_effect", "-p", "no:cacheprovider")
+    result = run_inprocess(
+        pytester, "scenarios", "--no-power-loss", "-k", "after_side_effect", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1, deselected=2)
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     deselected = {gap.boundary: gap for gap in results.not_run if gap.state == "deselected"}

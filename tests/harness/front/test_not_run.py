@@ -64,3 +64,27 @@ def test_points_removed_by_crash_boundary_and_depth_two_turned_off_are_deselecte
             "points": ["after_running[call_order]"],
         },
     ]
+
+
+def test_no_power_loss_deselects_the_power_column_of_every_first_passage_with_why() -> None:
+    again = CrashPoint("after_running", "call_order", 2)  # a second passage gets no power@ case
+    gaps = not_run(NATIVE, SCENARIO, [*RECORDED, again], [*RECORDED, again], (), power="--no-power-loss")  # type: ignore[arg-type]
+    assert gaps == [
+        {
+            "boundary": "power_loss",
+            "state": "deselected",
+            "why": "--no-power-loss",
+            "points": [p.id for p in RECORDED],
+        }
+    ]
+
+
+def test_an_agent_whose_fsyncs_are_not_visible_has_its_power_column_not_reachable_with_why() -> None:
+    why = "kind 3 black box: its fsyncs happen in another process"
+    gaps = not_run(BLACK_BOX, SCENARIO, RECORDED, RECORDED, (), power=why, power_state="not_reachable")  # type: ignore[arg-type]
+    assert gaps[-1] == {
+        "boundary": "power_loss",
+        "state": "not_reachable",
+        "why": why,
+        "points": [p.id for p in RECORDED],
+    }

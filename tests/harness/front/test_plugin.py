@@ -39,7 +39,7 @@ def scenario(
 
 def test_ids_are_point_ids_and_a_passing_matrix_passes(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": scenario("side_effect_uncertain")})
-    result = run_inprocess(pytester, "scenarios", "-v", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-v", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*email.yaml::clean PASSED*", "*email.yaml::after_running?call_1? PASSED*"])
     result.assert_outcomes(passed=2)
 
@@ -48,7 +48,7 @@ def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": scenario("replayed")})
-    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -69,7 +69,7 @@ def test_a_broken_scenario_is_a_one_line_collection_error_for_that_file_only(
     pytester.makefile(
         ".yaml", **{"scenarios/broken": broken, "scenarios/good": scenario("side_effect_uncertain")}
     )
-    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
     # The broken file is an error for that file only: the good one still ran, the run fails.
     result.assert_outcomes(passed=2, errors=1)
@@ -84,7 +84,7 @@ def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
         "side_effect_uncertain", cover=["after_running", "after_approved"], approvals={"send_email": "no"}
     )
     pytester.makefile(".yaml", **{"scenarios/never": never})
-    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])
     result.assert_outcomes(errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -100,6 +100,7 @@ def test_points_a_black_box_agent_cannot_reach_are_shown_not_reachable_with_why_
     result = run_inprocess(
         pytester,
         "scenarios",
+        "--no-power-loss",
         "-p",
         "no:cacheprovider",
         "--no-recovery-crashes",
@@ -141,7 +142,13 @@ class Limited(ReferenceAdapter):
     )
     pytester.syspathinsert()  # a subprocess run would find it in its working directory
     result = run_inprocess(
-        pytester, "scenarios", "-rs", "-p", "no:cacheprovider", "--agent=limited_adapter:Limited"
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
+        "--agent=limited_adapter:Limited",
     )
     result.stdout.fnmatch_lines(
         ["*SKIPPED*not reachable: agent limited_adapter:Limited cannot be killed at after_running*"]
@@ -162,7 +169,15 @@ def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is
     wrong = scenario("side_effect_uncertain", default={"world": {"emails": 2}})
     pytester.makefile(".yaml", **{"scenarios/email": wrong})
     result = run_inprocess(
-        pytester, "scenarios", "-p", "no:cacheprovider", "--keep-cases", "cases", "-k", "clean"
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "-p",
+        "no:cacheprovider",
+        "--keep-cases",
+        "cases",
+        "-k",
+        "clean",
     )
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(
