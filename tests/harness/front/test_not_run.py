@@ -24,6 +24,7 @@ def test_a_black_box_gets_not_reachable_for_every_boundary_its_clean_run_cannot_
     gaps = not_run(BLACK_BOX, SCENARIO, RECORDED, RECORDED, ())  # type: ignore[arg-type]
     assert [(g["boundary"], g["state"], g["points"]) for g in gaps] == [
         ("after_approved", "not_reachable", ["call_order"]),
+        ("during_side_effect", "not_reachable", ["call_order"]),
         ("before_tool_result", "not_reachable", ["call_order"]),
         ("after_tool_result", "not_reachable", ["call_order"]),
         ("torn_write", "not_reachable", ["call_order"]),
@@ -32,7 +33,7 @@ def test_a_black_box_gets_not_reachable_for_every_boundary_its_clean_run_cannot_
         "kind 3 black box: the harness crashes it only at its model and service edges "
         "(after_tool_call_saved, after_running, after_side_effect)"
     )
-    assert gaps[3]["why"] == "kind 3 black box: it writes its own session, so the harness cannot tear a write"
+    assert gaps[4]["why"] == "kind 3 black box: it writes its own session, so the harness cannot tear a write"
     assert reachable_boundaries(BLACK_BOX) == EDGES  # type: ignore[arg-type]
 
 
