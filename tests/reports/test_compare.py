@@ -10,6 +10,7 @@ import pytest
 
 from crashmatrix.harness.front.cli import main
 from crashmatrix.reports.compare import compare, compare_runs, render_compare_html, render_compare_markdown
+from crashmatrix.reports.matrix import COLUMNS
 from crashmatrix.reports.results import Results, write_results
 
 
@@ -61,7 +62,7 @@ def test_the_comparison_page_highlights_the_differing_cells_and_nothing_else(res
     page = render_compare_html(compare(results, _fixed_and_shrunk(results)))
     cells = _Cells()
     cells.feed(page)
-    assert len(cells.all) == 2 * 9
+    assert len(cells.all) == 2 * len(COLUMNS)
     assert cells.differs == ["send_email/send_once:after_side_effect", "send_email/send_once:torn_write"]
     assert "https://" not in page and "http://" not in page and " src=" not in page
 
@@ -103,8 +104,10 @@ def test_three_runs_share_one_grid_each_cell_showing_every_run(results: Results)
     page = render_compare_html(comparison)
     cells = _Cells()
     cells.feed(page)
-    assert len(cells.all) == 2 * 9
-    assert page.count('data-run="C"') == 2 * 9 + len(comparison.differing)  # the grid, then the list
+    assert len(cells.all) == 2 * len(COLUMNS)
+    assert page.count('data-run="C"') == 2 * len(COLUMNS) + len(
+        comparison.differing
+    )  # the grid, then the list
 
 
 def test_a_scorecard_per_run_side_by_side(results: Results) -> None:

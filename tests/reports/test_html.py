@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import pytest
 
 from crashmatrix.reports.html import render_html
-from crashmatrix.reports.matrix import build_matrix
+from crashmatrix.reports.matrix import COLUMNS, build_matrix
 from crashmatrix.reports.results import Results
 
 
@@ -89,8 +89,9 @@ def test_every_link_points_at_an_element_of_the_page(results: Results) -> None:
 
 def test_cells_carry_their_state_and_link_to_their_case(results: Results) -> None:
     _, page = _parse(results)
-    assert len(page.cells) == 2 * 9
-    by_col = {(i // 9, c["data-col"]): c for i, c in enumerate(page.cells)}
+    columns = len(COLUMNS)
+    assert len(page.cells) == 2 * columns
+    by_col = {(i // columns, c["data-col"]): c for i, c in enumerate(page.cells)}
     failed = by_col[(1, "after_side_effect")]  # send_once is the second row (non_idempotent)
     assert failed["class"] == "cell fail"
     # passed/cases, as every count on the page, then the codes of its causes

@@ -18,16 +18,18 @@ from crashmatrix.reports.terminal import render_terminal
 from .conftest import DATA
 
 
-def test_columns_are_clean_the_six_boundaries_torn_write_and_recovery() -> None:
+def test_columns_are_clean_the_boundaries_torn_write_power_loss_and_recovery() -> None:
     assert COLUMNS == (
         "clean",
         "after_tool_call_saved",
         "after_approved",
         "after_running",
+        "during_side_effect",
         "after_side_effect",
         "before_tool_result",
         "after_tool_result",
         "torn_write",
+        "power_loss",
         "recovery",
     )
 
@@ -41,10 +43,12 @@ def test_cells_are_pass_fail_indeterminate_or_not_reached(results: Results) -> N
         "after_tool_call_saved": "not_reached",
         "after_approved": "not_reached",
         "after_running": "pass",
+        "during_side_effect": "not_reached",
         "after_side_effect": "fail",
         "before_tool_result": "not_reached",
         "after_tool_result": "not_reached",
         "torn_write": "pass",
+        "power_loss": "not_reached",
         "recovery": "pass",
     }
     assert read.cell("after_side_effect").state == "indeterminate"

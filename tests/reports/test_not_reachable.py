@@ -69,10 +69,12 @@ def test_not_reachable_deselected_and_not_reached_are_three_states_none_of_them_
         "after_tool_call_saved": "pass",
         "after_approved": "not_reachable",
         "after_running": "pass",
+        "during_side_effect": "not_reached",
         "after_side_effect": "deselected",
         "before_tool_result": "not_reachable",
         "after_tool_result": "not_reachable",
         "torn_write": "not_reachable",
+        "power_loss": "not_reached",
         "recovery": "not_reached",  # no case and no reason: the matrix does not invent one
     }
     limited = _states(results, LIMITED)
@@ -133,13 +135,13 @@ def test_the_terminal_table_uses_a_distinct_mark_per_state_and_says_why(results:
     lines = render_terminal(build_matrix(results))
     row = next(line for line in lines if line.startswith("  create_order/keyed_once"))
     marks = row.split()[1:-1]
-    assert marks == ["✓", "✓", "⊘", "✓", "»", "⊘", "⊘", "⊘", "·"]
+    assert marks == ["✓", "✓", "⊘", "✓", "·", "»", "⊘", "⊘", "⊘", "·", "·"]
     assert f"⊘ AP BR TR: {KIND3} (after_tool_call_saved, after_running, after_side_effect)" in lines
     assert "» SE: --crash-boundary after_running" in lines
     ascii_row = next(
         line for line in render_terminal(build_matrix(results), encoding="ascii") if "keyed" in line
     )
-    assert ascii_row.split()[1:-1] == ["+", "+", "/", "+", ">", "/", "/", "/", "."]
+    assert ascii_row.split()[1:-1] == ["+", "+", "/", "+", ".", ">", "/", "/", "/", ".", "."]
 
 
 class _Cells(HTMLParser):

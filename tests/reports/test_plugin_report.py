@@ -41,14 +41,24 @@ SECRET = "sk-crashmatrix-report-test-77e1c2"
 def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     result = pytester.runpytest_subprocess("scenarios", "-n", "2", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3)
+    result.assert_outcomes(passed=5)  # clean, two crash points, and each one's power loss
     report = pytester.path / "reports" / "latest"
     assert sorted(p.name for p in report.iterdir()) == ["matrix.html", "matrix.json", "matrix.md"]
     raw = json.loads((report / "matrix.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(raw)
     node_ids = [case["node_id"] for case in raw["cases"]]
-    assert sorted(node_ids) == sorted(set(node_ids)) and len(node_ids) == 3  # aggregated once
-    assert {case["boundary"] for case in raw["cases"]} == {"clean", "after_running", "after_side_effect"}
+    assert sorted(node_ids) == sorted(set(node_ids)) and len(node_ids) == 5  # aggregated once
+    assert {case["boundary"] for case in raw["cases"]} == {
+        "clean",
+        "after_running",
+        "after_side_effect",
+        "power_loss",
+    }
+    power = [c for c in raw["cases"] if c["boundary"] == "power_loss"]
+    assert sorted(c["point"] for c in power) == [
+        "power@after_running[call_1]",
+        "power@after_side_effect[call_1]",
+    ]
     timeline = next(c for c in raw["cases"] if c["boundary"] == "after_running")["timeline"]
     assert {"source": "life", "life": 1, "event": "crash", "point": "after_running[call_1]"} in timeline
     result.stdout.fnmatch_lines(
@@ -56,9 +66,9 @@ def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(pytester: 
             "*= crashmatrix pass matrix =*",
             # cover: [after_running, after_side_effect] and recovery_crashes: false leave six
             # columns deselected, said so rather than shown as points that never happened
-            "crashmatrix: 3/3 cases passed, 1 scenarios, agent reference (6 cells deselected)",
-            "scenario*CL  TC  AP  RU  SE  BR  TR  TW  RC  passed",
-            "  email *✓   »   »   ✓   ✓   »   »   »   »   3/3",
+            "crashmatrix: 5/5 cases passed, 1 scenarios, agent reference (6 cells deselected)",
+            "scenario*CL  TC  AP  RU  DE  SE  BR  TR  TW  PL  RC  passed",
+            "  email *✓   »   »   ✓   ·   ✓   »   »   »   ✓   »   5/5",
             f"report: {report / 'matrix.html'}*",
         ]
     )
@@ -93,7 +103,7 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed, 6 cells deselected)",
+            "crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed, 7 cells deselected)",
             "failures (1):",
             # fnmatch: [...] is a character class, so brackets are matched with ?
             "  ✗ email.yaml::after_running?call_1? failed: outcome?call_1?: *",
@@ -202,16 +212,16 @@ def test_items_left_out_by_pytests_own_selection_are_deselected_not_not_reached(
     # -k deselects the clean item too: the plan travels with the scenario's first record
     # that runs, whichever it is.
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    result = run_inprocess(
-        pytester, "scenarios", "--no-power-loss", "-k", "after_side_effect", "-p", "no:cacheprovider"
-    )
-    result.assert_outcomes(passed=1, deselected=2)
+    result = run_inprocess(pytester, "scenarios", "-k", "after_side_effect", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, deselected=3)  # after_side_effect and its power loss ran
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     deselected = {gap.boundary: gap for gap in results.not_run if gap.state == "deselected"}
     assert deselected["clean"].points == ("clean",)
     assert deselected["after_running"].points == ("after_running[call_1]",)
+    assert deselected["power_loss"].points == ("power@after_running[call_1]",)
     assert "pytest's selection (-k" in deselected["after_running"].why
     assert "after_side_effect" not in deselected or "--crash-boundary" in deselected["after_side_effect"].why
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     row = next(line for line in markdown.splitlines() if line.startswith("| email"))
-    assert row.count("⏭ deselected") == 8 and "⬜" not in row  # clean, running, and 6 by cover
+    # clean, running, its power loss, and 5 by cover; during_side_effect is empty (one step)
+    assert row.count("⏭ deselected") == 8 and row.count("⬜") == 1
