@@ -35,6 +35,20 @@ def sha256_of_file(path: Path) -> str | None:
         return None
 
 
+def make_directories(directory: Path) -> None:
+    """``mkdir -p`` made durable: each directory created is fsynced into its parent, so a
+    file written below it does not vanish with it at a power loss (docs/persistence.md:
+    an entry is durable only once its directory was fsynced)."""
+    missing: list[Path] = []
+    here = directory
+    while not here.exists():
+        missing.append(here)
+        here = here.parent
+    for created in reversed(missing):
+        created.mkdir(exist_ok=True)
+        fsync_directory(created.parent)
+
+
 def atomic_write(path: Path, data: bytes, *, step: Callable[[], None] | None = None) -> None:
     """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename, fsync dir.
 
@@ -43,7 +57,7 @@ def atomic_write(path: Path, data: bytes, *, step: Callable[[], None] | None = N
     ``step`` (a tool's ``ToolContext.step``) is called once the temp file is synced and
     before the rename: a process killed there leaves the temp file and the old target.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directories(path.parent)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -62,7 +76,7 @@ def atomic_write(path: Path, data: bytes, *, step: Callable[[], None] | None = N
 
 def append_durably(path: Path, data: bytes) -> None:
     """Append with O_APPEND and fsync: what ``echo x >> file`` does, made durable."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_directories(path.parent)
     created = not path.exists()
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:

@@ -217,3 +217,19 @@ def test_a_power_loss_after_a_write_empties_the_file_of_an_agent_that_never_fsyn
     # Under a plain SIGKILL the mutant's write is whole: only the power loss tells.
     plain = run_case(tmp_path / "k", scenario, launcher, agent=agent, point=point, max_lives=1)
     assert plain.case_dir.joinpath(WS, "config.ini").read_bytes() == b"version=2\n"
+
+
+def test_a_file_the_mock_tools_write_into_a_new_directory_survives_with_it(workspace: Path) -> None:
+    # atomic_write syncs every directory it creates into its parent (mkdir -p made durable):
+    # with a bare mkdir the new directory, and the file in it, vanished at a power loss.
+    atomic_write(workspace / "deep" / "er" / "notes.txt", b"kept")
+    _crash(workspace)
+    assert (workspace / "deep" / "er" / "notes.txt").read_bytes() == b"kept"
+
+
+def test_a_directory_made_without_syncing_its_parent_vanishes_with_what_it_holds(workspace: Path) -> None:
+    (workspace / "deep").mkdir()
+    _synced(workspace / "deep" / "notes.txt", b"synced, but its directory is not")
+    fsync_directory(workspace / "deep")
+    _crash(workspace)
+    assert not (workspace / "deep").exists()
