@@ -148,6 +148,31 @@ class _UnsyncedWriter(SessionWriter):
         os.write(self._fd, line)  # the bug: no os.fsync(self._fd) after it
 
 
+class FsyncBeforeWrite(Mutant):
+    """Calls ``fsync()`` before ``write()``, not after: each line is synced only when the
+    next one is appended, so at every boundary the line just written is not yet durable.
+
+    Every process-crash case passes (the page cache keeps the line); a power loss at a
+    boundary drops its line -- the ``running`` before a side effect, the terminal state after
+    it -- and the restarted agent decides from an older state."""
+
+    hints = ("power_loss", "send_email", "non_idempotent")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.writer.close()
+        self.writer = _SyncFirstWriter(self.session_path, before_append=kwargs.get("before_append"))
+
+
+class _SyncFirstWriter(SessionWriter):
+    def append(self, record: dict[str, Any]) -> None:
+        line = encode_line(record)
+        if self.before_append is not None:
+            self.before_append(self.path, line)
+        os.fsync(self._fd)  # the bug: the sync comes first, of what was already there
+        os.write(self._fd, line)
+
+
 class NoDirectoryFsync(Mutant):
     """Creates its session file and fsyncs the file, never its directory.
 
@@ -442,6 +467,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "recovery_appends_user": RecoveryAppendsUser,
     "torn_tail_blocks_forever": TornTailBlocksForever,
     "no_fsync": NoFsync,
+    "fsync_before_write": FsyncBeforeWrite,
     "no_directory_fsync": NoDirectoryFsync,
     "new_key_per_attempt": NewKeyPerAttempt,
     "key_without_arguments": KeyWithoutArguments,
@@ -461,6 +487,7 @@ ledger_in_prompt = _adapter(LedgerInPrompt, "ledger_in_prompt")
 recovery_appends_user = _adapter(RecoveryAppendsUser, "recovery_appends_user")
 torn_tail_blocks_forever = _adapter(TornTailBlocksForever, "torn_tail_blocks_forever")
 no_fsync = _adapter(NoFsync, "no_fsync")
+fsync_before_write = _adapter(FsyncBeforeWrite, "fsync_before_write")
 no_directory_fsync = _adapter(NoDirectoryFsync, "no_directory_fsync")
 new_key_per_attempt = _adapter(NewKeyPerAttempt, "new_key_per_attempt")
 key_without_arguments = _adapter(KeyWithoutArguments, "key_without_arguments")

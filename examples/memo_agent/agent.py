@@ -125,11 +125,16 @@ class Journal:
 
     def write(self, record: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        created = not self.path.exists()
         line = json.dumps({**record, "at": round(time.time(), 3)}, ensure_ascii=False)
         with open(self.path, "a", encoding="utf-8") as file:
             file.write(line + "\n")
             file.flush()
             os.fsync(file.fileno())
+        if created:
+            # A new file's name is durable only once its directory is synced: without this
+            # a power loss took the whole journal (crashmatrix's power column found it).
+            fsync_directory(self.path.parent)
 
     def read(self) -> list[dict[str, Any]]:
         try:

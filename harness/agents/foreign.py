@@ -123,7 +123,10 @@ class ForeignAdapter:
         if spec.kind == "python":
             mapped = {rule.boundary for rule in spec.rules}
             self.loopback_edges = frozenset(edges - mapped)
-            self.boundaries = _ordered(mapped | edges)
+            # Intercepted tools are the harness's mock tools run in the life: their steps
+            # (ToolContext.step) are reachable.
+            inside = {"during_side_effect"} if spec.intercepts else set()
+            self.boundaries = _ordered(mapped | edges | inside)
         else:
             # The model edge needs the agent stopped while its reply is delivered: only a
             # separate process can be stopped.
@@ -334,7 +337,13 @@ class ForeignAdapter:
             # else the one the agent's ledger recorded for the running attempt.
             ledger_key = (latest.idempotency_key or "") if latest else ""
             tool_ctx = ToolContext(
-                call_id, execution_id, key if key is not None else ledger_key, arguments_sha256(arguments)
+                call_id,
+                execution_id,
+                key if key is not None else ledger_key,
+                arguments_sha256(arguments),
+                # The mock tool runs in this life: its steps are crash points like the
+                # reference agent's (a half-done effect), reached through the same hook.
+                step=lambda: ctx.hook("during_side_effect", call_id),
             )
             observation = toolbox.execute(tool, arguments, tool_ctx)
             contract = ctx.scenario.contracts.get(tool)

@@ -65,6 +65,16 @@ class ToolMap:
         renames = self.tools[suite_tool].arguments
         return {renames.get(name, name): value for name, value in arguments.items()}
 
+    def suite_argument_names(self) -> Mapping[str, Mapping[str, str]]:
+        """Agent tool name -> {its argument name -> the suite's}, for arguments renamed."""
+        if self.tools is None:
+            return {}
+        return {
+            mine.name: {theirs: suite_arg for suite_arg, theirs in mine.arguments.items()}
+            for mine in self.tools.values()
+            if mine.arguments
+        }
+
     def suite_names(self) -> Mapping[str, str]:
         """Agent tool name -> suite tool name, for the ones that differ."""
         if self.tools is None:

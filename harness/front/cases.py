@@ -101,8 +101,15 @@ def with_harness_faults(observation: Observation) -> Observation:
     faults = _harness_faults(observation.trace)
     if not faults:
         return observation
+    lost = [
+        (int(event.get("requests_before", 0)), int(event.get("events_before", 0)))
+        for event in observation.trace
+        if event.get("event") == FAULT_EVENT and event.get("session_lost")
+    ]
     between = dataclasses.replace(
-        observation.between_lives, applied=(*observation.between_lives.applied, *faults)
+        observation.between_lives,
+        applied=(*observation.between_lives.applied, *faults),
+        session_lost=lost[-1] if lost else observation.between_lives.session_lost,
     )
     return dataclasses.replace(observation, between_lives=between)
 

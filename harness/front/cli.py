@@ -84,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--agent", default="reference")
     run.add_argument("--isolation", choices=("fork", "spawn"), default="fork")
     run.add_argument("--no-recovery-crashes", action="store_true")
+    run.add_argument(
+        "--no-power-loss",
+        action="store_true",
+        help="the whole matrix without its power@P cases (as pytest's --no-power-loss)",
+    )
     points = sub.add_parser("points", help="list the crash points a clean run records")
     points.add_argument("file", type=Path)
     points.add_argument("--agent", default="reference")
@@ -184,10 +189,11 @@ def _run_in(
     args: argparse.Namespace, scenario: Scenario, crash: str, second: CrashPoint | None, base: Path
 ) -> int:
     """The cases ``crashmatrix run`` was asked for, their directories under ``base``."""
-    from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+    from crashmatrix.harness.front.cases import enumerate_points, run_point, run_power, run_recovery
     from crashmatrix.harness.lives.first_crash import FirstCrashes
     from crashmatrix.harness.lives.injector import LifeLauncher
-    from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, selected
+    from crashmatrix.harness.lives.power import power_target
+    from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, power_points, selected
     from crashmatrix.harness.verdict.explain import SECOND, explain
 
     kept = args.keep is not None
@@ -212,11 +218,18 @@ def _run_in(
     )
     if recovery_item:  # asked for by name: run even where the plugin would not make the item
         recovery_points = [_resolve_point(crash.removeprefix(RECOVERY), enum.points)]
-    # P and recovery@P start with the same first crash: run it once for both, as the pytest
-    # plugin does -- but not with --keep, where each kept case directory is whole.
+    # The whole matrix has the power column, as under pytest (where the loss can act).
+    power_column = not crash and not args.no_power_loss
+    if power_column and isinstance(power_target(args.agent, enum.clean.case_dir), str):
+        power_column = False
+    power_points_ = power_points([p for p in chosen if p is not None]) if power_column else []
+    # P, recovery@P and power@P start with the same first crash: run it once for all, as the
+    # pytest plugin does -- but not with --keep, where each kept case directory is whole.
     # (A recovery@ item asked for alone has no P to share with.)
     shared = (
-        FirstCrashes(base / "first-crashes") if recovery_points and chosen and args.keep is None else None
+        FirstCrashes(base / "first-crashes", record_syncs=bool(power_points_))
+        if (recovery_points or power_points_) and chosen and args.keep is None
+        else None
     )
     results = []
     for point in chosen:
@@ -232,13 +245,19 @@ def _run_in(
             agent=args.agent,
             power_loss=power,
             second=second,
-            shared=shared if point in recovery_points else None,
+            shared=shared if point in recovery_points or point in power_points_ else None,
         )
         if second:  # run_point names the case by its first crash; the rerun line needs both
             result = dataclasses.replace(result, extra={**result.extra, SECOND: second.id})
         print(result.verdict.status)
         if power:
             _print_power_loss(result.case_dir)
+        results.append(result)
+    for point in power_points_:
+        name = f"power@{point.id}"
+        print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
+        result = run_power(scenario, point, launcher, base / name, agent=args.agent, shared=shared)
+        print(result.verdict.status)
         results.append(result)
     for point in recovery_points:
         name = f"recovery@{point.id}"

@@ -136,6 +136,11 @@ def unreachable_why(adapter: AgentAdapter, boundary: str) -> str:
         )
     if kind == "command":
         return f"kind 3 black box: the harness crashes it only at its model and service edges ({reached})"
+    if kind == "python" and boundary == "during_side_effect":
+        return (
+            "kind 2: during_side_effect is a step inside the harness's mock tools; this agent's tools "
+            "are not intercepted (adapter.yaml intercept:), so their steps have no hook"
+        )
     if kind == "python":
         return (
             f"kind 2: adapter.yaml maps no function to {boundary} (boundaries:) and it is no tool "

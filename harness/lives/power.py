@@ -639,7 +639,15 @@ def roots_for(case_dir: Path, target: Path) -> tuple[Root, ...]:
         session_dir = target.parent.relative_to(case_dir).as_posix()
     except ValueError:
         session_dir = None
+    from crashmatrix.harness.lives.casedir import session_path_of
+
     roots = [Root(WORKSPACE)]
+    native = session_path_of(case_dir)
+    if target != native:
+        # A foreign agent's session is its own file: crashmatrix's normalised copy of it (in
+        # the native session's place) is the harness's, rebuilt from that file at every life
+        # start; it is no file of the agent's to lose.
+        roots.append(Root(native.parent.relative_to(case_dir).as_posix(), ()))
     if session_dir is None:
         return tuple(roots)  # a session outside the case: not the harness's to roll back
     if _within(session_dir, WORKSPACE):
@@ -846,6 +854,11 @@ def cut_power(
         )
         acted, detail = _what_it_did(case_dir, target, loss)
         extra = {"changed": loss.changed if loss else False, "outcome": chosen, "outcomes": len(outcomes)}
+        if loss is not None and (loss.dropped or loss.vanished):
+            # The session lost lines: what was logged before the cut (model requests, world
+            # events) speaks of a session that is gone. The judge reads these marks as it
+            # reads a tampered session's (``Observation.requests_for_session``).
+            extra.update(_marks(case_dir))
     append_event(
         case_dir,
         {
@@ -859,6 +872,20 @@ def cut_power(
         },
     )
     return loss
+
+
+def _marks(case_dir: Path) -> dict[str, Any]:
+    """How many model requests and world events came before the cut (``session_lost``)."""
+    from crashmatrix.mock_tools.world import World
+
+    requests = case_dir / "model_requests.jsonl"
+    with World(case_dir / "world") as world:
+        events = max((event.seq for event in world.events()), default=0)
+    return {
+        "session_lost": True,
+        "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
+        "events_before": events,
+    }
 
 
 def _session_loss(

@@ -73,6 +73,10 @@ class BetweenLives:
     events_before: int = 0  # last world event seq before the edit
     # (offset where an edited session line ended before the edit, bytes it grew by)
     shifts: tuple[tuple[int, int], ...] = ()
+    # A power loss cut session lines (``harness.lives.power``): the model requests and the
+    # last world event seq logged before it (requests then speak of a session that is gone;
+    # such events' running records had to survive the cut). None: no session bytes lost.
+    session_lost: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,10 +123,13 @@ class Observation:
 
     def requests_for_session(self) -> tuple[Mapping[str, Any], ...]:
         """The model requests that can be compared with the final session: those sent
-        before the harness edited it cannot match the edited file."""
-        if self.between_lives.shifts:
-            return self.requests[self.between_lives.requests_before :]
-        return self.requests
+        before the harness edited it cannot match the edited file, nor those sent before a
+        power loss took session lines."""
+        marks = self.between_lives
+        skip = marks.requests_before if marks.shifts else 0
+        if marks.session_lost is not None:
+            skip = max(skip, marks.session_lost[0])
+        return self.requests[skip:]
 
 
 def between_lives_from_json(raw: Mapping[str, Any]) -> BetweenLives:

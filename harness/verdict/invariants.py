@@ -111,6 +111,13 @@ class Evidence:
     # The agent's tool name -> the suite's, where they differ (its ``catalogue:``): contracts
     # and world events speak the suite's names, the session the agent's.
     tool_names: Mapping[str, str] = field(default_factory=dict)
+    # Agent tool name -> {its argument -> the suite's}, where its ``catalogue:`` renames them:
+    # a check that reads a call's arguments by the suite's contract reads them through this.
+    argument_names: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # World events up to this seq happened before a power loss took session lines: their
+    # ``session_bytes`` measure a session that is gone, so a running record missing for one
+    # is said to be lost with the cut (never made durable), not misplaced. 0: no such loss.
+    lost_before_seq: int = 0
     # The suite's tools whose side effects are among ``events`` (WorldView.watched); None:
     # every tool's. For any other tool, no event is no evidence.
     watched: frozenset[str] | None = None
@@ -472,7 +479,14 @@ def _running_before(evidence: Evidence) -> tuple[list[Violation], list[str]]:
         what = f"{event.kind} event seq {event.seq} ({event.tool}, {attempt})"
         lower, upper = _bounds(event)
         first = min((offsets[i] for i in running), default=None)
-        if first is None:
+        if event.seq <= evidence.lost_before_seq and (first is None or upper < first):
+            # Its session_bytes are of the session before the power loss: the running record
+            # it needed is not in what survived the cut.
+            problem = (
+                "happened before a power loss that took session lines, and its running record is "
+                "not in the session that survived: it was never made durable before the effect"
+            )
+        elif first is None:
             problem = "has no running record for its execution in the ledger"
         elif lower < 0 and upper < 0:
             problem = "has an unknown session size (-1), so its running record cannot be shown durable"
@@ -1076,7 +1090,8 @@ def no_partial_file(evidence: Evidence) -> list[Violation]:
         if evidence.suite(call.name) != "write_file" or not evidence.sees(call.name):
             continue
         contract = evidence.contract(call.name)
-        arguments = call.parsed_arguments()
+        renamed = evidence.argument_names.get(call.name, {})
+        arguments = {renamed.get(name, name): value for name, value in call.parsed_arguments().items()}
         path, content = arguments.get(contract.path_argument), arguments.get(contract.content_argument)
         if isinstance(path, str):
             hashes = wanted.setdefault(posixpath.normpath(path), set())

@@ -82,6 +82,8 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         has_ledger=observation.keeps_ledger and has_session,
         has_session=has_session,
         tool_names=observation.dialect.tools.suite_names(),
+        argument_names=observation.dialect.tools.suite_argument_names(),
+        lost_before_seq=(observation.between_lives.session_lost or (0, 0))[1],
         results=observation.dialect.results,
         watched=observation.world.watched,
         survivors=_survivors(observation),

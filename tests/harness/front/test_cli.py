@@ -162,7 +162,7 @@ def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_p
     assert not found.exists() or not list(found.glob("*.yaml"))  # nothing found, nothing written
 
 
-def test_run_shares_each_first_crash_between_a_point_and_its_recovery_item(
+def test_run_shares_each_first_crash_between_a_point_its_recovery_and_its_power_item(
     scenario: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     scenario.write_text(email_once(expect=EXPECT), encoding="utf-8")  # recovery crashes: the default
@@ -175,10 +175,16 @@ def test_run_shares_each_first_crash_between_a_point_and_its_recovery_item(
     assert out.rstrip().endswith("case directories removed (--keep DIR keeps them)")
     recovery = [line for line in out.splitlines() if "::recovery@" in line]
     assert recovery and all(line.endswith("passed") for line in recovery)
+    # The whole matrix has the power column, as under pytest.
+    power = [line for line in out.splitlines() if "::power@" in line]
+    assert len(power) > len(recovery) and all(line.endswith("passed") for line in power)
     [base] = scratch
-    # One first crash per recovery point, run once for P and recovery@P; P has no own copy.
+    # One first crash per recovery or power point, run once for P and the items that start
+    # with it; P has no own copy.
     crashed = sorted(p.parent.name for p in base.glob("first-crashes/*/*/crashed"))
-    assert crashed == sorted(line.split("::recovery@")[1].split(" ")[0] for line in recovery)
+    starts = {line.split("::recovery@")[1].split(" ")[0] for line in recovery}
+    starts |= {line.split("::power@")[1].split(" ")[0] for line in power}
+    assert crashed == sorted(starts)
     assert not [name for name in crashed if (base / name).exists()]
     kept = crashmatrix("run", str(scenario), "--keep", str(tmp_path / "kept"), cwd=tmp_path)
     assert kept.returncode == 0, kept.stdout + kept.stderr

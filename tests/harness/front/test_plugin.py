@@ -187,3 +187,26 @@ def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is
     (clean,) = load_results(pytester.path / "reports" / "latest" / "matrix.json").cases
     assert Path(clean.case_dir).name == "enumerate" and clean.lives == 1
     assert sorted(p.name for p in (pytester.path / "cases").glob("*/*/*")) == ["enumerate"]
+
+
+@pytest.mark.parametrize("mutant", ["no_fsync", "fsync_before_write"])
+def test_the_power_column_of_pytest_scenarios_catches_an_agent_whose_lines_are_not_durable(
+    pytester: pytest.Pytester, mutant: str
+) -> None:
+    # Issue 19: these passed the CI suite; only `crashmatrix mutants` ran power losses. Every
+    # process crash still passes (the page cache keeps the lines): the power@ items fail.
+    pytester.makefile(
+        ".yaml", **{"scenarios/email": scenario("side_effect_uncertain", cover=("after_side_effect",))}
+    )
+    agent = f"--agent=crashmatrix.reference_agent.mutants:{mutant}"
+    result = run_inprocess(pytester, "scenarios", "-v", "-p", "no:cacheprovider", agent)
+    result.stdout.fnmatch_lines(
+        [
+            "*email.yaml::after_side_effect?call_1? PASSED*",
+            "*email.yaml::power@after_side_effect?call_1? FAILED*",
+            "*invariant non_idempotent_at_most_once*",
+        ]
+    )
+    result.assert_outcomes(passed=2, failed=1)
+    without = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", agent)
+    without.assert_outcomes(passed=2)

@@ -67,6 +67,17 @@ def test_without_an_edit_events_and_requests_are_as_recorded() -> None:
     assert seen.status == "ok"
 
 
+def test_requests_sent_before_a_power_loss_took_session_lines_are_not_compared() -> None:
+    # Requests 0 and 1 went out in the life whose lines the power loss took: they speak of a
+    # session that is gone (an edit before the loss counts too: the later mark wins).
+    seen = _observation((_event(1, 80),), BetweenLives(session_lost=(2, 1)))
+    assert seen.requests_for_session() == ({"n": 2}, {"n": 3})
+    both = _observation(
+        (_event(1, 80),), BetweenLives(requests_before=1, shifts=((5, 1),), session_lost=(3, 1))
+    )
+    assert both.requests_for_session() == ({"n": 3},)
+
+
 def test_the_between_lives_record_keeps_whether_each_fault_acted() -> None:
     marks = between_lives_from_json(
         {

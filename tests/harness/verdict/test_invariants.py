@@ -23,6 +23,7 @@ from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import Entry, MessageEntry, entry_from_json
 from crashmatrix.harness.core.session_log import encode_line, prompt_view
+from crashmatrix.harness.core.toolmap import ToolMap, ToolName
 from crashmatrix.harness.core.tools import ToolObservation
 from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.verdict.invariants import (
@@ -1137,3 +1138,51 @@ def test_no_process_left_running_passes_and_untracked_is_not_applicable() -> Non
     untracked = replace(evidence(NORMAL), survivors=None)
     assert check_all(untracked, only=["no_effect_after_death"]) == []
     assert "Linux only" in dict(not_applicable(untracked))["no_effect_after_death"]
+
+
+def test_an_agent_whose_catalogue_renames_the_write_is_read_in_its_own_argument_names() -> None:
+    # memo_agent's `save_note(filename, text)` is the suite's write_file(path, content): its
+    # content, written after a colleague's edit, is new content, not a partial file.
+    mine = {"filename": "notes.txt", "text": "new notes\n"}
+    lines = [user("write the notes"), assistant(call("call_w", "save_note", mine))]
+    lines += [ledger("exec_w", "call_w", s, "save_note", mine) for s in ("approved", "running", "succeeded")]
+    lines += [tool_result("call_w", ok_result("exec_w")), final()]
+    edit = Event(
+        1,
+        "external_write",
+        "(external)",
+        None,
+        None,
+        -1,
+        detail={"path": "notes.txt", "after_sha256": _sha("edited\n")},
+    )
+    base = replace(
+        evidence(lines, [edit]),
+        files={"notes.txt": "new notes\n"},
+        seed_files={"notes.txt": "old notes\n"},
+        tool_names={"save_note": "write_file"},
+    )
+    assert names(check_all(base, only=["no_partial_file"])) == {"no_partial_file"}  # names unread
+    renamed = replace(base, argument_names={"save_note": {"filename": "path", "text": "content"}})
+    assert check_all(renamed, only=["no_partial_file"]) == []
+
+
+def test_a_tool_map_gives_each_renamed_argument_its_suite_name() -> None:
+    tools = ToolMap({"write_file": ToolName("save_note", {"path": "filename", "content": "text"})})
+    assert tools.suite_argument_names() == {"save_note": {"filename": "path", "text": "content"}}
+    assert ToolMap.identity().suite_argument_names() == {}
+
+
+def test_an_effect_whose_running_record_a_power_loss_took_is_said_never_made_durable() -> None:
+    # Life 1 wrote running and sent the email; the power loss took those lines (never
+    # synced); life 2 started over under a new execution. The email's event measured the
+    # session that is gone, so its running record is reported lost with the cut.
+    lines = _write_session()
+    sent = Event(1, "email", "send_email", "call_w", "exec_gone", size(lines, 4))
+    ev = replace(evidence(lines, [sent]), lost_before_seq=1)
+    v = only_violation(ev, "running_before_side_effect", naming="seq 1")
+    assert "before a power loss that took session lines" in v.message
+    assert "never made durable before the effect" in v.message
+    # Without the mark it is the plain missing-record message.
+    plain = only_violation(evidence(lines, [sent]), "running_before_side_effect", naming="seq 1")
+    assert "has no running record for its execution" in plain.message
