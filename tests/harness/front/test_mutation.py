@@ -159,7 +159,7 @@ def test_the_reference_agent_passes_every_case_that_killed_a_mutant(
 
 
 # Mutants whose bug only a power loss can show (a SIGKILL keeps the page cache).
-POWER_ONLY = ("unsynced_rename",)
+POWER_ONLY = ("no_fsync", "fsync_before_write", "no_directory_fsync", "unsynced_rename")
 
 
 @pytest.mark.slow
