@@ -53,8 +53,37 @@ def observe(adapter: AgentAdapter, run: CaseRun) -> Observation:
     return dataclasses.replace(observation, blind_checks=blind) if blind else observation
 
 
+# ``--agent=NAME:package.module:factory``: a framework adapter module (its ``load(target,
+# spec=...)`` builds the adapter around the user's factory) and the extra that installs it.
+FRAMEWORKS: dict[str, tuple[str, str]] = {
+    "langgraph": ("crashmatrix.harness.agents.frameworks.langgraph", "langgraph"),
+    "openai-agents": ("crashmatrix.harness.agents.frameworks.openai_agents", "openai-agents"),
+}
+
+
+def _load_framework(spec: str, name: str, target: str, **options: Any) -> AgentAdapter:
+    module_name, extra = FRAMEWORKS[name]
+    if not target.count(":") == 1 or not all(target.split(":")):
+        raise InputError(
+            f"--agent={spec!r}: write '{name}:package.module:factory' (the factory builds your agent)"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise InputError(
+            f"--agent={spec!r}: the {name} adapter needs its framework: "
+            f"pip install 'crashmatrix[{extra}]' ({error})"
+        ) from error
+    adapter: AgentAdapter = module.load(target, spec=spec, **options)
+    return adapter
+
+
 def load_adapter(spec: str, **options: Any) -> AgentAdapter:
-    """``reference``, ``package.module:factory`` returning an adapter, or an adapter YAML."""
+    """``reference``, ``package.module:factory`` returning an adapter, an adapter YAML, or a
+    framework's agent (``langgraph:package.module:factory``, ``openai-agents:...``)."""
+    name, sep, target = spec.partition(":")
+    if sep and name in FRAMEWORKS:
+        return _load_framework(spec, name, target, **options)
     if spec.endswith((".yaml", ".yml")):
         from crashmatrix.harness.agents.foreign import load_foreign_adapter
 
