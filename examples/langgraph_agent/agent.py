@@ -1,0 +1,124 @@
+"""A LangGraph tool-calling agent, two ways, for ``--agent=langgraph:examples.langgraph_agent.agent:build``.
+
+``build``: LangGraph's default way -- a model node, ``ToolNode`` running the tools as plain
+functions, ``SqliteSaver`` as the checkpointer. On a crash after a tool's effect but before
+its ``ToolMessage`` was saved, LangGraph resumes the thread by re-running the whole ToolNode
+task: the email goes out twice (docs/frameworks.md shows the cells and the cases).
+
+``build_fixed``: the same graph, with each tool keyed by its ``tool_call_id`` in a small ledger
+of its own (a SQLite table beside the checkpoint) that it consults before acting: a call
+already done returns its saved result; a call that started and never finished is run again
+only when that is safe (the service deduplicates on the key, or the effect is a whole-file
+write), otherwise the model is told the effect is uncertain (``SIDE_EFFECT_UNCERTAIN``).
+
+Both take crashmatrix's ``GraphContext``: the model, the suite's tools (run by the mock tools),
+and the checkpoint file. In production the same graph gets a real ``ChatOpenAI``, real tool
+functions and a real database path.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from langchain_core.messages import AnyMessage
+from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+SYSTEM = "You are a helpful assistant."
+
+
+def _graph(ctx: Any, tools: list[Any]) -> Any:
+    model = ctx.model.bind_tools(tools)
+
+    def agent(state: MessagesState) -> dict[str, list[AnyMessage]]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "agent")
+    saver = SqliteSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
+    return graph.compile(checkpointer=saver)
+
+
+def build(ctx: Any) -> Any:
+    """The framework's default way: ToolNode runs the tools, the checkpointer saves the state."""
+    return _graph(ctx, list(ctx.tools))
+
+
+# -- the fixed way: each tool consults a ledger keyed by its tool_call_id ---------------------
+
+
+class Ledger:
+    """What each tool call did, saved before and after the effect (autocommit rows)."""
+
+    def __init__(self, path: Any) -> None:
+        self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS calls (tool_call_id TEXT PRIMARY KEY, status TEXT, result TEXT)"
+        )
+
+    def get(self, call_id: str) -> tuple[str, str | None] | None:
+        row = self.conn.execute(
+            "SELECT status, result FROM calls WHERE tool_call_id = ?", (call_id,)
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def set(self, call_id: str, status: str, result: str | None = None) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO calls VALUES (?, ?, ?)",
+            (call_id, status, result),
+        )
+
+
+def _uncertain(name: str) -> str:
+    return json.dumps(
+        {
+            "ok": False,
+            "status": "unknown",
+            "code": "SIDE_EFFECT_UNCERTAIN",
+            "content": f"{name} started before a crash and may have taken effect; check before retrying.",
+            "metadata": {"retryable": False, "idempotency": "non_idempotent"},
+        }
+    )
+
+
+def _keyed_tool(ctx: Any, ledger: Ledger, name: str, schema: Any, description: str) -> Any:
+    contract = ctx.contracts[name]
+    # Safe to run again after a crash: the service deduplicates on the key we send, the tool
+    # is read-only, or its effect is a whole-file write (the same bytes again).
+    safe_again = (
+        contract.recovery in ("replay", "precondition", "reconcile") or contract.idempotency == "idempotent"
+    )
+
+    def call(tool_call_id: str, **arguments: Any) -> str:
+        done = ledger.get(tool_call_id)
+        if done and done[0] == "done":
+            return done[1] or ""  # the saved result: no second effect
+        if done and done[0] == "running" and not safe_again:
+            result = _uncertain(name)
+        else:
+            ledger.set(tool_call_id, "running")
+            given = {k: v for k, v in arguments.items() if v is not None}
+            result = ctx.run_tool(name, given, tool_call_id, key=tool_call_id)
+        ledger.set(tool_call_id, "done", result)
+        return result
+
+    return StructuredTool.from_function(func=call, name=name, description=description, args_schema=schema)
+
+
+def build_fixed(ctx: Any) -> Any:
+    """The same graph; each tool checks its ledger first (see the module's docstring)."""
+    ledger = Ledger(ctx.checkpoint_path.with_name("tool-ledger.sqlite"))
+    tools = [_keyed_tool(ctx, ledger, t.name, t.args_schema, t.description) for t in ctx.tools]
+    return _graph(ctx, tools)
+
+
+__all__ = ["build", "build_fixed"]

@@ -1,0 +1,491 @@
+"""A LangGraph agent, crashed at LangGraph's own seams: ``--agent=langgraph:package.module:factory``.
+
+The user's factory builds the graph as the team does in production, from a ``GraphContext``::
+
+    def build(ctx: GraphContext) -> CompiledStateGraph:
+        ...  # ctx.model (ChatOpenAI), ctx.tools (LangChain tools), ctx.checkpoint_path
+        return graph.compile(checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, ...)))
+
+A life sends the scenario's user turns as ``HumanMessage``s on one thread. A restarted life
+first resumes what the last checkpoint left pending, with LangGraph's own API
+(``graph.invoke(None, config)`` on the same thread), then sends the turns the thread has not
+received. Nothing of LangGraph is edited: the boundaries come from two wrappers.
+
+* The checkpointer (the graph's ``SqliteSaver`` instance): its ``put`` and ``put_writes`` are
+  wrapped on the instance, and the hook runs after LangGraph's own call returned (the row is
+  committed). ``put`` of a checkpoint whose new messages hold an ``AIMessage`` with tool calls
+  is ``after_tool_call_saved`` (one per call id); ``put_writes`` of a task's ``ToolMessage``
+  (the task's result saved as a pending write, not yet in a checkpoint: LangGraph reuses it
+  on resume) is ``before_tool_result``; ``put`` of a checkpoint whose new messages hold the
+  ``ToolMessage`` is ``after_tool_result``.
+* The tools (``ctx.tools`` / ``ctx.run_tool``): the suite's tools run by crashmatrix's mock
+  tools in the world, as kind 2's ``intercept:`` does. ``after_running`` is the moment just
+  before the effect starts (LangGraph keeps no running record: nothing durable says the call
+  began, unless the team's own tool saved one before calling), ``during_side_effect`` a step
+  inside a multi-step effect, ``after_side_effect`` the effect done and the function about to
+  return (its ``ToolMessage`` not saved anywhere yet).
+
+Moments with no boundary name (documented in docs/frameworks.md): the model node returned but
+nothing is saved; the model's ``AIMessage`` saved as a pending write before its checkpoint.
+
+The graph runs with ``durability="sync"``: every checkpoint is written before the next step
+starts. LangGraph's default (``"async"``) writes it while the next step already runs, so a
+kill would land in a race of two states rather than at one boundary.
+
+What the verdict reads (``observe``): the messages of the thread's latest checkpoint, read
+from the SQLite file after the last life, as crashmatrix's records. LangGraph keeps no
+execution ledger (``keeps_ledger = False``): ledger expectations and checks are not applicable.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sqlite3
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
+from crashmatrix.harness.core.boundaries import BoundaryHook
+from crashmatrix.harness.core.capabilities import Capabilities
+from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.dialect import Dialect
+from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.records import entry_from_json
+from crashmatrix.harness.core.session_log import SessionLog, encode_line
+from crashmatrix.harness.core.toolmap import ToolMap
+from crashmatrix.harness.core.tools import ToolContext, ToolObservation
+from crashmatrix.harness.core.trace import CaseRun
+from crashmatrix.harness.errors import InputError, SessionCorruption
+from crashmatrix.harness.observation.observation import Observation
+
+__all__ = ["BOUNDARIES", "GraphContext", "LangGraphAdapter", "load"]
+
+THREAD_ID = "crashmatrix-case"
+CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a copied case keeps it
+# The boundaries this adapter reaches, in BOUNDARIES' order. after_approved: no approvals yet;
+# torn_write: the checkpoint is SQLite, there is no appended line to cut.
+BOUNDARIES = (
+    "after_tool_call_saved",
+    "after_running",
+    "during_side_effect",
+    "after_side_effect",
+    "before_tool_result",
+    "after_tool_result",
+)
+# Its Tool Results are crashmatrix's shape (the mock tools' results, or the team's own in it),
+# but its recovery is LangGraph's, not crashmatrix's: the reference agent's outcome / code
+# vocabulary is not applicable (verdict._VOCABULARY), what the model was told is.
+RESULTS = ResultMapping("langgraph", CRASHMATRIX.rules)
+DIALECT = Dialect(RESULTS, ToolMap.identity())
+WHY_NOT_TORN = (
+    "its conversation is LangGraph's SQLite checkpointer: SQLite writes rows through its own "
+    "journal, there is no appended line to cut"
+)
+WHY_NO_POWER = (
+    "the checkpoint is a SQLite database: SQLite syncs from its C library, which the harness's "
+    "os.fsync recorder does not see, and a database is not cut back by length"
+)
+
+
+@dataclass(frozen=True)
+class GraphContext:
+    """What the user's factory gets to build its graph with, in each life.
+
+    ``model``: a ``ChatOpenAI`` that talks to the scripted model (through the life's
+    intercepted HTTP client). ``tools``: the scenario's tools as LangChain tools, run by
+    crashmatrix's mock tools (their effects counted in the world). ``run_tool(name, arguments,
+    tool_call_id, key="")``: the same tools as a plain function returning the Tool Result's
+    JSON text, for a team's own tool that wraps the call (a ledger, an idempotency key).
+    ``checkpoint_path``: the SQLite file for ``SqliteSaver`` (the adapter reads it back)."""
+
+    model: Any
+    tools: tuple[Any, ...]
+    run_tool: Callable[..., str]
+    checkpoint_path: Path
+    workspace: Path
+    contracts: Mapping[str, ToolContract]
+    model_base_url: str
+    http: httpx.Client
+    life: int
+
+
+# -- the user's factory ----------------------------------------------------------------------
+
+
+def _factory(spec: str, target: str) -> Callable[[GraphContext], Any]:
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise InputError(f"--agent={spec!r}: cannot import {module_name!r} ({error})") from error
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise InputError(
+            f"--agent={spec!r}: {module_name} has no function {attr!r}; "
+            "write def build(ctx) -> a compiled LangGraph graph"
+        )
+    return factory  # type: ignore[no-any-return]
+
+
+def _checked(spec: str, graph: Any, checkpoint_path: Path) -> Any:
+    """The factory's graph, or an InputError saying what to add."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.pregel import Pregel
+
+    if not isinstance(graph, Pregel):
+        raise InputError(
+            f"--agent={spec!r}: the factory returned {type(graph).__name__}, not a compiled graph; "
+            "return StateGraph(...).compile(checkpointer=...)"
+        )
+    saver = graph.checkpointer
+    if saver is None or saver is True or saver is False:
+        raise InputError(
+            f"--agent={spec!r}: the graph has no checkpointer, so nothing survives a crash; "
+            "compile it with checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, "
+            "check_same_thread=False))"
+        )
+    if not isinstance(saver, SqliteSaver):
+        raise InputError(
+            f"--agent={spec!r}: the graph's checkpointer is {type(saver).__name__}; crashmatrix reads "
+            "the conversation back from SqliteSaver(sqlite3.connect(ctx.checkpoint_path, ...))"
+        )
+    files = [Path(row[2]).resolve() for row in saver.conn.execute("PRAGMA database_list") if row[2]]
+    if checkpoint_path.resolve() not in files:
+        raise InputError(
+            f"--agent={spec!r}: the SqliteSaver's database is {files[0] if files else 'in memory'}, "
+            "not ctx.checkpoint_path; connect it to ctx.checkpoint_path so the case keeps it"
+        )
+    return graph
+
+
+def _chat_model(base_url: str, http: httpx.Client) -> Any:
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    # http_client: the life's respx-intercepted client. Without it openai 3.x sends through
+    # its own httpx2 transport, which respx does not patch (the request would leave the mocks).
+    return ChatOpenAI(
+        model="crashmatrix-scripted",
+        base_url=base_url,
+        api_key=SecretStr("crashmatrix"),
+        http_client=http,
+        max_retries=0,
+    )
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+
+def _langchain_tool(contract: ToolContract, run: Callable[..., str]) -> Any:
+    """The suite's tool ``contract`` as a LangChain tool that ToolNode can run; it gets the
+    tool call's id (``InjectedToolCallId``) so the world attributes the effect to it."""
+    from typing import Annotated
+
+    from langchain_core.tools import InjectedToolCallId, StructuredTool
+    from pydantic import ConfigDict, create_model
+
+    schema = contract.tool_schema()["function"]
+    properties = schema["parameters"].get("properties", {})
+    fields: dict[str, Any] = {name: (Any, None) for name in properties}
+    fields["tool_call_id"] = (Annotated[str, InjectedToolCallId], ...)
+    # Arguments pass through as the model sent them: the mock tool validates them against
+    # the contract (an invalid call is its INVALID_ARGUMENTS result, as for every agent).
+    model = create_model(f"{contract.name}_args", __config__=ConfigDict(extra="allow"), **fields)
+
+    def call(tool_call_id: str, **arguments: Any) -> str:
+        given = {k: v for k, v in arguments.items() if not (k in properties and v is None)}
+        return run(contract.name, given, tool_call_id)
+
+    return StructuredTool.from_function(
+        func=call, name=contract.name, description=schema["description"], args_schema=model
+    )
+
+
+class _ToolRunner:
+    """The suite's tools run in this life by the mock tools, with the boundaries around them."""
+
+    def __init__(self, ctx: LifeContext, toolbox: Any, before: Callable[[], None]) -> None:
+        self.ctx = ctx
+        self.toolbox = toolbox
+        self.before = before
+        self.attempts: dict[str, int] = {}
+
+    def __call__(self, name: str, arguments: Mapping[str, Any], tool_call_id: str, key: str = "") -> str:
+        ctx = self.ctx
+        self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
+        self.attempts[tool_call_id] = self.attempts.get(tool_call_id, 0) + 1
+        execution_id = f"{tool_call_id}:life{ctx.life}.{self.attempts[tool_call_id]}"
+        ctx.hook("after_running", tool_call_id)
+        tool_ctx = ToolContext(
+            tool_call_id,
+            execution_id,
+            key,
+            arguments_sha256(arguments),
+            step=lambda: ctx.hook("during_side_effect", tool_call_id),
+        )
+        observation: ToolObservation = self.toolbox.execute(name, dict(arguments), tool_ctx)
+        ctx.hook("after_side_effect", tool_call_id)
+        contract = ctx.scenario.contracts.get(name)
+        idempotency = contract.idempotency if contract else "non_idempotent"
+        result = observation.to_result(execution_id=execution_id, idempotency=idempotency)
+        return json.dumps(result, ensure_ascii=False)
+
+
+# -- the checkpointer's seams ----------------------------------------------------------------
+
+
+def _messages_of(values: Any) -> list[Any]:
+    if isinstance(values, Mapping):
+        messages = values.get("messages")
+        if isinstance(messages, list):
+            return messages
+    return []
+
+
+def _hook_checkpointer(saver: Any, hook: BoundaryHook) -> None:
+    """Wrap ``put`` and ``put_writes`` of this saver instance: after LangGraph's own call
+    committed, the boundary that write completes."""
+    from langchain_core.messages import AIMessage, ToolMessage
+
+    seen: set[str] = set()  # message ids already in a checkpoint this life
+    inner_put, inner_writes = saver.put, saver.put_writes
+
+    def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        out = inner_put(config, checkpoint, metadata, new_versions)
+        fresh = [
+            m for m in _messages_of(checkpoint.get("channel_values")) if getattr(m, "id", None) not in seen
+        ]
+        seen.update(str(m.id) for m in fresh if getattr(m, "id", None))
+        for message in fresh:
+            if isinstance(message, AIMessage):
+                for call in message.tool_calls:
+                    hook("after_tool_call_saved", str(call["id"]))
+            elif isinstance(message, ToolMessage):
+                hook("after_tool_result", message.tool_call_id)
+        return out
+
+    def put_writes(config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        inner_writes(config, writes, task_id, task_path)
+        for channel, value in writes:
+            if channel != "messages":
+                continue
+            for message in value if isinstance(value, list) else [value]:
+                if isinstance(message, ToolMessage):
+                    hook("before_tool_result", message.tool_call_id)
+
+    saver.put, saver.put_writes = put, put_writes
+
+
+# -- the conversation, read back -------------------------------------------------------------
+
+
+def _record(message: Any) -> dict[str, Any] | None:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    content = message.content if isinstance(message.content, str) else json.dumps(message.content)
+    if isinstance(message, HumanMessage):
+        return {"role": "user", "content": content}
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": content}
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+    if isinstance(message, AIMessage):
+        out: dict[str, Any] = {"role": "assistant", "content": content}
+        if message.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call["id"],
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": json.dumps(call["args"], ensure_ascii=False),
+                    },
+                }
+                for call in message.tool_calls
+            ]
+        return out
+    return None
+
+
+def conversation(checkpoint_path: Path) -> tuple[SessionLog, list[bytes]]:
+    """The thread's latest checkpoint as crashmatrix's records (and their JSONL lines, the
+    normalised copy's). A missing file or table is an empty conversation (nothing saved yet)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from crashmatrix.harness.agents.readonly_db import connect_readonly
+
+    if not checkpoint_path.exists():
+        return SessionLog(checkpoint_path, ()), []
+    conn = connect_readonly(checkpoint_path)
+    try:
+        saver = SqliteSaver(conn)
+        try:
+            found = saver.get_tuple({"configurable": {"thread_id": THREAD_ID}})
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return SessionLog(checkpoint_path, ()), []
+            raise SessionCorruption(checkpoint_path, 0, 0, f"cannot read the checkpoint ({error})") from error
+    finally:
+        conn.close()
+    messages = _messages_of(found.checkpoint.get("channel_values")) if found else []
+    entries, lines, ends, size = [], [], [], 0
+    for number, message in enumerate(messages, start=1):
+        record = _record(message)
+        if record is None:
+            continue
+        try:
+            entry = entry_from_json({"type": "message", "message": record}, line=number)
+        except ValueError as error:
+            raise SessionCorruption(checkpoint_path, number, 0, str(error)) from error
+        encoded = encode_line(entry.to_json())
+        entries.append(entry)
+        lines.append(encoded)
+        size += len(encoded)
+        ends.append(size)
+    return SessionLog(checkpoint_path, tuple(entries), None, size, tuple(ends)), lines
+
+
+# -- the adapter -----------------------------------------------------------------------------
+
+
+class LangGraphAdapter:
+    """``AgentAdapter`` for a LangGraph graph built by the user's factory."""
+
+    keeps_ledger = False  # LangGraph has no execution ledger: ledger checks are not applicable
+    boundaries = BOUNDARIES
+    dialect = DIALECT
+    tears_writes = False
+    torn_write_unreachable = WHY_NOT_TORN
+    edits_native_session = False  # crashmatrix's copy is rebuilt from the checkpoint
+    PRELOAD = (
+        "crashmatrix.harness.agents.frameworks.langgraph",
+        "langgraph.graph",
+        "langgraph.prebuilt",
+        "langgraph.checkpoint.sqlite",
+        "langchain_openai",
+    )
+
+    def __init__(self, spec: str, target: str) -> None:
+        self.spec = spec
+        self.name = spec
+        self.factory = _factory(spec, target)
+        # What a fork server imports once for this agent's lives: the framework and the
+        # user's module (its import of langgraph / langchain is most of a cold life's time).
+        self.preload = (*self.PRELOAD, target.partition(":")[0])
+        self.capabilities = Capabilities(
+            served=None,  # every suite tool, run by the mock tools
+            approvals=False,  # no approval step is wired yet: approval scenarios are not applicable
+            edits_native_session=False,
+        )
+
+    def workspace(self, case_dir: Path) -> Path:
+        return case_dir / "world" / "workspace"
+
+    def checkpoint_path(self, case_dir: Path) -> Path:
+        return self.workspace(case_dir) / CHECKPOINT_FILE
+
+    def power_session(self, case_dir: Path) -> Path | str:
+        return WHY_NO_POWER
+
+    def read_session(self, case_dir: Path) -> SessionLog:
+        return conversation(self.checkpoint_path(case_dir))[0]
+
+    def observe(self, run: CaseRun) -> Observation:
+        from crashmatrix.harness.observation.reading import read_observation
+
+        return read_observation(run, session=self.read_session, keeps_ledger=False, dialect=self.dialect)
+
+    def validate(self) -> None:
+        """Build the graph once against a scratch directory: a factory that returns the wrong
+        thing, or a graph without a SQLite checkpointer, is refused before any case runs."""
+        with tempfile.TemporaryDirectory(prefix="crashmatrix-langgraph-") as scratch, httpx.Client() as http:
+            path = Path(scratch) / CHECKPOINT_FILE
+            path.parent.mkdir(parents=True)
+            ctx = GraphContext(
+                model=_chat_model(MODEL_BASE_URL, http),
+                tools=(),
+                run_tool=lambda *a, **k: "",
+                checkpoint_path=path,
+                workspace=Path(scratch),
+                contracts={},
+                model_base_url=MODEL_BASE_URL,
+                http=http,
+                life=0,
+            )
+            graph = self._build(ctx)
+            conn = getattr(graph.checkpointer, "conn", None)
+            if conn is not None:
+                conn.close()
+
+    def _build(self, ctx: GraphContext) -> Any:
+        try:
+            graph = self.factory(ctx)
+        except InputError:
+            raise
+        except Exception as error:
+            raise InputError(
+                f"--agent={self.spec!r}: the factory raised {type(error).__name__}: {error}"
+            ) from error
+        return _checked(self.spec, graph, ctx.checkpoint_path)
+
+    def run_life(self, ctx: LifeContext) -> None:
+        from langchain_core.messages import HumanMessage
+
+        from crashmatrix.harness.agents.foreign_session import _write_copy
+        from crashmatrix.mock_tools.toolbox import MockToolbox
+        from crashmatrix.mock_tools.world import World
+
+        path = self.checkpoint_path(ctx.case_dir)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        toolbox = MockToolbox(World(ctx.world_dir), ctx.scenario.contracts, ctx.http)
+        run = _ToolRunner(ctx, toolbox, lambda: _write_copy(ctx.session_path, conversation(path)[1]))
+        tools = tuple(_langchain_tool(contract, run) for contract in ctx.scenario.contracts.values())
+        graph = self._build(
+            GraphContext(
+                model=_chat_model(ctx.model_base_url, ctx.http),
+                tools=tools,
+                run_tool=run,
+                checkpoint_path=path,
+                workspace=self.workspace(ctx.case_dir),
+                contracts=ctx.scenario.contracts,
+                model_base_url=ctx.model_base_url,
+                http=ctx.http,
+                life=ctx.life,
+            )
+        )
+        _hook_checkpointer(graph.checkpointer, ctx.hook)
+        config = {"configurable": {"thread_id": THREAD_ID}}
+        try:
+            # A previous life left work pending (a next node to run): LangGraph's own resume.
+            if graph.get_state(config).next:
+                graph.invoke(None, config, durability="sync")
+            received = sum(
+                1 for m in _messages_of(graph.get_state(config).values) if isinstance(m, HumanMessage)
+            )
+            for text in ctx.scenario.turns[received:]:
+                graph.invoke({"messages": [HumanMessage(text)]}, config, durability="sync")
+        finally:
+            _write_copy(ctx.session_path, conversation(path)[1])
+            graph.checkpointer.conn.close()
+
+
+_LOADED: dict[str, LangGraphAdapter] = {}
+
+
+def load(target: str, *, spec: str, **options: Any) -> LangGraphAdapter:
+    """The adapter for ``--agent=langgraph:TARGET``: the factory imported and its graph checked
+    once per process (a fork server that preloaded it hands the checked adapter to its lives)."""
+    if options:
+        raise InputError(f"--agent={spec!r}: the langgraph adapter takes no options ({', '.join(options)})")
+    if spec not in _LOADED:
+        adapter = LangGraphAdapter(spec, target)
+        adapter.validate()
+        _LOADED[spec] = adapter
+    return _LOADED[spec]

@@ -1,0 +1,185 @@
+"""The LangGraph adapter (``--agent=langgraph:package.module:factory``): bad factories refused
+in one line, the graph's model requests reaching crashmatrix's mocks, and a real crash after a
+tool's effect: LangGraph's default ToolNode agent sends the email again on resume, the example
+whose tools consult a ledger does not."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("langgraph")
+respx = pytest.importorskip("respx")
+
+from crashmatrix.harness.agents.frameworks import langgraph as lg  # noqa: E402
+from crashmatrix.harness.agents.loading import load_adapter  # noqa: E402
+from crashmatrix.harness.agents.protocol import MODEL_BASE_URL  # noqa: E402
+from crashmatrix.harness.core.boundaries import parse_point  # noqa: E402
+from crashmatrix.harness.errors import InputError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[4]
+SUITE = ROOT / "scenarios"
+EXAMPLE = "examples.langgraph_agent.agent"
+
+
+@pytest.fixture
+def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A team's module with factories, one per way of getting it wrong."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    def graph() -> StateGraph:
+        g = StateGraph(MessagesState)
+        g.add_node("agent", lambda state: {"messages": []})
+        g.add_edge(START, "agent")
+        return g
+
+    module = types.ModuleType("crashmatrix_lg_user")
+    module.no_checkpointer = lambda ctx: graph().compile()  # type: ignore[attr-defined]
+    module.memory = lambda ctx: graph().compile(checkpointer=InMemorySaver())  # type: ignore[attr-defined]
+    module.elsewhere = lambda ctx: graph().compile(  # type: ignore[attr-defined]
+        checkpointer=SqliteSaver(sqlite3.connect(ctx.workspace / "other.sqlite", check_same_thread=False))
+    )
+    module.not_a_graph = lambda ctx: graph()  # type: ignore[attr-defined]
+    module.raises = lambda ctx: 1 / 0  # type: ignore[attr-defined]
+    module.good = lambda ctx: graph().compile(  # type: ignore[attr-defined]
+        checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
+    )
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(lg, "_LOADED", {})
+    return module
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("crashmatrix_lg_user:no_checkpointer", "has no checkpointer"),
+        ("crashmatrix_lg_user:memory", "checkpointer is InMemorySaver"),
+        ("crashmatrix_lg_user:elsewhere", "not ctx.checkpoint_path"),
+        ("crashmatrix_lg_user:not_a_graph", "not a compiled graph"),
+        ("crashmatrix_lg_user:raises", "the factory raised ZeroDivisionError"),
+        ("crashmatrix_lg_user:missing", "has no function 'missing'"),
+        ("no_such_module_here:build", "cannot import 'no_such_module_here'"),
+    ],
+)
+def test_a_bad_factory_is_one_line_naming_the_agent_value(
+    user_module: types.ModuleType, target: str, says: str
+) -> None:
+    spec = f"langgraph:{target}"
+    with pytest.raises(InputError) as caught:
+        load_adapter(spec)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"--agent={spec!r}")
+    assert says in message
+
+
+def test_a_graph_with_a_sqlite_checkpointer_at_the_case_path_is_accepted(
+    user_module: types.ModuleType,
+) -> None:
+    adapter = load_adapter("langgraph:crashmatrix_lg_user:good")
+    assert adapter.keeps_ledger is False
+    assert "langchain_openai" in adapter.preload  # type: ignore[attr-defined]
+    assert "crashmatrix_lg_user" in adapter.preload  # type: ignore[attr-defined]
+    assert isinstance(adapter.power_session(Path("/x")), str)  # type: ignore[attr-defined]
+    assert adapter.torn_write_unreachable  # type: ignore[attr-defined]
+    assert not adapter.capabilities.approvals  # type: ignore[attr-defined]
+
+
+def test_the_chat_model_sends_through_the_intercepted_client() -> None:
+    """openai 3.x sends through httpx2 unless handed an httpx client; respx patches httpx
+    only. The request must reach the router (the scripted model in a life)."""
+    router = respx.MockRouter(assert_all_called=False)
+    route = router.post(f"{MODEL_BASE_URL}/chat/completions").mock(
+        return_value=httpx.Response(
+            200,
+            json={
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "crashmatrix-scripted",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "mocked"},
+                    }
+                ],
+            },
+        )
+    )
+    with router, httpx.Client() as http:  # leaving the router resets its call log
+        reply = lg._chat_model(MODEL_BASE_URL, http).invoke("hello")
+        assert route.call_count == 1
+        assert json.loads(route.calls[0].request.content)["messages"] == [
+            {"role": "user", "content": "hello"}
+        ]
+    assert reply.content == "mocked"
+
+
+# -- real lives ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[object]:
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    # The example is imported by its dotted name from the repository root, in the lives too
+    # (the fork server gets this process's sys.path with every life).
+    added = str(ROOT) not in sys.path
+    if added:
+        sys.path.insert(0, str(ROOT))
+    yield LifeLauncher("fork", preload=lg.LangGraphAdapter.PRELOAD)
+    if added:
+        sys.path.remove(str(ROOT))
+
+
+def _run(launcher: object, factory: str, point: str, tmp_path: Path) -> object:
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    scenario = load_scenario(SUITE / "send_email" / "send_once.yaml")
+    return run_point(
+        scenario,
+        parse_point(point),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / factory,
+        agent=f"langgraph:{EXAMPLE}:{factory}",
+        deadline=60.0,
+    )
+
+
+@pytest.mark.slow
+def test_the_default_toolnode_agent_sends_the_email_again_after_a_crash_past_the_send(
+    launcher: object, tmp_path: Path
+) -> None:
+    result = _run(launcher, "build", "after_side_effect[call_mail]", tmp_path)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "failed"
+    assert [v.invariant for v in verdict.violations] == ["non_idempotent_at_most_once"]
+    assert verdict.observed.world["emails"] == 2
+    assert result.lives == 2  # type: ignore[attr-defined]
+    # The conversation was read back from LangGraph's checkpoint: one tool call, one result.
+    log = load_adapter(f"langgraph:{EXAMPLE}:build").read_session(result.case_dir)  # type: ignore[attr-defined]
+    roles = [e.message.role for e in log.entries]  # type: ignore[union-attr]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    # And the model was asked through the mocks: its request log holds the resumed turn.
+    requests = (result.case_dir / "model_requests.jsonl").read_text().splitlines()  # type: ignore[attr-defined]
+    assert len(requests) == 2
+
+
+@pytest.mark.slow
+def test_the_ledgered_tools_do_not_send_again(launcher: object, tmp_path: Path) -> None:
+    result = _run(launcher, "build_fixed", "after_side_effect[call_mail]", tmp_path)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.world["emails"] == 1
+    assert verdict.observed.told["call_mail"] == "uncertain"
