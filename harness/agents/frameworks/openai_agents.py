@@ -1,0 +1,504 @@
+"""The OpenAI Agents SDK (``openai-agents``): an agent built with it, crashed through the SDK's
+own seams, selected as ``--agent=openai-agents:package.module:factory``.
+
+The user's factory is ``build(ctx: AgentsContext) -> (agent, session)``: an ``agents.Agent``
+whose model is ``ctx.model`` (an ``OpenAIChatCompletionsModel`` served by crashmatrix's
+scripted model) and whose tools are ``ctx.tools`` (the scenario's tools as ``FunctionTool``s,
+run by crashmatrix's mock tools, so their effects are counted in the world), and an
+``agents.SQLiteSession(ctx.session_id, ctx.db_path)``: the conversation store a restarted
+life continues from. docs/frameworks.md ("OpenAI Agents SDK") shows it.
+
+What the SDK does, measured with this adapter (docs/frameworks.md): within a turn it saves a
+step's items to the session only after the step's tools ran, the model's ``function_call``
+and its ``function_call_output`` together. A life killed while a tool runs or after it
+returned leaves the session without the call; the restarted life continues the turn
+(``Runner.run_sync(agent, [], session=session)``), the model is asked again and the tool
+runs again.
+
+Boundaries, each at the SDK moment whose state matches the name:
+
+* ``after_running``: the SDK invoked the tool, which is about to act (no effect yet);
+* ``during_side_effect``: between the steps of a mock tool's effect (``ToolContext.step``);
+* ``after_side_effect``: the tool returned, its output not yet in the session;
+* ``after_tool_result``: the session's ``add_items`` that saved the call's output returned.
+
+``after_tool_call_saved`` never happens before the tool runs (the call is saved with its
+output), approvals are not the SDK's default path, and ``before_tool_result`` would be the
+same state as ``after_side_effect`` for an agent without a ledger: each listed in
+``unreachable`` with why. Torn writes and power loss are not applicable: the session is
+SQLite.
+
+The SDK's event loop, its HTTP client and the model client are created in ``run_life``, never
+at import: the fork server imports this module and the user's (``preload``) before it forks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import ssl
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from crashmatrix.harness.agents.foreign_session import LedgerMap, _normalised, _write_copy
+from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
+from crashmatrix.harness.agents.readonly_db import connect_readonly
+from crashmatrix.harness.core.capabilities import Capabilities
+from crashmatrix.harness.core.contracts import ToolContract
+from crashmatrix.harness.core.dialect import NATIVE
+from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.tools import ToolContext
+from crashmatrix.harness.errors import InputError
+
+if TYPE_CHECKING:
+    from crashmatrix.harness.core.trace import CaseRun
+    from crashmatrix.harness.observation.observation import Observation
+
+__all__ = ["SUPPORTED", "AgentsContext", "OpenAIAgentsAdapter", "load", "read_session"]
+
+SUPPORTED = ((0, 24), (0, 25))  # [lowest, highest) minor versions this adapter was measured on
+SUPPORTED_TEXT = ">=0.24,<0.25"
+DB_NAME = "openai-agents.db"  # beside crashmatrix's normalised copy, in .agent_state/
+MESSAGES_TABLE = "agent_messages"
+
+# A client needs an SSL context to be built; loading the CA bundle costs ~150 ms, so it is
+# made once at import (in the fork server, with ``preload``). It is configuration, not a
+# connection: every request goes to the life's respx router over plain http.
+_TLS = ssl.create_default_context()
+
+# The run's tool result: (suite tool, arguments, tool_call_id, idempotency key or None for
+# a fresh key per attempt) -> crashmatrix's Tool Result object (``ToolObservation.to_result``).
+RunTool = Callable[[str, Mapping[str, Any], str, "str | None"], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class AgentsContext:
+    """What the user's factory gets, once per life."""
+
+    model: Any  # agents.OpenAIChatCompletionsModel, its requests served by the scripted model
+    tools: tuple[Any, ...]  # agents.FunctionTool per scenario tool, run by the mock tools
+    session_id: str
+    db_path: Path  # give it to SQLiteSession: the file the next life continues from
+    workspace: Path
+    contracts: Mapping[str, ToolContract]  # each tool's idempotency and recovery class
+    run_tool: RunTool  # the mock tool itself, for a factory that wraps its own tools
+    life: int
+
+
+# -- the session, read as crashmatrix's records ---------------------------------------------
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) for part in content if isinstance(part, Mapping) and "text" in part
+        )
+    return "" if content is None else str(content)
+
+
+def _records(items: Sequence[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, Any]]:
+    """The SDK's items as chat messages (the shape our records and the scripted model share):
+    consecutive ``function_call`` items are one assistant message with its tool calls."""
+    out: list[tuple[int, Any]] = []
+    for number, item in items:
+        kind = item.get("type")
+        if kind == "function_call":
+            call = {
+                "id": str(item.get("call_id", "")),
+                "type": "function",
+                "function": {"name": str(item.get("name", "")), "arguments": str(item.get("arguments", ""))},
+            }
+            last = out[-1][1]["message"] if out else None
+            if last is not None and last.get("role") == "assistant" and last.get("tool_calls"):
+                last["tool_calls"].append(call)
+                continue
+            out.append(
+                (
+                    number,
+                    {
+                        "type": "message",
+                        "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                    },
+                )
+            )
+        elif kind == "function_call_output":
+            output = item.get("output")
+            content = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+            message = {"role": "tool", "tool_call_id": str(item.get("call_id", "")), "content": content}
+            out.append((number, {"type": "message", "message": message}))
+        elif item.get("role") in ("user", "assistant", "system", "developer") and kind in (None, "message"):
+            out.append(
+                (
+                    number,
+                    {
+                        "type": "message",
+                        "message": {"role": item["role"], "content": _text(item.get("content"))},
+                    },
+                )
+            )
+        # reasoning, handoffs, hosted tools: not part of what the suite judges
+    return out
+
+
+def _items(db_path: Path, session_id: str) -> list[Mapping[str, Any]]:
+    if not db_path.exists():
+        return []
+    conn = connect_readonly(db_path)
+    try:
+        try:
+            rows = conn.execute(
+                f"SELECT message_data FROM {MESSAGES_TABLE} WHERE session_id = ? ORDER BY id", (session_id,)
+            ).fetchall()
+        except Exception as error:  # sqlite3.OperationalError: no table yet
+            if "no such table" in str(error):
+                return []
+            raise
+    finally:
+        conn.close()
+    return [json.loads(row[0]) for row in rows]
+
+
+def read_session(
+    db_path: Path, session_id: str, pending: Sequence[Mapping[str, Any]] = ()
+) -> tuple[SessionLog, list[bytes]]:
+    """The SDK's SQLite session as our records plus the normalised lines (read-only).
+    ``pending``: items the run holds in memory, put after the saved ones (see ``_copy``)."""
+    saved = _items(db_path, session_id)
+    # Saved already in this turn (a provider may reuse a call id in a later turn).
+    last_user = max((i for i, item in enumerate(saved) if item.get("role") == "user"), default=-1)
+    known = {item.get("call_id") for item in saved[last_user + 1 :] if item.get("type") == "function_call"}
+    extra = [item for item in pending if item.get("call_id") not in known]
+    items = list(enumerate([*saved, *extra], start=1))
+    entries, lines, ends = _normalised(db_path, _records(items), LedgerMap())
+    return SessionLog(db_path, tuple(entries), None, ends[-1] if ends else 0, tuple(ends)), lines
+
+
+# -- the adapter ------------------------------------------------------------------------------
+
+
+class OpenAIAgentsAdapter:
+    """``AgentAdapter`` for an Agents SDK agent (see the module docstring)."""
+
+    keeps_ledger = False  # the SDK keeps a conversation, no ledger of attempts
+    dialect = NATIVE  # ctx.tools carry the suite's names and return crashmatrix's Tool Results
+    boundaries = ("after_running", "during_side_effect", "after_side_effect", "after_tool_result")
+    unreachable: Mapping[str, str] = {
+        "after_tool_call_saved": (
+            "the SDK saves the model's function_call only with its output, after the tool ran: "
+            "there is no moment with the call saved and the tool not yet run"
+        ),
+        "after_approved": "the adapter asks no approvals (the SDK's needs_approval is not its default path)",
+        "before_tool_result": (
+            "no ledger: the moment after the effect and before the output is saved is after_side_effect"
+        ),
+    }
+    tears_writes = False
+    torn_write_unreachable = (
+        "its session is a SQLite database (agents.SQLiteSession): SQLite writes rows through its own "
+        "journal, there is no appended line to cut"
+    )
+    edits_native_session = False  # crashmatrix's copy is rebuilt from the SDK's session
+    capabilities = Capabilities(approvals=False, edits_native_session=False)
+
+    def __init__(self, spec: str, module: str, factory: Callable[[AgentsContext], Any]) -> None:
+        self.spec = spec
+        self.name = f"openai-agents:{module}"
+        self.factory = factory
+        # The fork server imports these once (the lead's launcher reads it).
+        self.preload: tuple[str, ...] = ("agents", __name__, module)
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    @staticmethod
+    def db_path(case_dir: Path) -> Path:
+        return case_dir / "world" / "workspace" / ".agent_state" / DB_NAME
+
+    def power_session(self, case_dir: Path) -> Path | str:
+        return (
+            "the session is a SQLite database (agents.SQLiteSession): SQLite syncs from its C library, "
+            "which the harness's os.fsync recorder does not see, and a database is not cut back by length"
+        )
+
+    def observe(self, run: CaseRun) -> Observation:
+        from crashmatrix.harness.observation.reading import read_observation
+
+        return read_observation(
+            run,
+            session=lambda case_dir: read_session(self.db_path(case_dir), "case")[0],
+            keeps_ledger=False,
+            dialect=self.dialect,
+        )
+
+    def _copy(self, ctx: LifeContext, pending: Sequence[Mapping[str, Any]] = ()) -> None:
+        """crashmatrix's normalised copy, where the world measures ``session_bytes``: it
+        places each effect among the calls (``harness.verdict.invariants``' attribution by
+        tool call id: the latest such call in the copy when the effect happened).
+
+        While a step's tools run, the copy holds the step's function calls after the saved
+        items, although the SDK saves them only after the tools: the call an effect belongs
+        to is known to the run when it acts, and a second turn reusing a call id must not
+        have its effect given to the first turn's call. It is no durability claim: this
+        agent keeps no ledger (``keeps_ledger = False``), so no check reads the copy as one."""
+        _write_copy(ctx.session_path, read_session(self.db_path(ctx.case_dir), ctx.session_id, pending)[1])
+
+    # -- a life -----------------------------------------------------------------------------
+
+    def run_life(self, ctx: LifeContext) -> None:
+        asyncio.run(self._life(ctx))
+
+    async def _life(self, ctx: LifeContext) -> None:
+        import httpx
+        from agents import OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+        from openai import AsyncOpenAI
+
+        from crashmatrix.mock_tools.toolbox import MockToolbox
+        from crashmatrix.mock_tools.world import World
+
+        set_tracing_disabled(True)  # the SDK's tracing exports to OpenAI: never from a life
+        self._copy(ctx)
+        world = World(ctx.world_dir)
+        toolbox = MockToolbox(world, ctx.scenario.contracts, ctx.http)
+        pending: list[Mapping[str, Any]] = []  # the function calls of the step running now
+        run_tool = self._run_tool(ctx, toolbox, pending)
+        hooks = _step_calls(pending)
+        # An httpx (not httpx2) client: the one the life's respx router intercepts.
+        async with httpx.AsyncClient(timeout=30.0, verify=_TLS) as http:
+            client = AsyncOpenAI(
+                base_url=ctx.model_base_url,
+                api_key="crashmatrix",
+                http_client=cast(Any, http),  # typed httpx2; an httpx client works the same
+                max_retries=0,
+            )
+            model = OpenAIChatCompletionsModel(model="crashmatrix-scripted", openai_client=client)
+            context = AgentsContext(
+                model=model,
+                tools=tuple(_function_tool(c, run_tool) for c in ctx.scenario.contracts.values()),
+                session_id=ctx.session_id,
+                db_path=self.db_path(ctx.case_dir),
+                workspace=ctx.world_dir / "workspace",
+                contracts=ctx.scenario.contracts,
+                run_tool=run_tool,
+                life=ctx.life,
+            )
+            built = self.factory(context)
+            if inspect.isawaitable(built):  # an async factory may read its session first
+                built = await built
+            agent, session = _checked(self.spec, built, context.db_path, context.session_id)
+            _hook_saves(session, ctx)
+            items = await session.get_items()
+            started = sum(1 for item in items if item.get("role") == "user")
+            if started and not _finished(items):
+                # The turn a previous life was in: the SDK's own way to continue it is a run
+                # with no new input on the same session.
+                await Runner.run(agent, [], session=session, hooks=hooks)
+            for text in ctx.scenario.turns[started:]:
+                await Runner.run(agent, text, session=session, hooks=hooks)
+        self._copy(ctx)
+
+    def _run_tool(self, ctx: LifeContext, toolbox: Any, pending: Sequence[Mapping[str, Any]]) -> RunTool:
+        def run(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
+            self._copy(ctx, pending)  # the world measures session_bytes on the fresh copy
+            execution_id = f"{call_id}:{uuid.uuid4().hex[:8]}"
+            tool_ctx = ToolContext(
+                call_id,
+                execution_id,
+                # The SDK gives a tool no key: a tool that needs one makes it up per attempt.
+                key if key is not None else f"sdk:{execution_id}",
+                arguments_sha256(arguments),
+                step=lambda: ctx.hook("during_side_effect", call_id),
+            )
+            ctx.hook("after_running", call_id)
+            observation = toolbox.execute(tool, arguments, tool_ctx)
+            ctx.hook("after_side_effect", call_id)
+            contract = ctx.scenario.contracts.get(tool)
+            idempotency = contract.idempotency if contract else "non_idempotent"
+            result: Mapping[str, Any] = observation.to_result(
+                execution_id=execution_id, idempotency=idempotency
+            )
+            return result
+
+        return run
+
+
+def _step_calls(pending: list[Mapping[str, Any]]) -> Any:
+    """Run hooks keeping ``pending`` = the function calls of the model's latest reply."""
+    from agents import RunHooks
+
+    class StepCalls(RunHooks[Any]):
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            pending.clear()
+            for item in response.output:
+                if getattr(item, "type", None) == "function_call":
+                    pending.append(item.model_dump(exclude_unset=True))
+
+    return StepCalls()
+
+
+def _function_tool(contract: ToolContract, run_tool: RunTool) -> Any:
+    """The suite's tool as an SDK ``FunctionTool``, run by the mock tools."""
+    from agents import FunctionTool
+
+    async def invoke(tool_context: Any, raw: str) -> str:
+        try:
+            arguments = json.loads(raw or "{}")
+        except ValueError:
+            arguments = {"_unparsed": raw}  # the mock tool answers INVALID_ARGUMENTS
+        result = run_tool(contract.name, arguments, str(tool_context.tool_call_id), None)
+        return json.dumps(dict(result), ensure_ascii=False)
+
+    schema = dict(contract.parameters) or {"type": "object", "properties": {}}
+    return FunctionTool(
+        name=contract.name,
+        description=contract.description or contract.name,
+        params_json_schema=schema,
+        on_invoke_tool=invoke,
+        strict_json_schema=False,  # the suite's schemas are not all strict-mode schemas
+    )
+
+
+def _finished(items: Sequence[Mapping[str, Any]]) -> bool:
+    """Did the last turn end: an assistant message after the last user message, and every
+    function_call answered?"""
+    last_user = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=-1)
+    after = items[last_user + 1 :]
+    calls = {item.get("call_id") for item in after if item.get("type") == "function_call"}
+    outputs = {item.get("call_id") for item in after if item.get("type") == "function_call_output"}
+    answered = any(item.get("role") == "assistant" for item in after)
+    return answered and calls <= outputs
+
+
+def _hook_saves(session: Any, ctx: LifeContext) -> None:
+    """``after_tool_result`` once the session's ``add_items`` that saved an output returned
+    (the instance's method, so the SDK's own call reaches it)."""
+    original = session.add_items
+
+    async def add_items(items: list[Any]) -> None:
+        await original(items)
+        for item in items:
+            if isinstance(item, Mapping) and item.get("type") == "function_call_output":
+                ctx.hook("after_tool_result", str(item.get("call_id", "")))
+
+    session.add_items = add_items
+
+
+def _checked(spec: str, built: Any, db_path: Path, session_id: str) -> tuple[Any, Any]:
+    """The factory's ``(agent, session)``, or one line saying what to return instead."""
+    from agents import Agent, SQLiteSession
+
+    fix = "return (agent, SQLiteSession(ctx.session_id, ctx.db_path))"
+    if isinstance(built, Agent):
+        raise InputError(f"--agent={spec!r}: the factory returned an Agent without a session; {fix}")
+    if not (isinstance(built, tuple) and len(built) == 2):
+        raise InputError(f"--agent={spec!r}: the factory returned {type(built).__name__}; {fix}")
+    agent, session = built
+    if not isinstance(agent, Agent):
+        raise InputError(
+            f"--agent={spec!r}: the factory's first value is a {type(agent).__name__}, not an Agent; {fix}"
+        )
+    if session is None:
+        raise InputError(f"--agent={spec!r}: the factory returned no session; {fix}")
+    if not isinstance(session, SQLiteSession):
+        raise InputError(
+            f"--agent={spec!r}: the session is a {type(session).__name__}; crashmatrix reads an "
+            f"agents.SQLiteSession: {fix}"
+        )
+    if Path(str(session.db_path)) != db_path or session.session_id != session_id:
+        raise InputError(
+            f"--agent={spec!r}: the SQLiteSession is not at ctx.db_path under ctx.session_id "
+            f"(an in-memory or other file does not outlive a crash); {fix}"
+        )
+    if getattr(session, "messages_table", MESSAGES_TABLE) != MESSAGES_TABLE:
+        raise InputError(f"--agent={spec!r}: keep SQLiteSession's default tables; {fix}")
+    return agent, session
+
+
+# -- loading ----------------------------------------------------------------------------------
+
+
+def _check_version(spec: str) -> None:
+    from importlib.metadata import version
+
+    text = version("openai-agents")
+    parts = tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+    if not SUPPORTED[0] <= parts < SUPPORTED[1]:
+        raise InputError(
+            f"--agent={spec!r}: openai-agents {text} is installed; this adapter supports {SUPPORTED_TEXT}: "
+            f"pip install 'openai-agents{SUPPORTED_TEXT}'"
+        )
+
+
+def load(target: str, *, spec: str) -> OpenAIAgentsAdapter:
+    """``package.module:factory`` -> the adapter. The factory is called once here, on a
+    scratch database, so a wrong return is one line at load (exit 2), not an error in every life."""
+    _check_version(spec)
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise InputError(
+            f"--agent={spec!r}: cannot import {module_name!r} ({error}); is it on sys.path?"
+        ) from error
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise InputError(
+            f"--agent={spec!r}: {module_name} has no function {attr!r} (def {attr}(ctx) -> (agent, session))"
+        )
+    adapter = OpenAIAgentsAdapter(spec, module_name, factory)
+    _try_factory(spec, factory)
+    return adapter
+
+
+def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
+    from agents import OpenAIChatCompletionsModel
+    from openai import AsyncOpenAI
+
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch:
+        db_path = Path(scratch) / DB_NAME
+        import httpx
+
+        # Never sends: the factory only builds. An httpx client, like a life's (no CA load).
+        http = httpx.AsyncClient(verify=_TLS)
+        client = AsyncOpenAI(
+            base_url=MODEL_BASE_URL, api_key="crashmatrix", http_client=cast(Any, http), max_retries=0
+        )
+        context = AgentsContext(
+            model=OpenAIChatCompletionsModel(model="crashmatrix-scripted", openai_client=client),
+            tools=(),
+            session_id="case",
+            db_path=db_path,
+            workspace=Path(scratch),
+            contracts={},
+            run_tool=_no_tool,
+            life=0,
+        )
+        try:
+            built = factory(context)
+            if inspect.isawaitable(built):
+                built = asyncio.run(_awaited(built))
+        except InputError:
+            raise
+        except Exception as error:
+            raise InputError(
+                f"--agent={spec!r}: the factory raised {type(error).__name__}: {error}"
+            ) from error
+        _, session = _checked(spec, built, db_path, "case")
+        close = getattr(session, "close", None)
+        if callable(close):
+            close()
+
+
+async def _awaited(built: Any) -> Any:
+    return await built
+
+
+def _no_tool(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
+    raise AssertionError("the load-time check runs no tool")
