@@ -75,7 +75,16 @@ def _uncertain(tool: str, idempotency: str) -> str:
         uncertain=True,
         content=f"{tool} was cut off by a crash; whether it took effect is unknown. Check before retrying.",
     )
-    return json.dumps(observation.to_result(execution_id=None, idempotency=idempotency), ensure_ascii=False)
+    result = {
+        **observation.to_result(execution_id=None, idempotency=idempotency),
+        "recovery": "side_effect_uncertain",
+    }
+    return json.dumps(result, ensure_ascii=False)
+
+
+def _recovered(result: str, recovery: str) -> str:
+    """A result given again after a crash, saying how (crashmatrix's ``recovery`` words)."""
+    return json.dumps({**json.loads(result), "recovery": recovery}, ensure_ascii=False)
 
 
 def _ledgered(tool: FunctionTool, ledger: Ledger, ctx: AgentsContext) -> FunctionTool:
@@ -83,7 +92,7 @@ def _ledgered(tool: FunctionTool, ledger: Ledger, ctx: AgentsContext) -> Functio
         call_id = str(tool_context.tool_call_id)
         known = ledger.get(call_id)
         if known is not None and known[2] == "done" and known[3] is not None:
-            return known[3]  # already ran: its result, not a second effect
+            return _recovered(known[3], "result_replayed")  # already ran: not a second effect
         arguments: Mapping[str, Any] = json.loads(raw or "{}")
         ledger.running(call_id, tool.name, raw or "{}")
         result = json.dumps(dict(ctx.run_tool(tool.name, arguments, call_id, _key(call_id, tool.name))))
@@ -104,12 +113,14 @@ async def _recover(session: SQLiteSession, ledger: Ledger, ctx: AgentsContext) -
         if call_id in answered:
             continue
         contract = ctx.contracts.get(tool)
-        if status != "done" or result is None:
-            if contract is not None and contract.replay_policy == "auto":
-                result = json.dumps(dict(ctx.run_tool(tool, json.loads(raw), call_id, _key(call_id, tool))))
-                ledger.done(call_id, result)
-            else:
-                result = _uncertain(tool, contract.idempotency if contract else "non_idempotent")
+        if status == "done" and result is not None:
+            result = _recovered(result, "result_replayed")
+        elif contract is not None and contract.replay_policy == "auto":
+            result = json.dumps(dict(ctx.run_tool(tool, json.loads(raw), call_id, _key(call_id, tool))))
+            ledger.done(call_id, result)
+            result = _recovered(result, "replayed")
+        else:
+            result = _uncertain(tool, contract.idempotency if contract else "non_idempotent")
         await session.add_items(
             [
                 {"type": "function_call", "call_id": call_id, "name": tool, "arguments": raw},

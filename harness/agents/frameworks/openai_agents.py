@@ -257,8 +257,7 @@ class OpenAIAgentsAdapter:
 
     async def _life(self, ctx: LifeContext) -> None:
         import httpx
-        from agents import OpenAIChatCompletionsModel, Runner, set_tracing_disabled
-        from openai import AsyncOpenAI
+        from agents import Runner, set_tracing_disabled
 
         from crashmatrix.mock_tools.toolbox import MockToolbox
         from crashmatrix.mock_tools.world import World
@@ -272,13 +271,7 @@ class OpenAIAgentsAdapter:
         hooks = _step_calls(pending)
         # An httpx (not httpx2) client: the one the life's respx router intercepts.
         async with httpx.AsyncClient(timeout=30.0, verify=_TLS) as http:
-            client = AsyncOpenAI(
-                base_url=ctx.model_base_url,
-                api_key="crashmatrix",
-                http_client=cast(Any, http),  # typed httpx2; an httpx client works the same
-                max_retries=0,
-            )
-            model = OpenAIChatCompletionsModel(model="crashmatrix-scripted", openai_client=client)
+            model = chat_model(ctx.model_base_url, http)
             context = AgentsContext(
                 model=model,
                 tools=tuple(_function_tool(c, run_tool) for c in ctx.scenario.contracts.values()),
@@ -327,6 +320,22 @@ class OpenAIAgentsAdapter:
             return result
 
         return run
+
+
+def chat_model(base_url: str, http: Any) -> Any:
+    """The SDK's Chat Completions model on ``http``, an ``httpx.AsyncClient``: openai 3.x
+    sends through httpx2 unless handed an httpx client, and respx (the life's router, the
+    scripted model behind it) patches httpx only."""
+    from agents import OpenAIChatCompletionsModel
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(
+        base_url=base_url,
+        api_key="crashmatrix",
+        http_client=cast(Any, http),  # typed httpx2; an httpx client works the same
+        max_retries=0,  # a retry would be a second request the script did not plan
+    )
+    return OpenAIChatCompletionsModel(model="crashmatrix-scripted", openai_client=client)
 
 
 def _step_calls(pending: list[Mapping[str, Any]]) -> Any:
@@ -458,20 +467,15 @@ def load(target: str, *, spec: str) -> OpenAIAgentsAdapter:
 
 
 def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
-    from agents import OpenAIChatCompletionsModel
-    from openai import AsyncOpenAI
 
     with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch:
         db_path = Path(scratch) / DB_NAME
         import httpx
 
-        # Never sends: the factory only builds. An httpx client, like a life's (no CA load).
+        # Never sends: the factory only builds. An httpx client, like a life's.
         http = httpx.AsyncClient(verify=_TLS)
-        client = AsyncOpenAI(
-            base_url=MODEL_BASE_URL, api_key="crashmatrix", http_client=cast(Any, http), max_retries=0
-        )
         context = AgentsContext(
-            model=OpenAIChatCompletionsModel(model="crashmatrix-scripted", openai_client=client),
+            model=chat_model(MODEL_BASE_URL, http),
             tools=(),
             session_id="case",
             db_path=db_path,

@@ -1,0 +1,255 @@
+"""The OpenAI Agents SDK adapter: bad factories are one line (exit 2), the SDK's model requests
+reach the mocks, the SDK's default agent is caught sending an email twice after a crash past
+the send, and the ledgered example is not."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("agents")
+respx = pytest.importorskip("respx")
+
+from crashmatrix.harness.agents.frameworks import openai_agents as oa  # noqa: E402
+from crashmatrix.harness.agents.loading import load_adapter  # noqa: E402
+from crashmatrix.harness.agents.protocol import MODEL_BASE_URL  # noqa: E402
+from crashmatrix.harness.core.boundaries import parse_point  # noqa: E402
+from crashmatrix.harness.errors import InputError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[4]
+SUITE = ROOT / "scenarios"
+EXAMPLE = "examples.openai_agents_agent"
+
+
+@pytest.fixture
+def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A team's module with factories, one per way of getting it wrong."""
+    from agents import Agent, SQLiteSession
+
+    def agent(ctx: oa.AgentsContext) -> Agent[None]:
+        return Agent(name="a", model=ctx.model)
+
+    module = types.ModuleType("crashmatrix_oa_user")
+    module.no_session = agent  # type: ignore[attr-defined]
+    module.none_session = lambda ctx: (agent(ctx), None)  # type: ignore[attr-defined]
+    module.memory = lambda ctx: (agent(ctx), SQLiteSession(ctx.session_id))  # type: ignore[attr-defined]
+    module.other_id = lambda ctx: (agent(ctx), SQLiteSession("mine", ctx.db_path))  # type: ignore[attr-defined]
+    module.not_an_agent = lambda ctx: ("agent", SQLiteSession(ctx.session_id, ctx.db_path))  # type: ignore[attr-defined]
+    module.raises = lambda ctx: 1 / 0  # type: ignore[attr-defined]
+    module.good = lambda ctx: (agent(ctx), SQLiteSession(ctx.session_id, ctx.db_path))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("target", "says"),
+    [
+        ("crashmatrix_oa_user:no_session", "returned an Agent without a session"),
+        ("crashmatrix_oa_user:none_session", "returned no session"),
+        ("crashmatrix_oa_user:memory", "not at ctx.db_path"),
+        ("crashmatrix_oa_user:other_id", "not at ctx.db_path under ctx.session_id"),
+        ("crashmatrix_oa_user:not_an_agent", "first value is a str, not an Agent"),
+        ("crashmatrix_oa_user:raises", "the factory raised ZeroDivisionError"),
+        ("crashmatrix_oa_user:missing", "has no function 'missing'"),
+        ("no_such_module_here:build", "cannot import 'no_such_module_here'"),
+    ],
+)
+def test_a_bad_factory_is_one_line_naming_the_agent_value(
+    user_module: types.ModuleType, target: str, says: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        load_adapter(f"openai-agents:{target}")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"--agent='openai-agents:{target}'")
+    assert says in message
+
+
+def test_an_agent_with_a_session_at_the_case_path_is_accepted(user_module: types.ModuleType) -> None:
+    adapter = load_adapter("openai-agents:crashmatrix_oa_user:good")
+    assert isinstance(adapter, oa.OpenAIAgentsAdapter)
+    assert adapter.keeps_ledger is False
+    assert "crashmatrix_oa_user" in adapter.preload and "agents" in adapter.preload
+
+
+def test_a_version_outside_the_range_is_named_with_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.30.1")
+    with pytest.raises(
+        InputError, match=r"openai-agents 0\.30\.1 is installed; this adapter supports >=0\.24,<0\.25"
+    ):
+        load_adapter("openai-agents:crashmatrix_oa_user:good")
+
+
+def _completion(content: str) -> dict[str, object]:
+    return {
+        "id": "x",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "crashmatrix-scripted",
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+        ],
+    }
+
+
+def test_the_sdk_model_sends_through_the_intercepted_client() -> None:
+    """openai 3.x sends through httpx2 unless handed an httpx client; respx patches httpx
+    only. Every request of a Runner run must reach the router, and nothing else: the router
+    refuses (assert_all_mocked) any request it has no route for."""
+    from agents import Agent, Runner, set_tracing_disabled
+
+    set_tracing_disabled(True)
+    router = respx.MockRouter(assert_all_mocked=True, assert_all_called=False)
+    route = router.post(f"{MODEL_BASE_URL}/chat/completions").mock(
+        return_value=httpx.Response(200, json=_completion("mocked"))
+    )
+
+    async def run() -> str:
+        async with httpx.AsyncClient() as http:
+            agent = Agent(name="a", instructions="be brief", model=oa.chat_model(MODEL_BASE_URL, http))
+            result = await Runner.run(agent, "hello")
+            return str(result.final_output)
+
+    with router:
+        answer = asyncio.run(run())
+        assert route.call_count == 1
+        sent = json.loads(route.calls[0].request.content)
+        assert len(router.calls) == 1  # no other request, to any host
+    assert answer == "mocked"
+    assert sent["messages"][-1] == {"role": "user", "content": "hello"}
+
+
+def test_the_session_items_read_as_chat_messages(tmp_path: Path) -> None:
+    """The SDK's stored items (as 0.24 writes them) -> our records: one assistant message per
+    step's calls, each output a tool message."""
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE agent_messages (id INTEGER PRIMARY KEY, session_id TEXT, message_data TEXT)")
+    items = [
+        {"content": "hi", "role": "user"},
+        {
+            "type": "function_call",
+            "call_id": "a",
+            "name": "send_email",
+            "arguments": "{}",
+            "id": "__fake_id__",
+        },
+        {"type": "function_call", "call_id": "b", "name": "read_file", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": '{"ok": true}'},
+        {"type": "function_call_output", "call_id": "b", "output": '{"ok": true}'},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+    ]
+    conn.executemany(
+        "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
+        [("case", json.dumps(item)) for item in items]
+        + [("other", json.dumps({"content": "x", "role": "user"}))],
+    )
+    conn.commit()
+    conn.close()
+    log, lines = oa.read_session(db, "case")
+    messages = [e.message for e in log.entries]  # type: ignore[union-attr]
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [c.id for c in messages[1].tool_calls] == ["a", "b"]
+    assert messages[4].content == "Done."
+    assert len(lines) == 5
+
+
+# -- real lives ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[object]:
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    # The example is imported by its dotted name from the repository root, in the lives too.
+    added = str(ROOT) not in sys.path
+    if added:
+        sys.path.insert(0, str(ROOT))
+    yield LifeLauncher("fork", preload=("agents", oa.__name__))
+    if added:
+        sys.path.remove(str(ROOT))
+
+
+def _run(launcher: object, module: str, point: str, tmp_path: Path) -> object:
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    scenario = load_scenario(SUITE / "send_email" / "send_once.yaml")
+    return run_point(
+        scenario,
+        parse_point(point),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / module,
+        agent=f"openai-agents:{EXAMPLE}.{module}:build",
+        deadline=60.0,
+    )
+
+
+@pytest.mark.slow
+def test_the_sdk_default_agent_sends_the_email_again_after_a_crash_past_the_send(
+    launcher: object, tmp_path: Path
+) -> None:
+    result = _run(launcher, "agent", "after_side_effect[call_mail]", tmp_path)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "failed"
+    assert "non_idempotent_at_most_once" in [v.invariant for v in verdict.violations]
+    assert verdict.observed.world["emails"] == 2
+    assert result.lives == 2  # type: ignore[attr-defined]
+    case_dir: Path = result.case_dir  # type: ignore[attr-defined]
+    # The session read back from the SDK's SQLite: the call saved once, after the second send.
+    log, _ = oa.read_session(oa.OpenAIAgentsAdapter.db_path(case_dir), "case")
+    assert [e.message.role for e in log.entries] == ["user", "assistant", "tool", "assistant"]  # type: ignore[union-attr]
+    # Every model request reached the scripted model: 2 in each life (the call, the answer
+    # in life 2; the call in life 1), each logged and each marked in the trace.
+    requests = (case_dir / "model_requests.jsonl").read_text().splitlines()
+    trace = [json.loads(line) for line in (case_dir / "trace.jsonl").read_text().splitlines()]
+    assert len(requests) == 3 == sum(1 for event in trace if event.get("event") == "model_request")
+
+
+@pytest.mark.slow
+def test_the_ledgered_agent_does_not_send_again(launcher: object, tmp_path: Path) -> None:
+    result = _run(launcher, "fixed", "after_side_effect[call_mail]", tmp_path)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.world["emails"] == 1
+    assert verdict.observed.told["call_mail"] == "uncertain"
+
+
+@pytest.mark.slow
+def test_the_cli_exits_2_with_one_line_for_an_agent_without_a_session(tmp_path: Path) -> None:
+    module = tmp_path / "oa_no_session.py"
+    module.write_text(
+        "from agents import Agent\n\ndef build(ctx):\n    return Agent(name='a', model=ctx.model)\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "crashmatrix.harness.front.cli",
+            "run",
+            str(SUITE / "send_email" / "send_once.yaml"),
+            "--agent",
+            "openai-agents:oa_no_session:build",
+        ],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "openai-agents:oa_no_session:build" in lines[0] and "without a session" in lines[0]
