@@ -43,6 +43,7 @@ import importlib
 import json
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,9 @@ from crashmatrix.harness.observation.observation import Observation
 __all__ = ["BOUNDARIES", "GraphContext", "LangGraphAdapter", "load"]
 
 THREAD_ID = "crashmatrix-case"
+# How long a checkpoint waits for its ToolMessages' pending writes (see _hook_checkpointer):
+# they were submitted before it, so this only bounds a LangGraph that stopped writing them.
+WRITES_WAIT = 10.0
 CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a copied case keeps it
 # The boundaries this adapter reaches, in BOUNDARIES' order. after_approved: no approvals yet;
 # torn_write: the checkpoint is SQLite, there is no appended line to cut.
@@ -249,20 +253,45 @@ def _messages_of(values: Any) -> list[Any]:
     return []
 
 
-def _hook_checkpointer(saver: Any, hook: BoundaryHook) -> None:
+def _tool_messages(writes: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """The ToolMessages among a task's writes (``(channel, value)``, or pending writes'
+    ``(task_id, channel, value)``)."""
+    from langchain_core.messages import ToolMessage
+
+    out: list[Any] = []
+    for write in writes:
+        channel, value = write[-2], write[-1]
+        if channel == "messages":
+            out += [m for m in (value if isinstance(value, list) else [value]) if isinstance(m, ToolMessage)]
+    return out
+
+
+def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]) -> None:
     """Wrap ``put`` and ``put_writes`` of this saver instance: after LangGraph's own call
-    committed, the boundary that write completes."""
+    committed, the boundary that write completes.
+
+    LangGraph submits a task's ``put_writes`` and the step's checkpoint ``put`` to a thread
+    pool, so the two race. The wrapper makes a checkpoint holding a ToolMessage wait for
+    that ToolMessage's pending write (submitted first, so always coming): each boundary is
+    then one state, the one where the result was saved before the checkpoint that shows it."""
     from langchain_core.messages import AIMessage, ToolMessage
 
-    seen: set[str] = set()  # message ids already in a checkpoint this life
+    found = saver.get_tuple(config)
+    # What earlier lives saved is not this life's boundary.
+    seen = (
+        {str(m.id) for m in _messages_of(found.checkpoint.get("channel_values")) if m.id} if found else set()
+    )
+    written = {m.tool_call_id for m in _tool_messages(found.pending_writes or [])} if found else set()
+    ready = threading.Condition()
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        fresh = [m for m in _messages_of(checkpoint.get("channel_values")) if str(m.id) not in seen]
+        results = {m.tool_call_id for m in fresh if isinstance(m, ToolMessage)}
+        with ready:
+            ready.wait_for(lambda: results <= written, timeout=WRITES_WAIT)
         out = inner_put(config, checkpoint, metadata, new_versions)
-        fresh = [
-            m for m in _messages_of(checkpoint.get("channel_values")) if getattr(m, "id", None) not in seen
-        ]
-        seen.update(str(m.id) for m in fresh if getattr(m, "id", None))
+        seen.update(str(m.id) for m in fresh)
         for message in fresh:
             if isinstance(message, AIMessage):
                 for call in message.tool_calls:
@@ -273,12 +302,11 @@ def _hook_checkpointer(saver: Any, hook: BoundaryHook) -> None:
 
     def put_writes(config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         inner_writes(config, writes, task_id, task_path)
-        for channel, value in writes:
-            if channel != "messages":
-                continue
-            for message in value if isinstance(value, list) else [value]:
-                if isinstance(message, ToolMessage):
-                    hook("before_tool_result", message.tool_call_id)
+        for message in _tool_messages(writes):
+            hook("before_tool_result", message.tool_call_id)
+        with ready:
+            written.update(m.tool_call_id for m in _tool_messages(writes))
+            ready.notify_all()
 
     saver.put, saver.put_writes = put, put_writes
 
@@ -460,8 +488,8 @@ class LangGraphAdapter:
                 life=ctx.life,
             )
         )
-        _hook_checkpointer(graph.checkpointer, ctx.hook)
         config = {"configurable": {"thread_id": THREAD_ID}}
+        _hook_checkpointer(graph.checkpointer, ctx.hook, config)
         try:
             # A previous life left work pending (a next node to run): LangGraph's own resume.
             if graph.get_state(config).next:
