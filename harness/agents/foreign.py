@@ -46,6 +46,7 @@ from crashmatrix.harness.agents.conversation import Conversation, _Console, chec
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects
 from crashmatrix.harness.agents.foreign_session import AppendWatch, _write_copy, read_foreign, tear_last_line
 from crashmatrix.harness.agents.loopback import LoopbackServer
+from crashmatrix.harness.agents.preload import imports_of, module_file
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.python_agent import (
     Marks,
@@ -75,6 +76,14 @@ _LOOPBACK_EDGES = ("after_running", "after_side_effect")
 
 
 # -- the adapter ---------------------------------------------------------------------------
+
+
+def _libraries_of(spec: ForeignSpec) -> tuple[str, ...]:
+    """The modules a kind-2 agent's file imports at its top level, minus its own siblings."""
+    source = spec.script if spec.script is not None else module_file(spec.module or "")
+    if source is None:
+        return ()
+    return imports_of(source, own={source.parent, spec.here})
 
 
 def _ordered(names: set[str]) -> tuple[str, ...]:
@@ -132,6 +141,9 @@ class ForeignAdapter:
             # separate process can be stopped.
             self.loopback_edges = frozenset(edges | {"after_tool_call_saved"})
             self.boundaries = _ordered(set(self.loopback_edges))
+        # What the fork server imports once for this agent: the libraries a kind-2 agent
+        # imports (its own code runs in each life, after the life's environment is set).
+        self.preload = _libraries_of(spec) if spec.kind == "python" else ()
         # Torn writes: a supervisor can cut the last line of a JSONL session after a kill
         # (see _tear_moment). Why not, for every other session (reports show it where they
         # list what this agent cannot be killed at).

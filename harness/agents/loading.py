@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES, Capabilities
-from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.errors import CrashmatrixError, InputError
 
 if TYPE_CHECKING:
     from crashmatrix.harness.core.trace import CaseRun
@@ -25,6 +25,33 @@ def adapter_for(spec: str) -> AgentAdapter:
     """The adapter the harness's own process uses for ``spec`` (to observe a case, to probe
     after a life): loaded once per process."""
     return load_adapter(spec)
+
+
+def preload_for(spec: str) -> tuple[str, ...]:
+    """The modules the fork server imports once for agent ``spec``, besides crashmatrix's own
+    (``harness.agents.preload``): a Python adapter's module (kind 1, as always); for an
+    adapter YAML or a framework, what its adapter names (``preload``: the libraries the
+    agent imports, never the agent's own code). Nothing when the adapter cannot be loaded:
+    the error comes, with its message, where the adapter is loaded for real."""
+    name = spec.partition(":")[0]
+    if spec.endswith((".yaml", ".yml")) or (":" in spec and name in FRAMEWORKS):
+        try:
+            adapter = adapter_for(spec)
+        except CrashmatrixError:
+            return ()
+        return tuple(getattr(adapter, "preload", ()))
+    target = BUILTIN.get(spec, spec)
+    return (target.partition(":")[0],)
+
+
+def fork_preload(spec: str) -> list[str]:
+    """The whole preload list of a launcher for agent ``spec``: the reference agent and the
+    mock tools (every life needs them) around what the agent itself needs."""
+    own = [m for m in preload_for(spec) if m not in _ALWAYS]
+    return [_ALWAYS[0], *own, _ALWAYS[1]]
+
+
+_ALWAYS = ("crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox")
 
 
 def capabilities_of(adapter: AgentAdapter) -> Capabilities:

@@ -189,6 +189,7 @@ def _run_in(
     args: argparse.Namespace, scenario: Scenario, crash: str, second: CrashPoint | None, base: Path
 ) -> int:
     """The cases ``crashmatrix run`` was asked for, their directories under ``base``."""
+    from crashmatrix.harness.agents.loading import fork_preload
     from crashmatrix.harness.front.cases import enumerate_points, run_point, run_power, run_recovery
     from crashmatrix.harness.lives.first_crash import FirstCrashes
     from crashmatrix.harness.lives.injector import LifeLauncher
@@ -198,9 +199,7 @@ def _run_in(
 
     kept = args.keep is not None
     recovery_item = crash.startswith(RECOVERY)
-    launcher = LifeLauncher(
-        args.isolation, preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
-    )
+    launcher = LifeLauncher(args.isolation, preload=fork_preload(args.agent), warm=(args.agent,))
     enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
     power = crash.startswith(POWER)
     chosen: list[CrashPoint | None]
@@ -298,14 +297,13 @@ def _print_power_loss(case_dir: Path) -> None:
 
 
 def _points(args: argparse.Namespace) -> int:
+    from crashmatrix.harness.agents.loading import fork_preload
     from crashmatrix.harness.front.cases import enumerate_points
     from crashmatrix.harness.input.scenario import load_scenario
     from crashmatrix.harness.lives.injector import LifeLauncher
 
     scenario = load_scenario(args.file)
-    launcher = LifeLauncher(
-        "fork", preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
-    )
+    launcher = LifeLauncher("fork", preload=fork_preload(args.agent), warm=(args.agent,))
     with tempfile.TemporaryDirectory(prefix="crashmatrix-") as tmp:
         enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)
     for point in enum.points:

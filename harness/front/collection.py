@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from crashmatrix.harness.agents.loading import capabilities_of, load_adapter
+from crashmatrix.harness.agents.loading import capabilities_of, fork_preload, load_adapter
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
@@ -62,9 +62,10 @@ _FIRST_CRASHES_KEY = pytest.StashKey[FirstCrashes]()
 def launcher_for(config: pytest.Config) -> LifeLauncher:
     if _LAUNCHER_KEY not in config.stash:
         agent = config.getoption("agent")
-        module = agent.partition(":")[0] if ":" in agent else "crashmatrix.harness.agents.reference"
         config.stash[_LAUNCHER_KEY] = LifeLauncher(
-            config.getoption("isolation"), preload=[module, "crashmatrix.mock_tools.toolbox"]
+            config.getoption("isolation"),
+            preload=fork_preload(agent),
+            warm=(agent,),
         )
     return config.stash[_LAUNCHER_KEY]
 

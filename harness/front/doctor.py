@@ -47,7 +47,13 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.agents.loading import adapter_for, capabilities_of, load_adapter, observe
+from crashmatrix.harness.agents.loading import (
+    adapter_for,
+    capabilities_of,
+    fork_preload,
+    load_adapter,
+    observe,
+)
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.scenario import Scenario
@@ -165,9 +171,7 @@ def run_doctor(
     reasons = not_applicable(chosen, capabilities_of(adapter))
     if reasons:
         raise InputError(f"{chosen.path}: does not apply to agent {agent!r}: {'; '.join(reasons)}")
-    launcher = launcher or LifeLauncher(
-        "fork", preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
-    )
+    launcher = launcher or LifeLauncher("fork", preload=fork_preload(agent), warm=(agent,))
     with _work_dir(work) as base:
         run = run_case(base / "clean", chosen, launcher, agent=agent, deadline=deadline)
         label = _label(chosen)

@@ -184,6 +184,10 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
         # it; a preload is only ever a speed-up.
         with contextlib.suppress(Exception):
             __import__(module)
+    for agent in init.get("warm", ()):
+        from crashmatrix.harness.lives.warm_agent import warm
+
+        warm(agent)  # never raises: what fails here fails again, with its error, in a life
 
     server = os.getpid()
     # What a life leaves running becomes ours when it dies, not init's (descendants.py).
@@ -262,11 +266,13 @@ class ForkServer:
     (``shared``), stopped at exit. Dies with the harness even when the harness is
     SIGKILLed, and its lives die with it (``harness.lives.parent_death``)."""
 
-    _shared: ClassVar[dict[tuple[str, ...], ForkServer]] = {}
+    _shared: ClassVar[dict[tuple[str, ...], ForkServer]] = {}  # by preload, "", warm
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, preload: Sequence[str]) -> None:
+    def __init__(self, preload: Sequence[str], warm: Sequence[str] = ()) -> None:
         self.preload = tuple(preload)
+        # Agents whose adapter (and TLS context) the server prepares once (warm_agent.py).
+        self.warm = tuple(warm)
         # Reentrant: an interrupt landing just after acquire() (before ``with`` can release
         # it) must not deadlock the atexit stop in the same thread.
         self._lock = threading.RLock()
@@ -275,11 +281,11 @@ class ForkServer:
         self._address = ""
 
     @classmethod
-    def shared(cls, preload: Sequence[str]) -> ForkServer:
+    def shared(cls, preload: Sequence[str], warm: Sequence[str] = ()) -> ForkServer:
         with cls._shared_lock:
-            key = tuple(preload)
+            key = (*preload, "", *warm)
             if key not in cls._shared:
-                cls._shared[key] = cls(key)
+                cls._shared[key] = cls(preload, warm)
             return cls._shared[key]
 
     def _ensure_running(self, *, restart: bool = False) -> str:
@@ -306,7 +312,9 @@ class ForkServer:
             finally:
                 listener.close()
             assert self._process.stdin is not None
-            self._process.stdin.write(pickle.dumps({"sys_path": list(sys.path), "preload": self.preload}))
+            self._process.stdin.write(
+                pickle.dumps({"sys_path": list(sys.path), "preload": self.preload, "warm": self.warm})
+            )
             self._process.stdin.close()
             return self._address
 

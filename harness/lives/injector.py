@@ -64,13 +64,16 @@ PRELOAD = [
 class LifeLauncher:
     """Starts agent lives in child processes: forked from a warm server, or spawned."""
 
-    def __init__(self, isolation: str = "fork", preload: Sequence[str] = ()) -> None:
+    def __init__(
+        self, isolation: str = "fork", preload: Sequence[str] = (), warm: Sequence[str] = ()
+    ) -> None:
         if isolation not in ("fork", "spawn"):
             raise HarnessError(f"isolation must be 'fork' or 'spawn', not {isolation!r}")
         self.isolation = isolation
-        # One warm server per preload list, shared by launchers that ask for the same one.
+        # One warm server per preload list (and agents it prepares: ``warm``, their adapter
+        # loaded once; harness.lives.warm_agent), shared by launchers that ask for the same.
         self._server = (
-            ForkServer.shared([*PRELOAD[:-1], *preload, PRELOAD[-1]]) if isolation == "fork" else None
+            ForkServer.shared([*PRELOAD[:-1], *preload, PRELOAD[-1]], warm) if isolation == "fork" else None
         )
 
     @property

@@ -27,13 +27,14 @@ from typing import Any
 import httpx
 import respx
 
-from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.agents.loading import adapter_for, load_adapter
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.lives import descendants
 from crashmatrix.harness.lives.casedir import session_path_of, stderr_path_of
+from crashmatrix.harness.lives.forkserver import in_server
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.tracer import Tracer
 from crashmatrix.mock_tools.model import ScriptedModel
@@ -161,7 +162,9 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
     """The life itself, in this process: mocks up, the adapter runs the agent. Raises what
     the agent raises (``life_main`` turns that into the life's verdict)."""
     case_dir = Path(spec.case_dir)
-    adapter = load_adapter(spec.agent)
+    # Forked from a warm server: the adapter it loaded once (warm_agent.py). Elsewhere (a
+    # spawned life, a life run in-process by a test) loaded afresh: nothing carries over.
+    adapter = adapter_for(spec.agent) if in_server() else load_adapter(spec.agent)
     with mocks().serving(spec, case_dir, tracer, getattr(adapter, "dialect", NATIVE)) as http:
         ctx = LifeContext(
             case_dir=case_dir,

@@ -879,8 +879,10 @@ def _marks(case_dir: Path) -> dict[str, Any]:
     from crashmatrix.mock_tools.world import World
 
     requests = case_dir / "model_requests.jsonl"
-    with World(case_dir / "world") as world:
-        events = max((event.seq for event in world.events()), default=0)
+    events = 0
+    if (case_dir / "world" / "world.json").exists():  # a case without a world has no events
+        with World(case_dir / "world") as world:
+            events = max((event.seq for event in world.events()), default=0)
     return {
         "session_lost": True,
         "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,

@@ -1,0 +1,107 @@
+"""What the fork server prepares for one agent besides importing modules, so that each life
+forked from it starts where the last one would have been after its first second of work.
+
+* The agent's adapter, loaded once (``adapter_for``: an adapter YAML parsed and validated,
+  a framework's adapter built); a life forked from the server finds it in the cache instead
+  of reading the file again (``harness.lives.life.run_life``).
+* openai's lazily built request transforms and response models (``warm_openai``).
+* One TLS context for every HTTP client a life builds through ``httpcore2`` (what openai 3.x
+  sends through): a foreign agent builds its own ``OpenAI()`` client in every life, and its
+  default context loads the system's CA bundle each time (~100-150 ms, a kind-2 case's
+  largest single cost). The context is created here once, with the same arguments and the
+  same environment, and shared: an ``SSLContext`` is meant to be shared by connections, and
+  a life talks plain HTTP to its loopback services anyway. The reference agent's own client
+  gets the same treatment in ``harness.lives.life`` (``_TLS``).
+
+Anything that fails here is left for the life, which fails with its real error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["share_default_tls", "warm", "warm_openai"]
+
+
+def warm(agent: str) -> None:
+    from crashmatrix.harness.agents.loading import adapter_for
+
+    with contextlib.suppress(Exception):
+        adapter_for(agent)
+    with contextlib.suppress(Exception):
+        share_default_tls()
+    with contextlib.suppress(Exception):
+        warm_openai()
+
+
+def warm_openai() -> None:
+    """One chat completion with tools through the official client, answered in-process (no
+    socket): openai builds its request transforms and response models lazily, on first use,
+    ~50 ms of CPU that every life of an agent calling ``chat.completions.create`` paid again.
+    Built here, before the fork, they are every life's already."""
+    import httpx2
+    import openai
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        call = {"id": "warm", "type": "function", "function": {"name": "warm", "arguments": "{}"}}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        choice = {"index": 0, "finish_reason": "tool_calls", "message": message}
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        body = {"id": "warm", "object": "chat.completion", "created": 0, "model": "warm"}
+        return httpx2.Response(200, json={**body, "choices": [choice], "usage": usage})
+
+    transport = httpx2.MockTransport(answer)
+    with openai.OpenAI(
+        api_key="crashmatrix-warm",
+        base_url="http://warm.invalid/v1",
+        http_client=httpx2.Client(transport=transport),
+    ) as client:
+        call: Any = {"id": "warm", "type": "function", "function": {"name": "warm", "arguments": "{}"}}
+        tool: Any = {
+            "type": "function",
+            "function": {
+                "name": "warm",
+                "description": "warm",
+                "parameters": {"type": "object", "properties": {"a": {"type": "string"}}},
+            },
+        }
+        client.chat.completions.create(
+            model="warm",
+            messages=[
+                {"role": "system", "content": "warm"},
+                {"role": "user", "content": "warm"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "warm", "content": "warm"},
+            ],
+            tools=[tool],
+        )
+
+
+def share_default_tls() -> None:
+    """Memoise ``httpcore2.default_ssl_context`` by its argument and the environment it
+    reads (``SSL_CERT_FILE``, ``SSL_CERT_DIR``), and create the usual one now."""
+    try:
+        import httpcore2
+        import httpcore2._ssl
+    except ImportError:
+        return
+    original: Callable[..., ssl.SSLContext] = httpcore2._ssl.default_ssl_context
+    if getattr(original, "crashmatrix_shared", False):
+        return
+    made: dict[tuple[Any, ...], ssl.SSLContext] = {}
+
+    def shared(*, _trust_env: bool = True) -> ssl.SSLContext:
+        key = (_trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        if key not in made:
+            made[key] = original(_trust_env=_trust_env)
+        return made[key]
+
+    shared.crashmatrix_shared = True  # type: ignore[attr-defined]
+    # Both names: httpx2 calls it through the package, others may import it from the module.
+    httpcore2.default_ssl_context = shared
+    httpcore2._ssl.default_ssl_context = shared
+    shared()
