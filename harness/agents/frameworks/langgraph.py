@@ -220,11 +220,30 @@ class _ToolRunner:
         self.toolbox = toolbox
         self.before = before
         self.attempts: dict[str, int] = {}
+        # ToolNode runs the calls of one AIMessage in parallel threads. They take turns, in
+        # the message's order: each boundary is then one state, the same in every run (the
+        # plan of a scenario is the same in every pytest worker).
+        self.lock = threading.Lock()
+        self.turn = threading.Condition()
+        self.order: list[str] = []  # the tool call ids of the latest AIMessage
+        self.finished: set[str] = set()
 
     def __call__(self, name: str, arguments: Mapping[str, Any], tool_call_id: str, key: str = "") -> str:
+        earlier = self.order[: self.order.index(tool_call_id)] if tool_call_id in self.order else []
+        with self.turn:
+            self.turn.wait_for(lambda: self.finished.issuperset(earlier), timeout=WRITES_WAIT)
+        try:
+            return self._run(name, arguments, tool_call_id, key)
+        finally:
+            with self.turn:
+                self.finished.add(tool_call_id)
+                self.turn.notify_all()
+
+    def _run(self, name: str, arguments: Mapping[str, Any], tool_call_id: str, key: str) -> str:
         ctx = self.ctx
-        self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
-        self.attempts[tool_call_id] = self.attempts.get(tool_call_id, 0) + 1
+        with self.lock:
+            self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
+            self.attempts[tool_call_id] = self.attempts.get(tool_call_id, 0) + 1
         execution_id = f"{tool_call_id}:life{ctx.life}.{self.attempts[tool_call_id]}"
         ctx.hook("after_running", tool_call_id)
         tool_ctx = ToolContext(
@@ -266,7 +285,9 @@ def _tool_messages(writes: Sequence[tuple[Any, ...]]) -> list[Any]:
     return out
 
 
-def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]) -> None:
+def _hook_checkpointer(
+    saver: Any, hook: BoundaryHook, config: Mapping[str, Any], calls: Callable[[list[str]], None]
+) -> None:
     """Wrap ``put`` and ``put_writes`` of this saver instance: after LangGraph's own call
     committed, the boundary that write completes.
 
@@ -282,6 +303,13 @@ def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]
         {str(m.id) for m in _messages_of(found.checkpoint.get("channel_values")) if m.id} if found else set()
     )
     written = {m.tool_call_id for m in _tool_messages(found.pending_writes or [])} if found else set()
+    asked = (
+        [m for m in _messages_of(found.checkpoint.get("channel_values")) if isinstance(m, AIMessage)]
+        if found
+        else []
+    )
+    if asked:
+        calls([str(call["id"]) for call in asked[-1].tool_calls])
     ready = threading.Condition()
     inner_put, inner_writes = saver.put, saver.put_writes
 
@@ -294,6 +322,7 @@ def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]
         seen.update(str(m.id) for m in fresh)
         for message in fresh:
             if isinstance(message, AIMessage):
+                calls([str(call["id"]) for call in message.tool_calls])
                 for call in message.tool_calls:
                     hook("after_tool_call_saved", str(call["id"]))
             elif isinstance(message, ToolMessage):
@@ -489,7 +518,7 @@ class LangGraphAdapter:
             )
         )
         config = {"configurable": {"thread_id": THREAD_ID}}
-        _hook_checkpointer(graph.checkpointer, ctx.hook, config)
+        _hook_checkpointer(graph.checkpointer, ctx.hook, config, lambda ids: setattr(run, "order", ids))
         try:
             # A previous life left work pending (a next node to run): LangGraph's own resume.
             if graph.get_state(config).next:
