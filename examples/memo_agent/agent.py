@@ -166,6 +166,17 @@ class InDoubt(Exception):
     """The request went out and no answer came back: it may or may not have acted."""
 
 
+def make_durable_directory(path: Path) -> None:
+    """``mkdir -p``, each new directory synced into its parent: a directory's name is durable
+    only then, and a power loss took the whole outbox with the mail in it (crashmatrix's
+    power column found it)."""
+    if path.exists():
+        return
+    make_durable_directory(path.parent)
+    path.mkdir(exist_ok=True)
+    fsync_directory(path.parent)
+
+
 def deliver_mail(outbox: Path, recipient: str, title: str, text: str) -> str:
     """Maildir delivery: write the message under tmp/, then rename it into new/ (the relay
     takes what is in new/). Returns the Message-ID."""
@@ -177,7 +188,7 @@ def deliver_mail(outbox: Path, recipient: str, title: str, text: str) -> str:
     message["Message-ID"] = message_id
     message.set_content(text)
     for folder in ("tmp", "new"):
-        (outbox / folder).mkdir(parents=True, exist_ok=True)
+        make_durable_directory(outbox / folder)
     name = f"{time.time_ns()}.{os.getpid()}.{secrets.token_hex(4)}.eml"
     staged = outbox / "tmp" / name
     with open(staged, "wb") as file:

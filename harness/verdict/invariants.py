@@ -1087,7 +1087,9 @@ def no_partial_file(evidence: Evidence) -> list[Violation]:
     wanted: dict[str, set[str]] = {}  # path -> sha256 of every whole content allowed
     for scope in _scopes(evidence.entries):
         call = scope.site.call
-        if evidence.suite(call.name) != "write_file" or not evidence.sees(call.name):
+        # Whether or not its effects are recorded as events (an agent's own tools may not
+        # be): what a call asked for is new content either way, and the file is observed.
+        if evidence.suite(call.name) != "write_file":
             continue
         contract = evidence.contract(call.name)
         renamed = evidence.argument_names.get(call.name, {})
