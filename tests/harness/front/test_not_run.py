@@ -89,3 +89,13 @@ def test_an_agent_whose_fsyncs_are_not_visible_has_its_power_column_not_reachabl
         "why": why,
         "points": [p.id for p in RECORDED],
     }
+
+
+def test_an_adapter_that_names_why_per_boundary_is_quoted() -> None:
+    sdk = SimpleNamespace(
+        name="sdk",
+        boundaries=("after_running",),
+        unreachable={"after_approved": "the SDK has no approval step before a tool runs"},
+    )
+    assert unreachable_why(sdk, "after_approved") == "the SDK has no approval step before a tool runs"  # type: ignore[arg-type]
+    assert "does not list before_tool_result" in unreachable_why(sdk, "before_tool_result")  # type: ignore[arg-type]

@@ -210,3 +210,25 @@ def test_the_power_column_of_pytest_scenarios_catches_an_agent_whose_lines_are_n
     result.assert_outcomes(passed=2, failed=1)
     without = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", agent)
     without.assert_outcomes(passed=2)
+
+
+def test_a_covered_boundary_the_agent_cannot_reach_is_not_reachable_not_a_collection_error(
+    pytester: pytest.Pytester,
+) -> None:
+    # compound_two_appends covers after_approved; a black box cannot be killed there. That
+    # is a gap of the agent (a "not reachable" cell with why), not a broken scenario.
+    examples = Path(__file__).resolve().parents[3] / "examples" / "blackbox_agent"
+    text = (examples / "scenario.yaml").read_text(encoding="utf-8")
+    pytester.makefile(".yaml", **{"scenarios/order": text + "\ncover: [after_approved, after_running]\n"})
+    result = run_inprocess(
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "-p",
+        "no:cacheprovider",
+        "--no-recovery-crashes",
+        f"--agent={examples / 'adapter.yaml'}",
+    )
+    result.assert_outcomes(passed=2)  # clean and after_running; nothing errors
+    row = build_matrix(load_results(pytester.path / "reports" / "latest" / "matrix.json")).rows[0]
+    assert row.cell("after_approved").state == "not_reachable"
