@@ -30,7 +30,12 @@ nothing is saved; the model's ``AIMessage`` saved as a pending write before its 
 
 The graph runs with ``durability="sync"``: every checkpoint is written before the next step
 starts. LangGraph's default (``"async"``) writes it while the next step already runs, so a
-kill would land in a race of two states rather than at one boundary.
+kill would land in a race of two states rather than at one boundary. It also runs with
+``max_concurrency=1`` (LangChain's own config key): ``ToolNode`` then runs the calls of one
+``AIMessage`` one after another, in the message's order, and LangGraph's background pool runs
+its saves in the order it submitted them (a task's pending write before the checkpoint that
+follows it). Each boundary is then one state, the same in every run and every pytest worker;
+the cost is that two calls of one message are never both in flight when the kill lands.
 
 What the verdict reads (``observe``): the messages of the thread's latest checkpoint, read
 from the SQLite file after the last life, as crashmatrix's records. LangGraph keeps no
@@ -69,9 +74,6 @@ from crashmatrix.harness.observation.observation import Observation
 __all__ = ["BOUNDARIES", "GraphContext", "LangGraphAdapter", "load"]
 
 THREAD_ID = "crashmatrix-case"
-# How long a checkpoint waits for its ToolMessages' pending writes (see _hook_checkpointer):
-# they were submitted before it, so this only bounds a LangGraph that stopped writing them.
-WRITES_WAIT = 10.0
 CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a copied case keeps it
 # The boundaries this adapter reaches, in BOUNDARIES' order. after_approved: no approvals yet;
 # torn_write: the checkpoint is SQLite, there is no appended line to cut.
@@ -220,26 +222,11 @@ class _ToolRunner:
         self.toolbox = toolbox
         self.before = before
         self.attempts: dict[str, int] = {}
-        # ToolNode runs the calls of one AIMessage in parallel threads. They take turns, in
-        # the message's order: each boundary is then one state, the same in every run (the
-        # plan of a scenario is the same in every pytest worker).
+        # The calls of one AIMessage run one at a time (max_concurrency=1, see the module's
+        # docstring); the lock only keeps a graph that runs tools in its own threads honest.
         self.lock = threading.Lock()
-        self.turn = threading.Condition()
-        self.order: list[str] = []  # the tool call ids of the latest AIMessage
-        self.finished: set[str] = set()
 
     def __call__(self, name: str, arguments: Mapping[str, Any], tool_call_id: str, key: str = "") -> str:
-        earlier = self.order[: self.order.index(tool_call_id)] if tool_call_id in self.order else []
-        with self.turn:
-            self.turn.wait_for(lambda: self.finished.issuperset(earlier), timeout=WRITES_WAIT)
-        try:
-            return self._run(name, arguments, tool_call_id, key)
-        finally:
-            with self.turn:
-                self.finished.add(tool_call_id)
-                self.turn.notify_all()
-
-    def _run(self, name: str, arguments: Mapping[str, Any], tool_call_id: str, key: str) -> str:
         ctx = self.ctx
         with self.lock:
             self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
@@ -285,16 +272,15 @@ def _tool_messages(writes: Sequence[tuple[Any, ...]]) -> list[Any]:
     return out
 
 
-def _hook_checkpointer(
-    saver: Any, hook: BoundaryHook, config: Mapping[str, Any], calls: Callable[[list[str]], None]
-) -> None:
+def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]) -> None:
     """Wrap ``put`` and ``put_writes`` of this saver instance: after LangGraph's own call
     committed, the boundary that write completes.
 
-    LangGraph submits a task's ``put_writes`` and the step's checkpoint ``put`` to a thread
-    pool, so the two race. The wrapper makes a checkpoint holding a ToolMessage wait for
-    that ToolMessage's pending write (submitted first, so always coming): each boundary is
-    then one state, the one where the result was saved before the checkpoint that shows it."""
+    LangGraph submits a task's ``put_writes`` and the step's checkpoint ``put`` to its
+    background pool; with ``max_concurrency=1`` (run_life) that pool has one thread and runs
+    them in the order submitted, so a ToolMessage's pending write is committed before the
+    checkpoint that shows it. Were that ever not so, the life fails here, loudly, rather than
+    announce after_tool_result for a result whose before_tool_result never happened."""
     from langchain_core.messages import AIMessage, ToolMessage
 
     found = saver.get_tuple(config)
@@ -303,26 +289,20 @@ def _hook_checkpointer(
         {str(m.id) for m in _messages_of(found.checkpoint.get("channel_values")) if m.id} if found else set()
     )
     written = {m.tool_call_id for m in _tool_messages(found.pending_writes or [])} if found else set()
-    asked = (
-        [m for m in _messages_of(found.checkpoint.get("channel_values")) if isinstance(m, AIMessage)]
-        if found
-        else []
-    )
-    if asked:
-        calls([str(call["id"]) for call in asked[-1].tool_calls])
-    ready = threading.Condition()
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
         fresh = [m for m in _messages_of(checkpoint.get("channel_values")) if str(m.id) not in seen]
-        results = {m.tool_call_id for m in fresh if isinstance(m, ToolMessage)}
-        with ready:
-            ready.wait_for(lambda: results <= written, timeout=WRITES_WAIT)
+        unwritten = {m.tool_call_id for m in fresh if isinstance(m, ToolMessage)} - written
+        if unwritten:
+            raise RuntimeError(
+                f"crashmatrix: a LangGraph checkpoint holds the results of {sorted(unwritten)} before "
+                "their pending writes were saved; the adapter's boundary order does not hold"
+            )
         out = inner_put(config, checkpoint, metadata, new_versions)
         seen.update(str(m.id) for m in fresh)
         for message in fresh:
             if isinstance(message, AIMessage):
-                calls([str(call["id"]) for call in message.tool_calls])
                 for call in message.tool_calls:
                     hook("after_tool_call_saved", str(call["id"]))
             elif isinstance(message, ToolMessage):
@@ -331,11 +311,10 @@ def _hook_checkpointer(
 
     def put_writes(config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         inner_writes(config, writes, task_id, task_path)
-        for message in _tool_messages(writes):
+        results = _tool_messages(writes)
+        written.update(m.tool_call_id for m in results)
+        for message in results:
             hook("before_tool_result", message.tool_call_id)
-        with ready:
-            written.update(m.tool_call_id for m in _tool_messages(writes))
-            ready.notify_all()
 
     saver.put, saver.put_writes = put, put_writes
 
@@ -517,8 +496,10 @@ class LangGraphAdapter:
                 life=ctx.life,
             )
         )
-        config = {"configurable": {"thread_id": THREAD_ID}}
-        _hook_checkpointer(graph.checkpointer, ctx.hook, config, lambda ids: setattr(run, "order", ids))
+        # max_concurrency=1: one tool call at a time, in the AIMessage's order, and LangGraph's
+        # saves in the order it submitted them (the module's docstring says why).
+        config: dict[str, Any] = {"configurable": {"thread_id": THREAD_ID}, "max_concurrency": 1}
+        _hook_checkpointer(graph.checkpointer, ctx.hook, config)
         try:
             # A previous life left work pending (a next node to run): LangGraph's own resume.
             if graph.get_state(config).next:

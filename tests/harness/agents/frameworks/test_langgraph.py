@@ -142,18 +142,25 @@ def launcher() -> Iterator[object]:
         sys.path.remove(str(ROOT))
 
 
-def _run(launcher: object, factory: str, point: str, tmp_path: Path) -> object:
+def _run(
+    launcher: object,
+    factory: str,
+    point: str,
+    tmp_path: Path,
+    scenario_file: str = "send_email/send_once.yaml",
+    deadline: float = 60.0,
+) -> object:
     from crashmatrix.harness.front.cases import run_point
     from crashmatrix.harness.input.scenario import load_scenario
 
-    scenario = load_scenario(SUITE / "send_email" / "send_once.yaml")
+    scenario = load_scenario(SUITE / scenario_file)
     return run_point(
         scenario,
         parse_point(point),
         launcher,  # type: ignore[arg-type]
         tmp_path / factory,
         agent=f"langgraph:{EXAMPLE}:{factory}",
-        deadline=60.0,
+        deadline=deadline,
     )
 
 
@@ -183,3 +190,39 @@ def test_the_ledgered_tools_do_not_send_again(launcher: object, tmp_path: Path) 
     assert verdict.status == "passed", verdict.mismatches or verdict.violations
     assert verdict.observed.world["emails"] == 1
     assert verdict.observed.told["call_mail"] == "uncertain"
+
+
+@pytest.mark.slow
+def test_two_calls_of_one_message_run_one_after_the_other_in_its_order(
+    launcher: object, tmp_path: Path
+) -> None:
+    """max_concurrency=1: the email's tool has not started (nor written its own ledger row)
+    when the kill lands on the file write before it, so the resumed email is sent once and
+    reported as sent; and every boundary of the first call precedes the second's."""
+    result = _run(
+        launcher, "build_fixed", "after_running[call_minutes]", tmp_path, "multi_call/two_calls_one_message.yaml"
+    )
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.told["call_team"] == "succeeded"
+    assert verdict.observed.world["emails"] == 1
+    trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
+    resumed = [(e["boundary"], e["call"]) for e in trace if e["event"] == "boundary" and e["life"] == 2]
+    assert resumed.index(("after_side_effect", "call_minutes")) < resumed.index(("after_running", "call_team"))
+
+
+@pytest.mark.slow
+def test_a_resumed_call_does_not_wait_for_one_its_ledger_answered(launcher: object, tmp_path: Path) -> None:
+    """The ledgered tools answer an earlier call from their ledger without running it: the
+    next call must not wait for it (a turn-taking lock did, 10 s per life)."""
+    result = _run(
+        launcher,
+        "build_fixed",
+        "after_running[call_store]",
+        tmp_path,
+        "read_only/list_files_and_status.yaml",
+        deadline=8.0,
+    )
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert result.lives == 2  # type: ignore[attr-defined]
