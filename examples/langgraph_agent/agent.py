@@ -5,11 +5,16 @@ functions, ``SqliteSaver`` as the checkpointer. On a crash after a tool's effect
 its ``ToolMessage`` was saved, LangGraph resumes the thread by re-running the whole ToolNode
 task: the email goes out twice (docs/frameworks.md shows the cells and the cases).
 
-``build_fixed``: the same graph, with each tool keyed by its ``tool_call_id`` in a small ledger
-of its own (a SQLite table beside the checkpoint) that it consults before acting: a call
-already done returns its saved result; a call that started and never finished is run again
-only when that is safe (the service deduplicates on the key, or the effect is a whole-file
-write), otherwise the model is told the effect is uncertain (``SIDE_EFFECT_UNCERTAIN``).
+``build_fixed``: the same graph, with each tool call keyed in a small ledger of its own (a
+SQLite table beside the checkpoint) that it consults before acting. The key is the call's
+site, not its id alone: the id of the checkpointed ``AIMessage`` that asked for it (LangChain
+gives each one a unique id, saved with the checkpoint, so a resumed step finds the same key)
+plus the ``tool_call_id`` (providers reuse ids such as ``call_0`` across turns; by id alone
+the second turn's call would get the first turn's result). The same key goes to the service
+as its idempotency key. A call already done returns its saved result; a call that started
+and never finished is run again only when that is safe (the service deduplicates on the
+key, the tool is read-only, or the effect is a whole-file write), otherwise the model is
+told the effect is uncertain (``SIDE_EFFECT_UNCERTAIN``).
 
 Both take crashmatrix's ``GraphContext``: the model, the suite's tools (run by the mock tools),
 and the checkpoint file. In production the same graph gets a real ``ChatOpenAI``, real tool
@@ -20,13 +25,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
-from langchain_core.messages import AnyMessage
-from langchain_core.tools import StructuredTool
+from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.tools import InjectedToolCallId, StructuredTool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.prebuilt import InjectedState, ToolNode, tools_condition
 
 SYSTEM = "You are a helpful assistant."
 
@@ -52,7 +58,7 @@ def build(ctx: Any) -> Any:
     return _graph(ctx, list(ctx.tools))
 
 
-# -- the fixed way: each tool consults a ledger keyed by its tool_call_id ---------------------
+# -- the fixed way: each tool consults a ledger keyed by its call site -----------------------
 
 
 class Ledger:
@@ -61,21 +67,23 @@ class Ledger:
     def __init__(self, path: Any) -> None:
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS calls (tool_call_id TEXT PRIMARY KEY, status TEXT, result TEXT)"
-        )
+        self.conn.execute("CREATE TABLE IF NOT EXISTS calls (site TEXT PRIMARY KEY, status TEXT, result TEXT)")
 
-    def get(self, call_id: str) -> tuple[str, str | None] | None:
-        row = self.conn.execute(
-            "SELECT status, result FROM calls WHERE tool_call_id = ?", (call_id,)
-        ).fetchone()
+    def get(self, site: str) -> tuple[str, str | None] | None:
+        row = self.conn.execute("SELECT status, result FROM calls WHERE site = ?", (site,)).fetchone()
         return (row[0], row[1]) if row else None
 
-    def set(self, call_id: str, status: str, result: str | None = None) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO calls VALUES (?, ?, ?)",
-            (call_id, status, result),
-        )
+    def set(self, site: str, status: str, result: str | None = None) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?)", (site, status, result))
+
+
+def call_site(messages: Sequence[Any], tool_call_id: str) -> str:
+    """``<AIMessage id>/<tool_call_id>``: the latest checkpointed message that asked for this
+    call (ToolNode runs the calls of the thread's last AIMessage)."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage) and any(c["id"] == tool_call_id for c in message.tool_calls):
+            return f"{message.id}/{tool_call_id}"
+    raise LookupError(f"no AIMessage in the thread asked for tool call {tool_call_id!r}")
 
 
 def _uncertain(name: str) -> str:
@@ -98,17 +106,22 @@ def _keyed_tool(ctx: Any, ledger: Ledger, name: str, schema: Any, description: s
         contract.recovery in ("replay", "precondition", "reconcile") or contract.idempotency == "idempotent"
     )
 
-    def call(tool_call_id: str, **arguments: Any) -> str:
-        done = ledger.get(tool_call_id)
+    def call(
+        tool_call_id: Annotated[str, InjectedToolCallId],
+        messages: Annotated[list[AnyMessage], InjectedState("messages")],
+        **arguments: Any,
+    ) -> str:
+        site = call_site(messages, tool_call_id)
+        done = ledger.get(site)
         if done and done[0] == "done":
             return done[1] or ""  # the saved result: no second effect
         if done and done[0] == "running" and not safe_again:
             result = _uncertain(name)
         else:
-            ledger.set(tool_call_id, "running")
+            ledger.set(site, "running")
             given = {k: v for k, v in arguments.items() if v is not None}
-            result = ctx.run_tool(name, given, tool_call_id, key=tool_call_id)
-        ledger.set(tool_call_id, "done", result)
+            result = ctx.run_tool(name, given, tool_call_id, key=site)
+        ledger.set(site, "done", result)
         return result
 
     return StructuredTool.from_function(func=call, name=name, description=description, args_schema=schema)

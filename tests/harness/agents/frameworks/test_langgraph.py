@@ -156,7 +156,7 @@ def _run(
     scenario = load_scenario(SUITE / scenario_file)
     return run_point(
         scenario,
-        parse_point(point),
+        parse_point(point) if point else None,
         launcher,  # type: ignore[arg-type]
         tmp_path / factory,
         agent=f"langgraph:{EXAMPLE}:{factory}",
@@ -226,3 +226,19 @@ def test_a_resumed_call_does_not_wait_for_one_its_ledger_answered(launcher: obje
     verdict = result.verdict  # type: ignore[attr-defined]
     assert verdict.status == "passed", verdict.mismatches or verdict.violations
     assert result.lives == 2  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("point", ["", "after_tool_result[call_0]"])
+@pytest.mark.slow
+def test_the_ledger_keys_a_reused_call_id_by_its_call_site(launcher: object, tmp_path: Path, point: str) -> None:
+    """Turn 2 reuses call_0: keyed by id alone, the ledger replayed turn 1's result (one email
+    where the user asked for two), with or without a crash between the turns."""
+    result = _run(launcher, "build_fixed", point, tmp_path, "multi_call/reused_call_id_two_turns.yaml")
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.world["emails"] == 2
+    rows = sqlite3.connect(result.case_dir / "world/workspace/.langgraph/tool-ledger.sqlite").execute(  # type: ignore[attr-defined]
+        "SELECT site FROM calls"
+    )
+    sites = [row[0] for row in rows]
+    assert len(sites) == 2 and all(site.endswith("/call_0") for site in sites)
