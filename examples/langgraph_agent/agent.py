@@ -67,7 +67,9 @@ class Ledger:
     def __init__(self, path: Any) -> None:
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("CREATE TABLE IF NOT EXISTS calls (site TEXT PRIMARY KEY, status TEXT, result TEXT)")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS calls (site TEXT PRIMARY KEY, status TEXT, result TEXT)"
+        )
 
     def get(self, site: str) -> tuple[str, str | None] | None:
         row = self.conn.execute("SELECT status, result FROM calls WHERE site = ?", (site,)).fetchone()

@@ -200,7 +200,11 @@ def test_two_calls_of_one_message_run_one_after_the_other_in_its_order(
     when the kill lands on the file write before it, so the resumed email is sent once and
     reported as sent; and every boundary of the first call precedes the second's."""
     result = _run(
-        launcher, "build_fixed", "after_running[call_minutes]", tmp_path, "multi_call/two_calls_one_message.yaml"
+        launcher,
+        "build_fixed",
+        "after_running[call_minutes]",
+        tmp_path,
+        "multi_call/two_calls_one_message.yaml",
     )
     verdict = result.verdict  # type: ignore[attr-defined]
     assert verdict.status == "passed", verdict.mismatches or verdict.violations
@@ -208,7 +212,9 @@ def test_two_calls_of_one_message_run_one_after_the_other_in_its_order(
     assert verdict.observed.world["emails"] == 1
     trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
     resumed = [(e["boundary"], e["call"]) for e in trace if e["event"] == "boundary" and e["life"] == 2]
-    assert resumed.index(("after_side_effect", "call_minutes")) < resumed.index(("after_running", "call_team"))
+    assert resumed.index(("after_side_effect", "call_minutes")) < resumed.index(
+        ("after_running", "call_team")
+    )
 
 
 @pytest.mark.slow
@@ -230,7 +236,9 @@ def test_a_resumed_call_does_not_wait_for_one_its_ledger_answered(launcher: obje
 
 @pytest.mark.parametrize("point", ["", "after_tool_result[call_0]"])
 @pytest.mark.slow
-def test_the_ledger_keys_a_reused_call_id_by_its_call_site(launcher: object, tmp_path: Path, point: str) -> None:
+def test_the_ledger_keys_a_reused_call_id_by_its_call_site(
+    launcher: object, tmp_path: Path, point: str
+) -> None:
     """Turn 2 reuses call_0: keyed by id alone, the ledger replayed turn 1's result (one email
     where the user asked for two), with or without a crash between the turns."""
     result = _run(launcher, "build_fixed", point, tmp_path, "multi_call/reused_call_id_two_turns.yaml")
