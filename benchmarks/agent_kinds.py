@@ -1,7 +1,8 @@
-"""Per-case cost of each kind of agent, in one run: prints figures, asserts nothing.
+"""Per-case cost of each kind of agent, in one run: prints figures, asserts nothing (named so as
+not to shadow the OpenAI Agents SDK, whose package is ``agents``, when run as a script).
 
-    python benchmarks/agents.py                        # every agent below that is installed
-    python benchmarks/agents.py --agent reference --agent examples/python_agent/adapter.yaml
+    python benchmarks/agent_kinds.py                        # every agent below that is installed
+    python benchmarks/agent_kinds.py --agent reference --agent examples/python_agent/adapter.yaml
 
 Each agent runs the same built-in scenario (``send_email/send_once.yaml`` unless
 ``--scenario``): its clean case and a case at each crash point its clean run records (torn
