@@ -501,8 +501,11 @@ class LangGraphAdapter:
         config: dict[str, Any] = {"configurable": {"thread_id": THREAD_ID}, "max_concurrency": 1}
         _hook_checkpointer(graph.checkpointer, ctx.hook, config)
         try:
-            # A previous life left work pending (a next node to run): LangGraph's own resume.
-            if graph.get_state(config).next:
+            # A previous life left the step unfinished: LangGraph's own resume. Its tasks, not
+            # its ``next``: LangGraph 1.x's live snapshot leaves out of ``next`` a task whose
+            # writes were saved (a ToolNode killed at before_tool_result), yet the step is
+            # not done -- the ToolMessage is in no checkpoint, the model was never asked.
+            if graph.get_state(config).tasks:
                 graph.invoke(None, config, durability="sync")
             received = sum(
                 1 for m in _messages_of(graph.get_state(config).values) if isinstance(m, HumanMessage)

@@ -250,3 +250,18 @@ def test_the_ledger_keys_a_reused_call_id_by_its_call_site(
     )
     sites = [row[0] for row in rows]
     assert len(sites) == 2 and all(site.endswith("/call_0") for site in sites)
+
+
+@pytest.mark.slow
+def test_a_step_whose_tool_results_were_saved_as_pending_writes_is_resumed(
+    launcher: object, tmp_path: Path
+) -> None:
+    """Killed at before_tool_result, the ToolMessage is a pending write and no checkpoint
+    shows it; LangGraph's live snapshot then has an empty ``next``. The restarted life must
+    still resume the step (the saved result, no second send) and ask the model."""
+    result = _run(launcher, "build", "before_tool_result[call_mail]", tmp_path)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.world["emails"] == 1
+    log = load_adapter(f"langgraph:{EXAMPLE}:build").read_session(result.case_dir)  # type: ignore[attr-defined]
+    assert [e.message.role for e in log.entries] == ["user", "assistant", "tool", "assistant"]  # type: ignore[union-attr]
