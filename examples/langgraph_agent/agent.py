@@ -12,9 +12,11 @@ gives each one a unique id, saved with the checkpoint, so a resumed step finds t
 plus the ``tool_call_id`` (providers reuse ids such as ``call_0`` across turns; by id alone
 the second turn's call would get the first turn's result). The same key goes to the service
 as its idempotency key. A call already done returns its saved result; a call that started
-and never finished is run again only when that is safe (the service deduplicates on the
-key, the tool is read-only, or the effect is a whole-file write), otherwise the model is
-told the effect is uncertain (``SIDE_EFFECT_UNCERTAIN``).
+and never finished is run again only when that is safe for this call (the service
+deduplicates on the key, the call is read-only -- ``run_command("ls")`` is, ``rm`` is not --
+or the effect is a whole-file write), otherwise the model is told the effect is uncertain
+(``SIDE_EFFECT_UNCERTAIN``). A lost response or a retryable timeout on a call that is safe to
+repeat (read-only, or keyed where the service deduplicates) is retried once with the same key.
 
 Both take crashmatrix's ``GraphContext``: the model, the suite's tools (run by the mock tools),
 and the checkpoint file. In production the same graph gets a real ``ChatOpenAI``, real tool
@@ -100,29 +102,49 @@ def _uncertain(name: str) -> str:
     )
 
 
-def _keyed_tool(ctx: Any, ledger: Ledger, name: str, schema: Any, description: str) -> Any:
-    contract = ctx.contracts[name]
-    # Safe to run again after a crash: the service deduplicates on the key we send, the tool
-    # is read-only, or its effect is a whole-file write (the same bytes again).
-    safe_again = (
+def _safe_again(contract: Any) -> bool:
+    """Safe to run again after a crash: the service deduplicates on the key we send, the call
+    is read-only, or its effect is a whole-file write (the same bytes again)."""
+    return (
         contract.recovery in ("replay", "precondition", "reconcile") or contract.idempotency == "idempotent"
     )
 
+
+def _worth_one_more(result: str, contract: Any) -> bool:
+    """A lost response or a timeout the service says is safe to retry, on a call that is safe
+    to repeat: a read-only call, or a keyed one the service deduplicates (replay_policy auto)."""
+    try:
+        told = json.loads(result)
+    except ValueError:
+        return False
+    if not isinstance(told, dict) or told.get("ok"):
+        return False
+    retryable = bool((told.get("metadata") or {}).get("retryable"))
+    return (retryable and contract.idempotency == "idempotent") or (
+        told.get("code") == "SIDE_EFFECT_UNCERTAIN" and contract.replay_policy == "auto"
+    )
+
+
+def _keyed_tool(ctx: Any, ledger: Ledger, name: str, schema: Any, description: str) -> Any:
     def call(
         tool_call_id: Annotated[str, InjectedToolCallId],
         messages: Annotated[list[AnyMessage], InjectedState("messages")],
         **arguments: Any,
     ) -> str:
         site = call_site(messages, tool_call_id)
+        given = {k: v for k, v in arguments.items() if v is not None}
+        # Per call: run_command("ls src") is read-only where run_command("rm -rf x") is not.
+        contract = ctx.contracts[name].for_call(given)
         done = ledger.get(site)
         if done and done[0] == "done":
             return done[1] or ""  # the saved result: no second effect
-        if done and done[0] == "running" and not safe_again:
+        if done and done[0] == "running" and not _safe_again(contract):
             result = _uncertain(name)
         else:
             ledger.set(site, "running")
-            given = {k: v for k, v in arguments.items() if v is not None}
             result = ctx.run_tool(name, given, tool_call_id, key=site)
+            if _worth_one_more(result, contract):
+                result = ctx.run_tool(name, given, tool_call_id, key=site)  # the same key: deduplicated
         ledger.set(site, "done", result)
         return result
 
