@@ -71,9 +71,13 @@ from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.errors import InputError, SessionCorruption
 from crashmatrix.harness.observation.observation import Observation
 
-__all__ = ["BOUNDARIES", "GraphContext", "LangGraphAdapter", "load"]
+__all__ = ["BOUNDARIES", "SUPPORTED", "GraphContext", "LangGraphAdapter", "load"]
 
 THREAD_ID = "crashmatrix-case"
+# [lowest, highest) minor versions of langgraph this adapter was measured on: it relies on
+# 1.x's live snapshot (a task whose writes were saved is out of ``next``, still in ``tasks``).
+SUPPORTED = ((1, 2), (1, 3))
+SUPPORTED_TEXT = ">=1.2,<1.3"
 CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a copied case keeps it
 # The boundaries this adapter reaches, in BOUNDARIES' order. after_approved: no approvals yet;
 # torn_write: the checkpoint is SQLite, there is no appended line to cut.
@@ -520,12 +524,25 @@ class LangGraphAdapter:
 _LOADED: dict[str, LangGraphAdapter] = {}
 
 
+def _check_version(spec: str) -> None:
+    from importlib.metadata import version
+
+    text = version("langgraph")
+    parts = tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+    if not SUPPORTED[0] <= parts < SUPPORTED[1]:
+        raise InputError(
+            f"--agent={spec!r}: langgraph {text} is installed; this adapter supports {SUPPORTED_TEXT}: "
+            f"pip install 'langgraph{SUPPORTED_TEXT}'"
+        )
+
+
 def load(target: str, *, spec: str, **options: Any) -> LangGraphAdapter:
     """The adapter for ``--agent=langgraph:TARGET``: the factory imported and its graph checked
     once per process (a fork server that preloaded it hands the checked adapter to its lives)."""
     if options:
         raise InputError(f"--agent={spec!r}: the langgraph adapter takes no options ({', '.join(options)})")
     if spec not in _LOADED:
+        _check_version(spec)
         adapter = LangGraphAdapter(spec, target)
         adapter.validate()
         _LOADED[spec] = adapter

@@ -265,3 +265,16 @@ def test_a_step_whose_tool_results_were_saved_as_pending_writes_is_resumed(
     assert verdict.observed.world["emails"] == 1
     log = load_adapter(f"langgraph:{EXAMPLE}:build").read_session(result.case_dir)  # type: ignore[attr-defined]
     assert [e.message.role for e in log.entries] == ["user", "assistant", "tool", "assistant"]  # type: ignore[union-attr]
+
+
+def test_a_langgraph_outside_the_range_is_named_with_the_range(
+    monkeypatch: pytest.MonkeyPatch, user_module: types.ModuleType
+) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.4.0")
+    with pytest.raises(InputError) as caught:
+        load_adapter("langgraph:crashmatrix_lg_user:good")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "langgraph 1.4.0 is installed" in message and lg.SUPPORTED_TEXT in message
