@@ -444,8 +444,26 @@ class LangGraphAdapter:
 
     def validate(self) -> None:
         """Build the graph once against a scratch directory: a factory that returns the wrong
-        thing, or a graph without a SQLite checkpointer, is refused before any case runs."""
-        with tempfile.TemporaryDirectory(prefix="crashmatrix-langgraph-") as scratch, httpx.Client() as http:
+        thing, or a graph without a SQLite checkpointer, is refused before any case runs.
+
+        Then run one turn through it, answered in-process: LangChain and LangGraph build much
+        of what a turn needs on first use (openai's request transforms, the checkpoint
+        serializer, message parsing). Done here, it is done once in the fork server that
+        loaded this adapter, not again in every life."""
+        reply = {
+            "id": "warm",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "crashmatrix-scripted",
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}
+            ],
+        }
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
+        with (
+            tempfile.TemporaryDirectory(prefix="crashmatrix-langgraph-") as scratch,
+            httpx.Client(transport=transport) as http,
+        ):
             path = Path(scratch) / CHECKPOINT_FILE
             path.parent.mkdir(parents=True)
             ctx = GraphContext(
@@ -460,9 +478,15 @@ class LangGraphAdapter:
                 life=0,
             )
             graph = self._build(ctx)
-            conn = getattr(graph.checkpointer, "conn", None)
-            if conn is not None:
-                conn.close()
+            try:
+                from langchain_core.messages import HumanMessage
+
+                config = {"configurable": {"thread_id": THREAD_ID}, "max_concurrency": 1}
+                graph.invoke({"messages": [HumanMessage("warm")]}, config, durability="sync")
+            except Exception:  # a warm-up only: a graph that cannot take this turn shows why in its lives
+                pass
+            finally:
+                graph.checkpointer.conn.close()
 
     def _build(self, ctx: GraphContext) -> Any:
         try:
