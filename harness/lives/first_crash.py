@@ -190,6 +190,7 @@ def power_after(
         rest = (found.run.case_dir / "trace.jsonl").read_bytes()
         if rest.startswith(before):
             (whole / "trace.jsonl").write_bytes(before + after + rest[len(before) :])
+            shutil.rmtree(cut_dir)  # equal to the crash's directory: nothing of its own to keep
             return CaseRun(whole, found.run.lives, read_trace(whole)), True
     resumed = CaseRun(cut_dir, found.crashed.lives, read_trace(cut_dir))
     return (
