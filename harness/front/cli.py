@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import shutil
 import sys
@@ -461,6 +462,12 @@ def _delegated(command: str, rest: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    # ``--agent=mypkg.graph:build`` names a team's module from where they run us, as
+    # ``python -m pytest`` finds it; a console script's sys.path lacks the current directory
+    # (every rerun line a failure prints would need PYTHONPATH=. otherwise). Lives and the fork
+    # server inherit sys.path.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     if words[:1] and words[0] in DELEGATED_HELP:
         return _delegated(words[0], words[1:])
     args = _parser().parse_args(words)

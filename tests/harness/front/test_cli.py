@@ -258,3 +258,26 @@ def test_the_rerun_line_of_a_failed_recovery_case_fails_again_at_the_same_second
     assert _failure(relines) == expected
     # Its own rerun line is itself: rerunning a rerun reproduces the same case again.
     assert f"  rerun: {rerun[0]}" in relines
+
+
+@pytest.mark.slow
+def test_the_console_script_imports_a_teams_agent_module_from_the_current_directory(
+    scenario: Path, tmp_path: Path
+) -> None:
+    # `crashmatrix run ... --agent=team_agent:make`, as a rerun line prints it, from the
+    # project's directory: a console script's sys.path lacks it unless crashmatrix adds it.
+    (tmp_path / "team_agent.py").write_text(
+        "from crashmatrix.harness.agents.reference import ReferenceAdapter\n"
+        "def make():\n    return ReferenceAdapter()\n",
+        encoding="utf-8",
+    )
+    script = Path(sys.executable).parent / "crashmatrix"
+    done = subprocess.run(
+        [str(script), "run", str(scenario), "--crash", "clean", "--agent=team_agent:make"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed, 0 failed" in done.stdout
