@@ -166,7 +166,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
     if intercepts and python is None:
         raise doc.error(("intercept",), "intercept replaces Python functions: only a 'python:' agent has it")
     # Functions named for wrapping must exist: read from the agent's source, nothing of it runs.
-    names = _top_level_names(script if script is not None else _module_file(module or "", here))
+    names = _top_level_names(script if script is not None else module_file(module or "", here))
     if names is not None:
         named = [
             (("boundaries", i, "function"), raw["function"])
@@ -283,16 +283,18 @@ def _select(doc: Located, key: tuple[str | int, ...], query: str) -> None:
 
 def _reader_exists(doc: Located, key: tuple[str | int, ...], spec: str, here: Path) -> None:
     module, _, attr = spec.partition(":")
-    names = _top_level_names(_module_file(module, here))
+    names = _top_level_names(module_file(module, here))
     if names is not None and attr not in names:
         raise doc.error(key, f"{module} has no function {attr!r}; fix the name")
     if names is None:
         raise doc.error(key, f"cannot find module {module!r} (beside this file or importable)")
 
 
-def _module_file(module: str, here: Path) -> Path | None:
-    local = here.joinpath(*module.split(".")).with_suffix(".py")
-    if local.is_file():
+def module_file(module: str, here: Path | None = None) -> Path | None:
+    """The source file of ``module`` beside ``here`` (an adapter's folder) or importable,
+    found without importing it."""
+    local = here.joinpath(*module.split(".")).with_suffix(".py") if here is not None else None
+    if local is not None and local.is_file():
         return local
     try:
         found = importlib.util.find_spec(module)

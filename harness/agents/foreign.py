@@ -41,12 +41,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
-from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign
+from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign, module_file
 from crashmatrix.harness.agents.conversation import Conversation, _Console, check_approvals
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects
 from crashmatrix.harness.agents.foreign_session import AppendWatch, _write_copy, read_foreign, tear_last_line
 from crashmatrix.harness.agents.loopback import LoopbackServer
-from crashmatrix.harness.agents.preload import imports_of, module_file
+from crashmatrix.harness.agents.preload import imports_of
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.python_agent import (
     Marks,
@@ -80,7 +80,7 @@ _LOOPBACK_EDGES = ("after_running", "after_side_effect")
 
 def _libraries_of(spec: ForeignSpec) -> tuple[str, ...]:
     """The modules a kind-2 agent's file imports at its top level, minus its own siblings."""
-    source = spec.script if spec.script is not None else module_file(spec.module or "")
+    source = spec.script if spec.script is not None else module_file(spec.module or "", spec.here)
     if source is None:
         return ()
     return imports_of(source, own={source.parent, spec.here})

@@ -13,22 +13,12 @@ that fails costs nothing: the life imports it again and fails there, with its re
 from __future__ import annotations
 
 import ast
-import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["imports_of", "module_file"]
+from crashmatrix.harness.agents.adapter_file import module_file
 
-
-def module_file(module: str) -> Path | None:
-    """The source file of an importable module, without importing it (None: not found)."""
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if found is None or not found.origin or not found.origin.endswith(".py"):
-        return None
-    return Path(found.origin)
+__all__ = ["imports_of"]
 
 
 def imports_of(path: Path, *, own: Iterable[Path] = ()) -> tuple[str, ...]:

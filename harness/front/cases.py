@@ -214,11 +214,11 @@ def run_power(
     found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
     if found.crashed is None:
         # Life 1 never crashed at P (not reached, hung, an error): neither did the power go.
-        run, reused = found.run, True
+        run, reused = found.run, False
     else:
         run, reused = power_after(found, scenario, point, launcher, case_dir, agent=agent, deadline=deadline)
     observation, verdict = _judged(run, scenario, point, agent)
-    if reused and found.crashed is not None:
+    if reused:
         verdict = dataclasses.replace(verdict, notes=(*verdict.notes, SAME_LIVES.format(point=point.id)))
     return CaseResult(
         scenario,

@@ -11,7 +11,7 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import split_lines
 from crashmatrix.harness.lives.casedir import session_path_of
 
-__all__ = ["apply_between_lives"]
+__all__ = ["apply_between_lives", "logged_so_far"]
 
 
 def apply_between_lives(case_dir: Path, scenario: Scenario, *, session_editable: bool = True) -> None:
@@ -30,11 +30,9 @@ def apply_between_lives(case_dir: Path, scenario: Scenario, *, session_editable:
         return
     from crashmatrix.mock_tools.world import World
 
-    requests = case_dir / "model_requests.jsonl"
     with World(case_dir / "world") as world:
         mark: dict[str, Any] = {
-            "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
-            "events_before": max((event.seq for event in world.events()), default=0),
+            **logged_so_far(case_dir, world),
             "shifts": [],
             "applied": [],  # one {"fault", "acted", "detail"} per step: proof it did something
         }
@@ -68,6 +66,23 @@ def apply_between_lives(case_dir: Path, scenario: Scenario, *, session_editable:
                     }
                 )
     (case_dir / "between_lives.json").write_text(json.dumps(mark))
+
+
+def logged_so_far(case_dir: Path, world: Any = None) -> dict[str, int]:
+    """How many model requests and the last world event seq logged so far: the marks a fault
+    that changes the evidence (an edit between lives, a power loss that takes session lines)
+    leaves for the judge (``Observation.requests_for_session``). ``world``: an open ``World``
+    of the case, else it is opened (a case without a world has no events)."""
+    from crashmatrix.mock_tools.world import World
+
+    requests = case_dir / "model_requests.jsonl"
+    count = len(requests.read_bytes().splitlines()) if requests.exists() else 0
+    if world is None:
+        if not (case_dir / "world" / "world.json").exists():
+            return {"requests_before": count, "events_before": 0}
+        with World(case_dir / "world") as opened:
+            return logged_so_far(case_dir, opened)
+    return {"requests_before": count, "events_before": max((e.seq for e in world.events()), default=0)}
 
 
 def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tuple[int, int]]:

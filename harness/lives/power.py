@@ -858,7 +858,9 @@ def cut_power(
             # The session lost lines: what was logged before the cut (model requests, world
             # events) speaks of a session that is gone. The judge reads these marks as it
             # reads a tampered session's (``Observation.requests_for_session``).
-            extra.update(_marks(case_dir))
+            from crashmatrix.harness.lives.between import logged_so_far
+
+            extra.update({"session_lost": True, **logged_so_far(case_dir)})
     append_event(
         case_dir,
         {
@@ -872,22 +874,6 @@ def cut_power(
         },
     )
     return loss
-
-
-def _marks(case_dir: Path) -> dict[str, Any]:
-    """How many model requests and world events came before the cut (``session_lost``)."""
-    from crashmatrix.mock_tools.world import World
-
-    requests = case_dir / "model_requests.jsonl"
-    events = 0
-    if (case_dir / "world" / "world.json").exists():  # a case without a world has no events
-        with World(case_dir / "world") as world:
-            events = max((event.seq for event in world.events()), default=0)
-    return {
-        "session_lost": True,
-        "requests_before": len(requests.read_bytes().splitlines()) if requests.exists() else 0,
-        "events_before": events,
-    }
 
 
 def _session_loss(

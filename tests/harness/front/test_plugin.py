@@ -90,22 +90,29 @@ def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_points_a_black_box_agent_cannot_reach_are_shown_not_reachable_with_why_never_passed(
-    pytester: pytest.Pytester,
-) -> None:
-    examples = Path(__file__).resolve().parents[3] / "examples" / "blackbox_agent"
-    pytester.makefile(
-        ".yaml", **{"scenarios/order": (examples / "scenario.yaml").read_text(encoding="utf-8")}
-    )
-    result = run_inprocess(
+BLACK_BOX = Path(__file__).resolve().parents[3] / "examples" / "blackbox_agent"
+
+
+def _black_box_run(pytester: pytest.Pytester, *, extra: str = "") -> pytest.RunResult:
+    """The black-box example's own scenario (plus ``extra`` YAML) against it, no power column
+    and no depth-2 crashes."""
+    text = (BLACK_BOX / "scenario.yaml").read_text(encoding="utf-8") + extra
+    pytester.makefile(".yaml", **{"scenarios/order": text})
+    return run_inprocess(
         pytester,
         "scenarios",
         "--no-power-loss",
         "-p",
         "no:cacheprovider",
         "--no-recovery-crashes",
-        f"--agent={examples / 'adapter.yaml'}",
+        f"--agent={BLACK_BOX / 'adapter.yaml'}",
     )
+
+
+def test_points_a_black_box_agent_cannot_reach_are_shown_not_reachable_with_why_never_passed(
+    pytester: pytest.Pytester,
+) -> None:
+    result = _black_box_run(pytester)
     assert result.ret == 0
     # A black box cannot be stopped between its own ledger steps: those columns have no case,
     # and show "not reachable" with why (issue 15: they showed "not reached", like a point
@@ -217,18 +224,7 @@ def test_a_covered_boundary_the_agent_cannot_reach_is_not_reachable_not_a_collec
 ) -> None:
     # compound_two_appends covers after_approved; a black box cannot be killed there. That
     # is a gap of the agent (a "not reachable" cell with why), not a broken scenario.
-    examples = Path(__file__).resolve().parents[3] / "examples" / "blackbox_agent"
-    text = (examples / "scenario.yaml").read_text(encoding="utf-8")
-    pytester.makefile(".yaml", **{"scenarios/order": text + "\ncover: [after_approved, after_running]\n"})
-    result = run_inprocess(
-        pytester,
-        "scenarios",
-        "--no-power-loss",
-        "-p",
-        "no:cacheprovider",
-        "--no-recovery-crashes",
-        f"--agent={examples / 'adapter.yaml'}",
-    )
+    result = _black_box_run(pytester, extra="\ncover: [after_approved, after_running]\n")
     result.assert_outcomes(passed=2)  # clean and after_running; nothing errors
     row = build_matrix(load_results(pytester.path / "reports" / "latest" / "matrix.json")).rows[0]
     assert row.cell("after_approved").state == "not_reachable"
