@@ -11,12 +11,23 @@ site, not its id alone: the id of the checkpointed ``AIMessage`` that asked for 
 gives each one a unique id, saved with the checkpoint, so a resumed step finds the same key)
 plus the ``tool_call_id`` (providers reuse ids such as ``call_0`` across turns; by id alone
 the second turn's call would get the first turn's result). The same key goes to the service
-as its idempotency key. A call already done returns its saved result; a call that started
-and never finished is run again only when that is safe for this call (the service
-deduplicates on the key, the call is read-only -- ``run_command("ls")`` is, ``rm`` is not --
-or the effect is a whole-file write), otherwise the model is told the effect is uncertain
-(``SIDE_EFFECT_UNCERTAIN``). A lost response or a retryable timeout on a call that is safe to
-repeat (read-only, or keyed where the service deduplicates) is retried once with the same key.
+as its idempotency key. A call already done returns its saved result. A call that started
+and never finished (a ``running`` row, no result) is recovered by its contract, seed 004's way:
+
+* a keyed call whose contract reconciles (``recovery: reconcile``, a ``lookup_tool``) asks the
+  service by its key: found, the model is told what the service holds; not found, the call
+  never arrived and is sent again with the SAME key. A call whose response was lost
+  (``SIDE_EFFECT_UNCERTAIN`` from the service) is reconciled the same way, without a crash.
+* a whole-file write (``recovery: precondition``) saved its file's base hash and the planned
+  after hash with its ``running`` row: the file now at the after hash is already written
+  (told so, nothing written again), at the base it is written again, anything else -- someone
+  changed it, or the target cannot be checked at all -- is a ``CONFLICT`` and the file is
+  left alone.
+* a read-only call (``run_command("ls")`` is, ``rm`` is not), or one its contract says to
+  replay, runs again; anything else is told ``SIDE_EFFECT_UNCERTAIN``.
+
+A retryable timeout on a read-only call, or a lost response on a keyed call the service
+deduplicates (``replay_policy: auto``), is retried once with the same key.
 
 Both take crashmatrix's ``GraphContext``: the model, the suite's tools (run by the mock tools),
 and the checkpoint file. In production the same graph gets a real ``ChatOpenAI``, real tool
@@ -25,9 +36,12 @@ functions and a real database path.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, AnyMessage
@@ -63,6 +77,13 @@ def build(ctx: Any) -> Any:
 # -- the fixed way: each tool consults a ledger keyed by its call site -----------------------
 
 
+@dataclass(frozen=True)
+class Row:
+    status: str  # "running" (saved before the effect) or "done" (the result saved)
+    result: str | None
+    plan: dict[str, Any] | None  # a whole-file write's base / after hashes
+
+
 class Ledger:
     """What each tool call did, saved before and after the effect (autocommit rows)."""
 
@@ -70,15 +91,20 @@ class Ledger:
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS calls (site TEXT PRIMARY KEY, status TEXT, result TEXT)"
+            "CREATE TABLE IF NOT EXISTS calls (site TEXT PRIMARY KEY, status TEXT, result TEXT, plan TEXT)"
         )
 
-    def get(self, site: str) -> tuple[str, str | None] | None:
-        row = self.conn.execute("SELECT status, result FROM calls WHERE site = ?", (site,)).fetchone()
-        return (row[0], row[1]) if row else None
+    def get(self, site: str) -> Row | None:
+        row = self.conn.execute("SELECT status, result, plan FROM calls WHERE site = ?", (site,)).fetchone()
+        return Row(row[0], row[1], json.loads(row[2]) if row[2] else None) if row else None
 
-    def set(self, site: str, status: str, result: str | None = None) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO calls VALUES (?, ?, ?)", (site, status, result))
+    def set(
+        self, site: str, status: str, result: str | None = None, plan: dict[str, Any] | None = None
+    ) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?)",
+            (site, status, result, json.dumps(plan) if plan is not None else None),
+        )
 
 
 def call_site(messages: Sequence[Any], tool_call_id: str) -> str:
@@ -90,39 +116,207 @@ def call_site(messages: Sequence[Any], tool_call_id: str) -> str:
     raise LookupError(f"no AIMessage in the thread asked for tool call {tool_call_id!r}")
 
 
-def _uncertain(name: str) -> str:
+def _told(ok: bool, code: str, content: str, idempotency: str, **data: Any) -> str:
+    """A Tool Result in the suite's shape (``ok``, ``code``, ``content``, ``metadata``)."""
+    out: dict[str, Any] = {"ok": ok, "status": "succeeded" if ok else "failed", **data, "content": content}
+    if not ok:
+        out["code"] = code
+        out["metadata"] = {"retryable": False, "idempotency": idempotency}
+    return json.dumps(out, ensure_ascii=False)
+
+
+def _uncertain(name: str, why: str = "started before a crash") -> str:
     return json.dumps(
         {
             "ok": False,
             "status": "unknown",
             "code": "SIDE_EFFECT_UNCERTAIN",
-            "content": f"{name} started before a crash and may have taken effect; check before retrying.",
+            "content": f"{name} {why} and may have taken effect; check before retrying.",
             "metadata": {"retryable": False, "idempotency": "non_idempotent"},
         }
     )
 
 
-def _safe_again(contract: Any) -> bool:
-    """Safe to run again after a crash: the service deduplicates on the key we send, the call
-    is read-only, or its effect is a whole-file write (the same bytes again)."""
-    return (
-        contract.recovery in ("replay", "precondition", "reconcile") or contract.idempotency == "idempotent"
-    )
+def _parsed(result: str) -> dict[str, Any]:
+    try:
+        told = json.loads(result)
+    except ValueError:
+        return {}
+    return told if isinstance(told, dict) else {}
+
+
+def _is_uncertain(result: str) -> bool:
+    return _parsed(result).get("code") == "SIDE_EFFECT_UNCERTAIN"
 
 
 def _worth_one_more(result: str, contract: Any) -> bool:
     """A lost response or a timeout the service says is safe to retry, on a call that is safe
     to repeat: a read-only call, or a keyed one the service deduplicates (replay_policy auto)."""
-    try:
-        told = json.loads(result)
-    except ValueError:
-        return False
-    if not isinstance(told, dict) or told.get("ok"):
+    told = _parsed(result)
+    if not told or told.get("ok"):
         return False
     retryable = bool((told.get("metadata") or {}).get("retryable"))
     return (retryable and contract.idempotency == "idempotent") or (
         told.get("code") == "SIDE_EFFECT_UNCERTAIN" and contract.replay_policy == "auto"
     )
+
+
+# -- a whole-file write: seed 004's base / after hash check ----------------------------------
+
+
+def _sha256(target: Path) -> str | None:
+    """The file's hash, None when it does not exist."""
+    try:
+        return hashlib.sha256(target.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _target(workspace: Path, path: Any) -> Path | str:
+    """``path`` inside the workspace, or why it cannot be checked."""
+    if not isinstance(path, str) or not path:
+        return f"{path!r} is not a path"
+    pure = PurePosixPath(path)
+    if pure.is_absolute() or ".." in pure.parts:
+        return f"{path!r} is outside the workspace"
+    root = workspace.resolve()
+    target = (root / pure).resolve()
+    if not target.is_relative_to(root):
+        return f"{path!r} leads outside the workspace"
+    if target.is_dir():
+        return f"{path!r} is a directory"
+    return target
+
+
+def _plan(workspace: Path, contract: Any, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Saved with the ``running`` row, before the write: the file's hash now (base) and the
+    hash it will have (after). A target that cannot be read is saved as such: on recovery
+    nothing proves a second write safe."""
+    path = arguments.get(contract.path_argument)
+    content = arguments.get(contract.content_argument)
+    target = _target(workspace, path)
+    if isinstance(target, str) or not isinstance(content, str):
+        return {"path": path, "unchecked": target if isinstance(target, str) else "no text content"}
+    try:
+        base = _sha256(target)
+    except OSError as error:
+        return {"path": path, "unchecked": f"cannot read {path!r}: {error.strerror}"}
+    return {"path": path, "base_sha256": base, "after_sha256": hashlib.sha256(content.encode()).hexdigest()}
+
+
+def _check(workspace: Path, plan: Mapping[str, Any]) -> tuple[str, str]:
+    """``canReplayFileWrite``: (``already_applied`` | ``apply_again`` | ``conflict``, why)."""
+    path = plan.get("path")
+    if "unchecked" in plan:
+        return "conflict", f"its target cannot be checked ({plan['unchecked']})"
+    target = _target(workspace, path)
+    if isinstance(target, str):
+        return "conflict", f"its target cannot be checked ({target})"
+    try:
+        current = _sha256(target)
+    except OSError as error:
+        return "conflict", f"cannot read {path!r}: {error.strerror}"
+    # after before base: a write that changes nothing (base == after) needs no second write.
+    if current == plan["after_sha256"]:
+        return "already_applied", ""
+    if current == plan["base_sha256"]:
+        return "apply_again", ""
+    return "conflict", f"{path!r} was changed by someone else since the write was planned"
+
+
+# -- the tool wrapper ------------------------------------------------------------------------
+
+
+class _Call:
+    """One call of one tool, at its call site: the first run, and recovery after a crash."""
+
+    def __init__(
+        self, ctx: Any, ledger: Ledger, name: str, arguments: dict[str, Any], tool_call_id: str, site: str
+    ):
+        self.ctx, self.ledger, self.name = ctx, ledger, name
+        self.arguments, self.tool_call_id, self.site = arguments, tool_call_id, site
+        # Per call: run_command("ls src") is read-only where run_command("rm -rf x") is not.
+        self.contract = ctx.contracts[name].for_call(arguments)
+
+    def __call__(self) -> str:
+        row = self.ledger.get(self.site)
+        if row is not None and row.status == "done":
+            return row.result or ""  # the saved result: no second effect
+        if row is not None:
+            result = self.recover(row)
+        else:
+            plan = _plan(self.ctx.workspace, self.contract, self.arguments) if self.precondition else None
+            self.ledger.set(self.site, "running", plan=plan)
+            result = self.run()
+        self.ledger.set(self.site, "done", result)
+        return result
+
+    @property
+    def precondition(self) -> bool:
+        return self.contract.recovery == "precondition"
+
+    @property
+    def reconciles(self) -> bool:
+        return self.contract.recovery == "reconcile" and bool(self.contract.lookup_tool)
+
+    def run(self) -> str:
+        """The tool, under the call site's key (the service deduplicates on it)."""
+        result = self.ctx.run_tool(self.name, self.arguments, self.tool_call_id, key=self.site)
+        if _is_uncertain(result) and self.reconciles:
+            return self.reconcile()  # the request went out, the answer was lost: ask by key
+        if _worth_one_more(result, self.contract):
+            result = self.ctx.run_tool(self.name, self.arguments, self.tool_call_id, key=self.site)
+        return result
+
+    def recover(self, row: Row) -> str:
+        """The call started in an earlier life and its result was never saved: by contract."""
+        if self.reconciles:
+            return self.reconcile()
+        if self.precondition and row.plan is not None:
+            return self.check_write(row.plan)
+        if self.contract.idempotency == "idempotent" or self.contract.recovery in ("replay", "precondition"):
+            return self.run()  # read-only, or a write with nothing to check it by: the same again
+        return _uncertain(self.name)
+
+    def reconcile(self, rounds: int = 2) -> str:
+        """Ask the service by the key whether the call happened: found, tell what it holds;
+        not found, the call never reached it, so send it again with the SAME key (even were
+        that wrong, the service deduplicates). A lookup that fails, or a call whose answer is
+        lost again and again, is told as uncertain."""
+        lookup = self.contract.lookup_tool
+        for _ in range(rounds):
+            found = _parsed(self.ctx.run_tool(lookup, {"idempotency_key": self.site}, self.tool_call_id))
+            if not found.get("ok"):
+                return _uncertain(
+                    self.name, f"could not be looked up by its key ({found.get('content', '')})"
+                )
+            if found.get("found"):
+                found["content"] = (
+                    f"{self.name} had already taken effect: {lookup} found it by its idempotency key, "
+                    "so it was not sent again."
+                )
+                return json.dumps(found, ensure_ascii=False)
+            result = self.ctx.run_tool(self.name, self.arguments, self.tool_call_id, key=self.site)
+            if not _is_uncertain(result):
+                return result
+        return _uncertain(self.name, "lost its answer more than once")
+
+    def check_write(self, plan: Mapping[str, Any]) -> str:
+        """Seed 004 for a whole-file write: the file now against the saved base and after."""
+        verdict, why = _check(self.ctx.workspace, plan)
+        idempotency = self.contract.idempotency
+        if verdict == "already_applied":
+            return _told(
+                True,
+                "",
+                f"{plan['path']} already has the requested content; nothing was written again.",
+                idempotency,
+                path=plan["path"],
+                applied=False,
+            )
+        if verdict == "apply_again":
+            return self.run()  # the file is still at its base: the write never landed
+        return _told(False, "CONFLICT", f"{self.name} was not repeated: {why}.", idempotency)
 
 
 def _keyed_tool(ctx: Any, ledger: Ledger, name: str, schema: Any, description: str) -> Any:
@@ -131,22 +325,8 @@ def _keyed_tool(ctx: Any, ledger: Ledger, name: str, schema: Any, description: s
         messages: Annotated[list[AnyMessage], InjectedState("messages")],
         **arguments: Any,
     ) -> str:
-        site = call_site(messages, tool_call_id)
         given = {k: v for k, v in arguments.items() if v is not None}
-        # Per call: run_command("ls src") is read-only where run_command("rm -rf x") is not.
-        contract = ctx.contracts[name].for_call(given)
-        done = ledger.get(site)
-        if done and done[0] == "done":
-            return done[1] or ""  # the saved result: no second effect
-        if done and done[0] == "running" and not _safe_again(contract):
-            result = _uncertain(name)
-        else:
-            ledger.set(site, "running")
-            result = ctx.run_tool(name, given, tool_call_id, key=site)
-            if _worth_one_more(result, contract):
-                result = ctx.run_tool(name, given, tool_call_id, key=site)  # the same key: deduplicated
-        ledger.set(site, "done", result)
-        return result
+        return _Call(ctx, ledger, name, given, tool_call_id, call_site(messages, tool_call_id))()
 
     return StructuredTool.from_function(func=call, name=name, description=description, args_schema=schema)
 

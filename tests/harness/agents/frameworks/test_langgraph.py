@@ -192,6 +192,113 @@ def test_the_ledgered_tools_do_not_send_again(launcher: object, tmp_path: Path) 
     assert verdict.observed.told["call_mail"] == "uncertain"
 
 
+def _told(result: object, call_id: str) -> dict[str, object]:
+    """The Tool Result the model got for ``call_id``, read back from LangGraph's checkpoint."""
+    log = load_adapter(f"langgraph:{EXAMPLE}:build_fixed").read_session(result.case_dir)  # type: ignore[attr-defined]
+    (content,) = [
+        e.message.content  # type: ignore[union-attr]
+        for e in log.entries
+        if e.message is not None and e.message.role == "tool" and e.message.tool_call_id == call_id  # type: ignore[union-attr]
+    ]
+    told = json.loads(content or "{}")
+    assert isinstance(told, dict)
+    return told
+
+
+# (scenario, point, call, what the model is told, a word of what it is told, the world)
+RECOVERED = [
+    # (a) the response was lost: the order is looked up by its key, not created again
+    (
+        "create_order/keyed_response_lost.yaml",
+        "",
+        "call_gadget",
+        "succeeded",
+        "found it by its idempotency key",
+        {"orders": 1},
+    ),
+    # killed before the order: not found by key, sent again with the SAME key, its response
+    # lost again (the fault), found by key
+    (
+        "create_order/keyed_response_lost.yaml",
+        "after_running[call_gadget]",
+        "call_gadget",
+        "succeeded",
+        "found it by its idempotency key",
+        {"orders": 1},
+    ),
+    (
+        "generic_yaml/refund_payment_response_lost.yaml",
+        "",
+        "call_refund2",
+        "succeeded",
+        "found it by its idempotency key",
+        {"rows:refunds": 1},
+    ),
+    # (b) the write landed before the kill: the file is at its planned hash, not written again
+    (
+        "write_file/write_file_recovery.yaml",
+        "after_side_effect[call_recovery_demo]",
+        "call_recovery_demo",
+        "succeeded",
+        "nothing was written again",
+        {"files": {"recovery-demo.txt": "recovered"}},
+    ),
+    # ... a colleague rewrote the file between the lives: neither base nor after, left alone
+    (
+        "write_file/external_change_conflict.yaml",
+        "after_side_effect[call_notes]",
+        "call_notes",
+        "conflict",
+        "changed by someone else",
+        {"files": {"notes.txt": "edited by a colleague\n"}},
+    ),
+    (
+        "write_file/external_change_conflict.yaml",
+        "after_running[call_notes]",
+        "call_notes",
+        "conflict",
+        "changed by someone else",
+        {"files": {"notes.txt": "edited by a colleague\n"}},
+    ),
+    # (c) a path outside the workspace cannot be checked: not repeated, told conflict
+    (
+        "write_file/hostile_path.yaml",
+        "after_running[call_escape]",
+        "call_escape",
+        "conflict",
+        "outside the workspace",
+        {"files": {"escape.txt": None}},
+    ),
+]
+
+
+@pytest.mark.parametrize(("scenario", "point", "call", "told", "says", "world"), RECOVERED)
+@pytest.mark.slow
+def test_the_fixed_tools_recover_by_contract(
+    launcher: object,
+    tmp_path: Path,
+    scenario: str,
+    point: str,
+    call: str,
+    told: str,
+    says: str,
+    world: dict[str, object],
+) -> None:
+    """Seed 004 in a team's own tools: reconcile a keyed call by its key, check a whole-file
+    write's base and after hashes, and tell the model what was found."""
+    result = _run(launcher, "build_fixed", point, tmp_path, scenario)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.told[call] == told
+    assert says in str(_told(result, call).get("content"))
+    observed = verdict.observed.world
+    for key, value in world.items():
+        if isinstance(value, dict):
+            assert {k: observed[key].get(k) for k in value} == value
+        else:
+            assert observed[key] == value
+
+
 @pytest.mark.slow
 def test_two_calls_of_one_message_run_one_after_the_other_in_its_order(
     launcher: object, tmp_path: Path
