@@ -1,138 +1,385 @@
-"""The agent of ``agent.py`` made crash-safe with a ledger its tools consult (seed 000's idea,
-in the SDK's terms): ``--agent=openai-agents:examples.openai_agents_agent.fixed:build``.
+"""The agent of ``agent.py`` made crash-safe, as a careful team would write it with the SDK
+(seed 000's ledger, seed 004's recovery by contract):
+``--agent=openai-agents:examples.openai_agents_agent.fixed:build``.
 
-The SDK saves a step's ``function_call`` and its output only after the tool ran, so a process
-killed in between leaves no trace of the call and the restarted run asks the model again. Here
-each tool first writes ``running`` for its call id to its own SQLite ledger (committed before
-the effect), runs, then writes the result. At the start of a life, every call the ledger knows
-and the session does not answer is put back into the session with what is known of it:
+The SDK keeps the model's reply in memory while the step's tools run and saves the step's
+``function_call`` items with their outputs only after the tools ran, so a process killed in
+between leaves no trace of the calls and the restarted run asks the model again (which may
+ask for the same effect a second time). Here a small SQLite ledger of the agent's own
+(beside the session, autocommit rows) records:
 
-* the ledger holds the result: that result (the effect is not run again);
-* it is still ``running`` and the tool is safe to replay (its contract's ``replay_policy:
-  auto``, e.g. an order keyed by the call id): run again under the same key, its result;
-* otherwise (an email): ``SIDE_EFFECT_UNCERTAIN``, never a second send.
+* the model's reply, as soon as it arrives (``AgentHooks.on_llm_end``): one ``planned`` row
+  per function call, before any tool starts;
+* ``running`` before each tool's effect -- with, for a whole-file write, the file's base hash
+  and the planned after hash -- then the result (``done``).
 
-The model then sees the call answered and goes on from there. The idempotency key a tool
-sends is derived from the call id, so a replay is deduplicated by a keyed service.
+Each row is keyed by its call site, ``<turn>:<call_id>`` (providers reuse ids such as
+``call_0`` in a later turn; by id alone turn 2 would get turn 1's result), and the same site
+(with the session id) is the idempotency key sent to the service.
+
+At the start of a life every call of the current turn the ledger knows and the session does
+not answer is answered, then the SDK continues the turn with the calls answered:
+
+* ``done``: its result, as the tool returned it (the model never saw it: nothing to mark);
+* ``planned``: it never started, so it runs now, normally;
+* ``running``: by the tool's contract (``ToolContext.contracts``, per call: ``run_command('ls')``
+  is read-only, ``rm`` is not):
+  - read-only: run again (nothing to undo);
+  - a whole-file write (``recovery: precondition``): the file's hash now == the planned after
+    -> ``already_applied``; == the base -> written again (``reapplied``); anything else ->
+    ``CONFLICT`` and the file is left alone (someone else wrote it);
+  - a keyed call with a lookup (``recovery: reconcile``): asked the service by its key
+    (``reconcile.lookup_tool``): found -> what was found; not found -> retried with the SAME
+    key (the service deduplicates by it): ``reconciled``;
+  - a call the contract says is safe to replay (``replay``): run again, ``replayed``;
+  - anything else (an email): ``SIDE_EFFECT_UNCERTAIN``, never a second send.
+
+Without a crash the same rules answer a failure the tool reports: a read-only call that timed
+out or lost its response is retried once; a keyed call whose response was lost
+(``SIDE_EFFECT_UNCERTAIN``) is reconciled by its key at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, FunctionTool, SQLiteSession
+from agents import Agent, AgentHooks, FunctionTool, SQLiteSession
 
 from crashmatrix.harness.agents.frameworks.openai_agents import AgentsContext
+from crashmatrix.harness.core.contracts import ToolContract, default_contract
 from crashmatrix.harness.core.tools import ToolObservation
 
 INSTRUCTIONS = "You are a helpful assistant. Use the tools to do what the user asks."
+RECONCILE_ROUNDS = 3  # lookups before the answer is "uncertain" (each retry may lose its answer too)
+
+
+# -- the ledger ---------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    site: str  # "<turn>:<call_id>"
+    turn: int
+    call_id: str
+    tool: str
+    arguments: str  # the model's JSON text
+    status: str  # planned | running | done
+    result: str | None
+    plan: Mapping[str, Any]  # a whole-file write's path, base and after hashes
 
 
 class Ledger:
-    """One row per tool call: ``running`` before its effect, then its result."""
+    """One row per call site; every write is its own committed transaction."""
 
     def __init__(self, path: Path) -> None:
-        self.conn = sqlite3.connect(path, isolation_level=None)  # autocommit: each write durable
+        self.conn = sqlite3.connect(path, isolation_level=None)  # autocommit
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS calls (call_id TEXT PRIMARY KEY, tool TEXT NOT NULL,"
-            " arguments TEXT NOT NULL, status TEXT NOT NULL, result TEXT)"
+            "CREATE TABLE IF NOT EXISTS calls (site TEXT PRIMARY KEY, turn INTEGER NOT NULL,"
+            " call_id TEXT NOT NULL, tool TEXT NOT NULL, arguments TEXT NOT NULL,"
+            " status TEXT NOT NULL, result TEXT, plan TEXT)"
         )
 
-    def get(self, call_id: str) -> tuple[str, str, str, str | None] | None:
-        row = self.conn.execute(
-            "SELECT tool, arguments, status, result FROM calls WHERE call_id = ?", (call_id,)
-        ).fetchone()
-        return None if row is None else (row[0], row[1], row[2], row[3])
-
-    def running(self, call_id: str, tool: str, arguments: str) -> None:
+    def planned(self, turn: int, call_id: str, tool: str, arguments: str) -> None:
+        # OR IGNORE: a reply asked again after a crash keeps what the first one recorded.
         self.conn.execute(
-            "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, 'running', NULL)", (call_id, tool, arguments)
+            "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?, 'planned', NULL, NULL)",
+            (site_of(turn, call_id), turn, call_id, tool, arguments),
         )
 
-    def done(self, call_id: str, result: str) -> None:
-        self.conn.execute("UPDATE calls SET status = 'done', result = ? WHERE call_id = ?", (result, call_id))
-
-    def calls(self) -> list[tuple[str, str, str, str, str | None]]:
-        return list(
-            self.conn.execute("SELECT call_id, tool, arguments, status, result FROM calls ORDER BY rowid")
+    def running(self, site: str, plan: Mapping[str, Any]) -> None:
+        self.conn.execute(
+            "UPDATE calls SET status = 'running', plan = ? WHERE site = ?", (json.dumps(dict(plan)), site)
         )
 
+    def done(self, site: str, result: str) -> None:
+        self.conn.execute("UPDATE calls SET status = 'done', result = ? WHERE site = ?", (result, site))
 
-def _key(call_id: str, tool: str) -> str:
-    return f"openai-agents:{tool}:{call_id}"
+    def get(self, site: str) -> Row | None:
+        rows = self._rows("WHERE site = ?", (site,))
+        return rows[0] if rows else None
+
+    def of_turn(self, turn: int) -> list[Row]:
+        return self._rows("WHERE turn = ? ORDER BY rowid", (turn,))
+
+    def _rows(self, where: str, args: tuple[Any, ...]) -> list[Row]:
+        query = f"SELECT site, turn, call_id, tool, arguments, status, result, plan FROM calls {where}"
+        return [
+            Row(r[0], r[1], r[2], r[3], r[4], r[5], r[6], json.loads(r[7]) if r[7] else {})
+            for r in self.conn.execute(query, args)
+        ]
 
 
-def _uncertain(tool: str, idempotency: str) -> str:
+def site_of(turn: int, call_id: str) -> str:
+    return f"{turn}:{call_id}"
+
+
+def turn_of(items: Sequence[Mapping[str, Any]]) -> int:
+    """The current turn: how many user messages the session holds."""
+    return sum(1 for item in items if item.get("role") == "user")
+
+
+# -- what a call's result says ------------------------------------------------------------------
+
+
+def _result(observation: ToolObservation, contract: ToolContract, recovery: str | None = None) -> str:
+    result = observation.to_result(execution_id=None, idempotency=contract.idempotency)
+    if recovery:
+        result["recovery"] = recovery
+    return json.dumps(result, ensure_ascii=False)
+
+
+def _marked(result: Mapping[str, Any], recovery: str) -> str:
+    return json.dumps({**result, "recovery": recovery}, ensure_ascii=False)
+
+
+def _parsed(result: str) -> dict[str, Any]:
+    try:
+        value = json.loads(result)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _uncertain(tool: str, contract: ToolContract) -> str:
+    hint = f" Look it up with {contract.lookup_tool}." if contract.lookup_tool else ""
     observation = ToolObservation(
         ok=False,
         code="SIDE_EFFECT_UNCERTAIN",
         uncertain=True,
-        content=f"{tool} was cut off by a crash; whether it took effect is unknown. Check before retrying.",
+        content=(
+            f"{tool} was cut off by a crash; whether it took effect is unknown. Check before retrying.{hint}"
+        ),
     )
-    result = {
-        **observation.to_result(execution_id=None, idempotency=idempotency),
-        "recovery": "side_effect_uncertain",
-    }
-    return json.dumps(result, ensure_ascii=False)
+    return _result(observation, contract, "side_effect_uncertain")
 
 
-def _recovered(result: str, recovery: str) -> str:
-    """A result given again after a crash, saying how (crashmatrix's ``recovery`` words)."""
-    return json.dumps({**json.loads(result), "recovery": recovery}, ensure_ascii=False)
+# -- a whole-file write's precondition (seed 004's canReplayFileWrite) --------------------------
 
 
-def _ledgered(tool: FunctionTool, ledger: Ledger, ctx: AgentsContext) -> FunctionTool:
+def _file_hash(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
+def _target(workspace: Path, path: str) -> Path | None:
+    """The file a write names, or None when it is not inside the workspace."""
+    root = workspace.resolve()
+    target = (root / path).resolve()
+    return target if target.is_relative_to(root) else None
+
+
+def write_plan(contract: ToolContract, arguments: Mapping[str, Any], workspace: Path) -> dict[str, Any]:
+    """What a whole-file write is about to do, saved with its ``running`` row."""
+    if contract.recovery != "precondition":
+        return {}
+    path = arguments.get(contract.path_argument)
+    content = arguments.get(contract.content_argument)
+    if not isinstance(path, str) or not isinstance(content, str):
+        return {"refused": "the call names no path and content to check"}
+    target = _target(workspace, path)
+    if target is None:
+        return {"path": path, "refused": f"{path!r} is outside the workspace"}
+    try:
+        base = _file_hash(target)
+    except OSError as error:  # a directory, no permission: the write fails too
+        return {"path": path, "refused": f"cannot read {path!r}: {error.strerror}"}
+    return {"path": path, "base": base, "after": hashlib.sha256(content.encode()).hexdigest()}
+
+
+def check_plan(plan: Mapping[str, Any], workspace: Path) -> tuple[str, str]:
+    """(already_applied | apply_again | conflict, why) for an interrupted write."""
+    if "refused" in plan or "after" not in plan:
+        return "conflict", str(plan.get("refused", "no write plan was saved"))
+    target = _target(workspace, str(plan["path"]))
+    if target is None:
+        return "conflict", f"{plan['path']!r} is outside the workspace"
+    try:
+        current = _file_hash(target)
+    except OSError as error:
+        return "conflict", f"cannot read {plan['path']!r}: {error.strerror}"
+    # after first: a write that changes nothing (base == after) is already applied.
+    if current == plan["after"]:
+        return "already_applied", ""
+    if current == plan["base"]:
+        return "apply_again", ""
+    return "conflict", f"{plan['path']!r} changed since the write started (someone else wrote it)"
+
+
+# -- running a call -----------------------------------------------------------------------------
+
+
+class Calls:
+    """The agent's tool calls through the ledger: the tools' path and the recovery's."""
+
+    def __init__(self, ctx: AgentsContext, ledger: Ledger) -> None:
+        self.ctx = ctx
+        self.ledger = ledger
+        self.sites: dict[str, str] = {}  # call_id -> site, for the reply being run
+
+    def contract(self, tool: str, arguments: Mapping[str, Any]) -> ToolContract:
+        return (self.ctx.contracts.get(tool) or default_contract(tool)).for_call(arguments)
+
+    def key(self, site: str) -> str:
+        return f"{self.ctx.session_id}:{site}"
+
+    def run(self, row: Row, arguments: Mapping[str, Any]) -> str:
+        """A call that has not started: ``running`` (with its plan), the effect, ``done``."""
+        contract = self.contract(row.tool, arguments)
+        self.ledger.running(row.site, write_plan(contract, arguments, self.ctx.workspace))
+        result = self._attempt(row, arguments, contract)
+        self.ledger.done(row.site, result)
+        return result
+
+    def _attempt(self, row: Row, arguments: Mapping[str, Any], contract: ToolContract) -> str:
+        told = self.ctx.run_tool(row.tool, arguments, row.call_id, self.key(row.site))
+        if contract.idempotency == "idempotent" and not told.get("ok") and _retryable(told):
+            # A read lost its answer or timed out: reading again changes nothing.
+            told = {**self.ctx.run_tool(row.tool, arguments, row.call_id, self.key(row.site)), "attempts": 2}
+        elif told.get("code") == "SIDE_EFFECT_UNCERTAIN" and contract.lookup_tool:
+            # Sent, answer lost: the key lets us ask the service instead of guessing.
+            return self.reconcile(row, arguments, contract)
+        return json.dumps(dict(told), ensure_ascii=False)
+
+    def recover(self, row: Row) -> str:
+        """The answer for a call of an interrupted turn the session does not answer."""
+        arguments = _arguments(row.arguments)
+        if row.status == "done" and row.result is not None:
+            return row.result  # it finished; the model has not seen it yet
+        if row.status == "planned":
+            return self.run(row, arguments)  # it never started
+        contract = self.contract(row.tool, arguments)
+        if contract.idempotency == "idempotent":
+            result = self._attempt(row, arguments, contract)
+        elif contract.recovery == "precondition":
+            result = self.precondition(row, arguments, contract)
+        elif contract.recovery == "reconcile" and contract.lookup_tool:
+            result = self.reconcile(row, arguments, contract)
+        elif contract.recovery == "replay" and contract.replay_policy in ("auto", "ask"):
+            # ask: this agent asks no approvals (its user gave them for the turn).
+            told = self.ctx.run_tool(row.tool, arguments, row.call_id, self.key(row.site))
+            result = _marked(told, "replayed")
+        else:
+            result = _uncertain(row.tool, contract)
+        self.ledger.done(row.site, result)
+        return result
+
+    def precondition(self, row: Row, arguments: Mapping[str, Any], contract: ToolContract) -> str:
+        verdict, why = check_plan(row.plan, self.ctx.workspace)
+        if verdict == "already_applied":
+            observation = ToolObservation(
+                ok=True,
+                data={"path": row.plan.get("path"), "applied": False},
+                content="The file already has the requested content; nothing was written again.",
+            )
+            return _result(observation, contract, "already_applied")
+        if verdict == "apply_again":
+            told = self.ctx.run_tool(row.tool, arguments, row.call_id, self.key(row.site))
+            return _marked(told, "reapplied")
+        observation = ToolObservation(
+            ok=False, code="CONFLICT", content=f"{row.tool} was not written again: {why}."
+        )
+        return _result(observation, contract, "conflict")
+
+    def reconcile(self, row: Row, arguments: Mapping[str, Any], contract: ToolContract) -> str:
+        """Ask the service by the call's key; retry under the SAME key only when it says the
+        first attempt never arrived."""
+        lookup = str(contract.lookup_tool)
+        key = self.key(row.site)
+        for _ in range(RECONCILE_ROUNDS):
+            found = self.ctx.run_tool(lookup, {"idempotency_key": key}, row.call_id, key)
+            if not found.get("ok"):
+                break  # the lookup failed: we cannot know
+            if found.get("found"):
+                return _marked(found, "reconciled")
+            told = self.ctx.run_tool(row.tool, arguments, row.call_id, key)
+            if told.get("code") != "SIDE_EFFECT_UNCERTAIN":
+                return _marked(told, "reconciled")
+        return _uncertain(row.tool, contract)
+
+
+def _retryable(told: Mapping[str, Any]) -> bool:
+    metadata = told.get("metadata")
+    return isinstance(metadata, Mapping) and bool(metadata.get("retryable"))
+
+
+def _arguments(raw: str) -> Mapping[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {"_unparsed": raw}  # the tool answers INVALID_ARGUMENTS, as it did the first time
+    return value if isinstance(value, dict) else {"_unparsed": raw}
+
+
+# -- the SDK's seams ----------------------------------------------------------------------------
+
+
+class ReplySaved(AgentHooks[Any]):
+    """The model's reply goes to the ledger before any of its tools starts."""
+
+    def __init__(self, calls: Calls, session: SQLiteSession) -> None:
+        self.calls = calls
+        self.session = session
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        made = [item for item in response.output if getattr(item, "type", None) == "function_call"]
+        if not made:
+            return
+        turn = turn_of(await self.session.get_items())
+        for item in made:
+            self.calls.ledger.planned(turn, item.call_id, item.name, item.arguments or "{}")
+            self.calls.sites[item.call_id] = site_of(turn, item.call_id)
+
+
+def _ledgered(tool: FunctionTool, calls: Calls) -> FunctionTool:
+    # No ``await`` before the effect: the SDK starts a step's tools together, and each runs
+    # to its end in the order the model gave them.
     async def invoke(tool_context: Any, raw: str) -> str:
         call_id = str(tool_context.tool_call_id)
-        known = ledger.get(call_id)
-        if known is not None and known[2] == "done" and known[3] is not None:
-            return _recovered(known[3], "result_replayed")  # already ran: not a second effect
-        arguments: Mapping[str, Any] = json.loads(raw or "{}")
-        ledger.running(call_id, tool.name, raw or "{}")
-        result = json.dumps(dict(ctx.run_tool(tool.name, arguments, call_id, _key(call_id, tool.name))))
-        ledger.done(call_id, result)
-        return result
+        row = calls.ledger.get(calls.sites.get(call_id, ""))
+        if row is None:  # not recorded by the hook (a reply the hook did not see)
+            raise RuntimeError(f"tool call {call_id!r} of {tool.name} is not in the ledger")
+        if row.status == "done" and row.result is not None:
+            return _marked(_parsed(row.result), "result_replayed")  # already ran: no second effect
+        return calls.run(row, _arguments(raw))
 
     return dataclasses.replace(tool, on_invoke_tool=invoke)
 
 
-async def _recover(session: SQLiteSession, ledger: Ledger, ctx: AgentsContext) -> None:
-    """Answer in the session every call the ledger knows and the session does not."""
+async def _recover(session: SQLiteSession, calls: Calls) -> None:
+    """Answer every call of the current turn the ledger knows and the session does not."""
+    items = await session.get_items()
+    turn = turn_of(items)
+    last_user = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=-1)
     answered = {
-        item.get("call_id")
-        for item in await session.get_items()
-        if item.get("type") == "function_call_output"
+        item.get("call_id") for item in items[last_user + 1 :] if item.get("type") == "function_call_output"
     }
-    for call_id, tool, raw, status, result in ledger.calls():
-        if call_id in answered:
+    for row in calls.ledger.of_turn(turn):
+        if row.call_id in answered:
             continue
-        contract = ctx.contracts.get(tool)
-        if status == "done" and result is not None:
-            result = _recovered(result, "result_replayed")
-        elif contract is not None and contract.replay_policy == "auto":
-            result = json.dumps(dict(ctx.run_tool(tool, json.loads(raw), call_id, _key(call_id, tool))))
-            ledger.done(call_id, result)
-            result = _recovered(result, "replayed")
-        else:
-            result = _uncertain(tool, contract.idempotency if contract else "non_idempotent")
-        await session.add_items(
-            [
-                {"type": "function_call", "call_id": call_id, "name": tool, "arguments": raw},
-                {"type": "function_call_output", "call_id": call_id, "output": result},
-            ]  # type: ignore[list-item]
-        )
+        result = calls.recover(row)
+        call = {"type": "function_call", "call_id": row.call_id, "name": row.tool, "arguments": row.arguments}
+        output = {"type": "function_call_output", "call_id": row.call_id, "output": result}
+        await session.add_items([call, output])  # type: ignore[list-item]
 
 
 async def build(ctx: AgentsContext) -> tuple[Agent[Any], SQLiteSession]:
     session = SQLiteSession(ctx.session_id, ctx.db_path)
-    ledger = Ledger(ctx.db_path.with_name("openai-agents-ledger.db"))
-    await _recover(session, ledger, ctx)
-    tools = [_ledgered(tool, ledger, ctx) for tool in ctx.tools]
-    agent: Agent[Any] = Agent(name="assistant", instructions=INSTRUCTIONS, model=ctx.model, tools=tools)
+    calls = Calls(ctx, Ledger(ctx.db_path.with_name("openai-agents-ledger.db")))
+    await _recover(session, calls)
+    agent: Agent[Any] = Agent(
+        name="assistant",
+        instructions=INSTRUCTIONS,
+        model=ctx.model,
+        tools=[_ledgered(tool, calls) for tool in ctx.tools],
+        hooks=ReplySaved(calls, session),
+    )
     return agent, session

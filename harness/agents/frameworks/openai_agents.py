@@ -299,7 +299,16 @@ class OpenAIAgentsAdapter:
 
     def _run_tool(self, ctx: LifeContext, toolbox: Any, pending: Sequence[Mapping[str, Any]]) -> RunTool:
         def run(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
-            self._copy(ctx, pending)  # the world measures session_bytes on the fresh copy
+            # The world measures session_bytes on the fresh copy. A call no reply of this
+            # life made (a factory finishing a previous life's call before the run, as
+            # fixed.py does) is put there too, or its effect would belong to no call.
+            running = [*pending]
+            if all(item.get("call_id") != call_id for item in pending):
+                arguments_text = json.dumps(arguments)
+                running.append(
+                    {"type": "function_call", "call_id": call_id, "name": tool, "arguments": arguments_text}
+                )
+            self._copy(ctx, running)
             execution_id = f"{call_id}:{uuid.uuid4().hex[:8]}"
             tool_ctx = ToolContext(
                 call_id,

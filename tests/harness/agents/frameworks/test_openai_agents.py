@@ -27,6 +27,7 @@ from crashmatrix.harness.errors import InputError  # noqa: E402
 ROOT = Path(__file__).resolve().parents[4]
 SUITE = ROOT / "scenarios"
 EXAMPLE = "examples.openai_agents_agent"
+SEND_ONCE = "send_email/send_once.yaml"
 
 
 @pytest.fixture
@@ -182,14 +183,17 @@ def launcher() -> Iterator[object]:
         sys.path.remove(str(ROOT))
 
 
-def _run(launcher: object, module: str, point: str, tmp_path: Path) -> object:
+def _run(
+    launcher: object, module: str, point: str, tmp_path: Path, scenario_file: str = SEND_ONCE
+) -> object:
+    """One case of the example ``module``; ``point`` "clean" is the run without a crash."""
     from crashmatrix.harness.front.cases import run_point
     from crashmatrix.harness.input.scenario import load_scenario
 
-    scenario = load_scenario(SUITE / "send_email" / "send_once.yaml")
+    scenario = load_scenario(SUITE / scenario_file)
     return run_point(
         scenario,
-        parse_point(point),
+        None if point == "clean" else parse_point(point),
         launcher,  # type: ignore[arg-type]
         tmp_path / module,
         agent=f"openai-agents:{EXAMPLE}.{module}:build",
@@ -225,6 +229,52 @@ def test_the_ledgered_agent_does_not_send_again(launcher: object, tmp_path: Path
     assert verdict.status == "passed", verdict.mismatches or verdict.violations
     assert verdict.observed.world["emails"] == 1
     assert verdict.observed.told["call_mail"] == "uncertain"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("scenario_file", "point", "call", "outcome", "told", "world"),
+    [
+        # a keyed order killed before it ran: looked up by its key (not found), placed under
+        # the same key (its response lost), looked up again (found): one order, reconciled
+        ("create_order/keyed_response_lost.yaml", "after_running[call_gadget]", "call_gadget",
+         "reconciled", "succeeded", ("orders", 1)),
+        # the same order without a crash: the lost response is reconciled at once
+        ("create_order/keyed_response_lost.yaml", "clean", "call_gadget", "reconciled", "succeeded",
+         ("orders", 1)),
+        # a whole-file write killed after it wrote, then the file edited by someone else: its
+        # hash is neither the saved base nor the planned after, so the write is not repeated
+        ("write_file/external_change_conflict.yaml", "after_side_effect[call_notes]", "call_notes",
+         "conflict", "conflict", ("notes.txt", "edited by a colleague\n")),
+        # killed after it wrote: the file already holds the planned after hash
+        ("write_file/overwrite_existing.yaml", "after_side_effect[call_bump]", "call_bump",
+         "already_applied", "succeeded", None),
+        # killed before it wrote: the file is still at its base, so it is written again
+        ("write_file/overwrite_existing.yaml", "after_running[call_bump]", "call_bump",
+         "reapplied", "succeeded", None),
+        # a read that timed out is read again, once
+        ("faults/read_file_timeout_retry.yaml", "clean", "call_settings", "completed", "succeeded", None),
+    ],
+)
+def test_the_ledgered_agent_recovers_by_the_tools_contract(
+    launcher: object,
+    tmp_path: Path,
+    scenario_file: str,
+    point: str,
+    call: str,
+    outcome: str,
+    told: str,
+    world: tuple[str, object] | None,
+) -> None:
+    result = _run(launcher, "fixed", point, tmp_path, scenario_file)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+    assert verdict.observed.outcome[call] == outcome
+    assert verdict.observed.told[call] == told
+    if world is not None:  # a count, or one file's content
+        name, want = world
+        got = verdict.observed.world["files"].get(name) if "." in name else verdict.observed.world[name]
+        assert got == want
 
 
 @pytest.mark.slow
