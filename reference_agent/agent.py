@@ -2,6 +2,7 @@
 
 The write order for one tool call (each line is fsynced before the next step)::
 
+    the model's reply, in memory only             -> boundary after_model_reply
     assistant message with the tool call          -> boundary after_tool_call_saved
     ledger approved | rejected                    -> boundary after_approved
     ledger running (+ plan: base/after hashes)    -> boundary after_running
@@ -179,6 +180,9 @@ class Agent:
         turn = self.turns_started()
         for _ in range(self.max_rounds):
             reply = self.model.complete(self.prompt(), self.tool_schemas())
+            if reply.tool_calls:
+                # Nothing of the reply is saved: a restart must ask again, not lose the turn.
+                self.hook("after_model_reply", reply.tool_calls[0].id)
             self.append_message(reply)
             if not reply.tool_calls:
                 return reply.content or ""

@@ -113,6 +113,22 @@ class RecoveryAppendsUser(Mutant):
         return None
 
 
+class UnansweredTurnDone(Mutant):
+    """On restart, finishes only tool calls that are pending: a turn whose user message is
+    saved and whose model reply is not is taken as answered, and the user's request is
+    silently dropped (a loop that resumes from "the last tool call" and not from "the last
+    message")."""
+
+    hints = ("after_model_reply", "send_email")
+
+    def resume(self) -> str | None:
+        self.recover()
+        last = self.prompt()[-1] if self.prompt() else {}
+        if self.needs_continuation() and last.get("role") != "user":
+            return self.continue_turn()
+        return None
+
+
 class TornTailBlocksForever(Mutant):
     """Treats a torn final line as fatal and waits for a person who never comes."""
 
@@ -465,6 +481,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "running_after_side_effect": RunningAfterSideEffect,
     "ledger_in_prompt": LedgerInPrompt,
     "recovery_appends_user": RecoveryAppendsUser,
+    "unanswered_turn_done": UnansweredTurnDone,
     "torn_tail_blocks_forever": TornTailBlocksForever,
     "no_fsync": NoFsync,
     "fsync_before_write": FsyncBeforeWrite,
@@ -485,6 +502,7 @@ blind_retry = _adapter(BlindRetry, "blind_retry")
 running_after_side_effect = _adapter(RunningAfterSideEffect, "running_after_side_effect")
 ledger_in_prompt = _adapter(LedgerInPrompt, "ledger_in_prompt")
 recovery_appends_user = _adapter(RecoveryAppendsUser, "recovery_appends_user")
+unanswered_turn_done = _adapter(UnansweredTurnDone, "unanswered_turn_done")
 torn_tail_blocks_forever = _adapter(TornTailBlocksForever, "torn_tail_blocks_forever")
 no_fsync = _adapter(NoFsync, "no_fsync")
 fsync_before_write = _adapter(FsyncBeforeWrite, "fsync_before_write")

@@ -66,6 +66,8 @@ COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, POWER_COLUMN, "rec
 # Headers a table can afford; the full boundary name is the tooltip / legend.
 LABELS = {
     "clean": "clean",
+    "after_model_reply": "model replied",
+    "after_tool_call_pending": "call pending",
     "after_tool_call_saved": "call saved",
     "after_approved": "approved",
     "after_running": "running",
@@ -79,6 +81,8 @@ LABELS = {
 }
 SHORT = {
     "clean": "CL",
+    "after_model_reply": "MR",
+    "after_tool_call_pending": "TP",
     "after_tool_call_saved": "TC",
     "after_approved": "AP",
     "after_running": "RU",

@@ -2,8 +2,10 @@
 
 Fits 80 columns (wider terminals get whole scenario names): the failures' causes first
 (``reports.causes``: one line each with its counts, then the rerun line of one case that
-shows it), then the failures one by one, then one mark per crash point and the counts
-(``passed`` over ``cases``, as everywhere: ``matrix.COUNTS``).
+shows it), then the failures one by one, then one mark per crash point, each row's count and the total
+(``passed`` over ``cases``, as everywhere: ``matrix.COUNTS``), then the columns' legend with
+each column's count. A column is three characters (two-letter heads, one mark): counts of
+hundreds live in the legend, where they do not need a column's width.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ _ASCII = {
 _MAX_REASONS = 6
 _MAX_CAUSES = 5
 _NAME_WIDTH = 30  # at least; a wider terminal gives long scenario names the room
-_CELL = 4
+_CELL = 3
 _TOTAL = 8  # the row's passed/cases
 
 
@@ -94,9 +96,15 @@ def render_terminal(
             lines.append(f"  {marks['fail']} {eval_row.title}: {eval_row.why}")
         if len(broken) > max_failures:
             lines.append(f"  ... and {len(broken) - max_failures} more (see matrix.md)")
+    # A column no row can reach (the reference agent's after_tool_call_pending, a black box's
+    # ledger boundaries) is not drawn: its reason is a line under the table (_not_run).
+    shown = [
+        i for i, column in enumerate(COLUMNS)
+        if not matrix.rows or any(row.cells[i].state != "not_reachable" for row in matrix.rows)
+    ]
     longest = max((len(row.label) for row in matrix.rows), default=0) + 3  # indent and a gap
-    name_width = max(_NAME_WIDTH, min(longest, width - len(COLUMNS) * _CELL - _TOTAL))
-    header = "scenario".ljust(name_width) + "".join(SHORT[c].ljust(_CELL) for c in COLUMNS) + "passed"
+    name_width = max(_NAME_WIDTH, min(longest, width - len(shown) * _CELL - _TOTAL))
+    header = "scenario".ljust(name_width) + "".join(SHORT[COLUMNS[i]].ljust(_CELL) for i in shown) + "passed"
     lines.append(header)
     for group, rows in matrix.groups():
         lines.append(f"[{group if marks is _UNICODE else group.replace('·', '-')}]")
@@ -104,18 +112,9 @@ def render_terminal(
             fits = name_width - 3  # two of indent, one of gap
             cut = "…" if marks is _UNICODE else "~"
             name = row.label if len(row.label) <= fits else row.label[: fits - 1] + cut
-            cells = "".join(_cell(c.state, marks) for c in row.cells)
+            cells = "".join(_cell(row.cells[i].state, marks) for i in shown)
             lines.append(f"  {name}".ljust(name_width) + cells + row.tally.ratio)
-    lines.append(
-        "passed".ljust(name_width)
-        + "".join((str(t.passed) if t.cases else "-").ljust(_CELL) for t in matrix.columns)
-        + str(matrix.tally.passed)
-    )
-    lines.append(
-        "of cases".ljust(name_width)
-        + "".join((str(t.cases) if t.cases else "-").ljust(_CELL) for t in matrix.columns)
-        + str(matrix.tally.cases)
-    )
+    lines.append("total".ljust(name_width + len(shown) * _CELL) + matrix.tally.ratio)
     lines.append("n/m = passed/cases; a case not reached or not applicable is never a pass")
     lines.append(
         f"{marks['pass']} pass  {marks['fail']} fail  "
@@ -126,8 +125,24 @@ def render_terminal(
         f"{marks['not_applicable']} not applicable to this agent"
     )
     lines += _not_run(matrix, marks)
-    legend = [f"{SHORT[c]} {c}" for c in COLUMNS]
-    lines += [", ".join(legend[:4]), ", ".join(legend[4:7]), ", ".join(legend[7:])]
+    legend = [
+        f"{SHORT[COLUMNS[i]]} {COLUMNS[i]} {matrix.columns[i].ratio if matrix.columns[i].cases else '-'}"
+        for i in shown
+    ]
+    lines += _wrapped("columns, passed/cases: ", legend, width)
+    return lines
+
+
+def _wrapped(head: str, parts: list[str], width: int) -> list[str]:
+    """``parts`` joined by ", " on lines of at most ``width`` (a part is never split)."""
+    lines, line = [], head
+    for i, part in enumerate(parts):
+        piece = part + ("," if i < len(parts) - 1 else "")
+        if len(line) + len(piece) > width and line.strip():
+            lines.append(line.rstrip())
+            line = "  "
+        line += piece + " "
+    lines.append(line.rstrip())
     return lines
 
 

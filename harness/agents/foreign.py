@@ -131,15 +131,16 @@ class ForeignAdapter:
         edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
         if spec.kind == "python":
             mapped = {rule.boundary for rule in spec.rules}
-            self.loopback_edges = frozenset(edges - mapped)
+            # The model's reply is an edge of every agent that asks the loopback model.
+            self.loopback_edges = frozenset((edges | {"after_model_reply"}) - mapped)
             # Intercepted tools are the harness's mock tools run in the life: their steps
             # (ToolContext.step) are reachable.
             inside = {"during_side_effect"} if spec.intercepts else set()
-            self.boundaries = _ordered(mapped | edges | inside)
+            self.boundaries = _ordered(mapped | self.loopback_edges | inside)
         else:
             # The model edge needs the agent stopped while its reply is delivered: only a
             # separate process can be stopped.
-            self.loopback_edges = frozenset(edges | {"after_tool_call_saved"})
+            self.loopback_edges = frozenset(edges | {"after_model_reply"})
             self.boundaries = _ordered(set(self.loopback_edges))
         # What the fork server imports once for this agent: the libraries a kind-2 agent
         # imports (its own code runs in each life, after the life's environment is set).
@@ -430,6 +431,7 @@ class ForeignAdapter:
             on_edge=hook,
             edges=self.loopback_edges,
             freeze=lambda: _stopped(holder["pid"]) if "pid" in holder else contextlib.nullcontext(),
+            stoppable=self.spec.kind != "python",
             before_tool=lambda: self._copy(ctx),
             on_request=on_request,
         )

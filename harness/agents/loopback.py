@@ -29,7 +29,8 @@ Crash points are the edges the server sees. ``on_edge(boundary, tool_call_id)`` 
                             arrived; nothing was executed yet
 * ``after_side_effect``     the tool or service ran (what it did is committed); the response
                             is not sent (for a lost response: the connection is not closed yet)
-* ``after_tool_call_saved`` the model's reply with tool calls was sent
+* ``after_model_reply``     the model's reply with tool calls was sent (named by its first
+                            call); the agent has not read it, so nothing of it is saved
 
 A service request carries no tool_call_id, so the server attributes it. It remembers the
 tool calls the model handed out (id and function name, from its replies) and the ones the
@@ -41,10 +42,13 @@ passes no edge. The service is told the id and tool (``X-Tool-Call-Id`` / ``X-To
 added when absent), so its events and faults carry them. A lookup (GET) is forwarded as it
 came: no edges, and no tool name, so it never consumes a fault armed for the sending tool.
 
-Only the ``after_tool_call_saved`` edge leaves the agent free to act between the edge and
-its death, so the server brackets it with ``freeze``: the owner stops the agent before the
-reply is written and resumes it after the hook returned. A reply that reached the agent's
-socket but was never read is what "the process died right after the model answered" means.
+Only the ``after_model_reply`` edge leaves the agent free to act between the edge and its
+death, so the server brackets it with ``freeze``: the owner stops the agent before the reply
+is written and resumes it after the hook returned. A reply that reached the agent's socket but
+was never read is what "the process died right after the model answered" means. An agent that
+cannot be stopped apart from the server (``stoppable=False``: a kind-2 agent, in the server's
+own process) reaches the edge just before the reply is written: the hook kills them both, and
+the agent is in the same state, the reply asked for and not read.
 
 ``before_tool()`` runs before every tool and service request (the owner syncs the agent's
 session copy, so the world's events measure ``session_bytes``), and ``on_request(route)``
@@ -75,7 +79,7 @@ from crashmatrix.mock_tools.model import ScriptedModel
 
 __all__ = ["EDGES", "MOUNTS", "SERVICE_TOOLS", "LoopbackServer", "ServiceHandler", "ToolRunner"]
 
-EDGES = ("after_tool_call_saved", "after_running", "after_side_effect")
+EDGES = ("after_model_reply", "after_running", "after_side_effect")
 # Service name -> the path it answers under (the paths OrderAPI and MailAPI serve).
 MOUNTS: Mapping[str, str] = MappingProxyType({"orders": "/orders", "mail": "/emails"})
 # Service name -> the tool a side-effecting request to it stands for, by default.
@@ -311,6 +315,7 @@ class LoopbackServer:
         on_edge: BoundaryHook,
         edges: frozenset[str] = frozenset(EDGES),
         freeze: Callable[[], AbstractContextManager[None]] = _no_freeze,
+        stoppable: bool = True,
         before_tool: Callable[[], None] = lambda: None,
         on_request: Callable[[str], None] = _no_request,
     ) -> None:
@@ -328,6 +333,7 @@ class LoopbackServer:
         self.on_edge = on_edge
         self.edges = edges
         self.freeze = freeze
+        self.stoppable = stoppable
         self.before_tool = before_tool
         self.on_request = on_request
         self.errors: list[str] = []
@@ -415,13 +421,16 @@ class LoopbackServer:
         if calls:
             # Before the reply is written: the agent may act on it at once.
             self._calls.saw_reply(reply.body)
-        if not calls or "after_tool_call_saved" not in self.edges:
+        if not calls or "after_model_reply" not in self.edges:
+            handler._send(reply)
+            return
+        if not self.stoppable:
+            self._edge("after_model_reply", calls[0])
             handler._send(reply)
             return
         with self.freeze():
             handler._send(reply)
-            for call_id in calls:
-                self._edge("after_tool_call_saved", call_id)
+            self._edge("after_model_reply", calls[0])
 
     def tool(self, name: str, headers: Mapping[str, str], body: bytes) -> _Reply:
         """``headers`` with lower-case names (clients differ in how they spell them)."""

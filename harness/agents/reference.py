@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.core.boundaries import BOUNDARIES
 from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES
@@ -20,7 +22,14 @@ __all__ = ["ReferenceAdapter"]
 
 class ReferenceAdapter:
     name = "reference"
-    boundaries = BOUNDARIES
+    boundaries = tuple(b for b in BOUNDARIES if b != "after_tool_call_pending")
+    # Said in the matrix where the column is "not reachable".
+    unreachable: Mapping[str, str] = {
+        "after_tool_call_pending": (
+            "the reference agent saves a model reply in one append (the assistant message): "
+            "nothing holds the reply before the conversation shows it"
+        )
+    }
     keeps_ledger = True
     dialect = NATIVE  # the suite's own tool names and Tool Result shape
     capabilities = NATIVE_CAPABILITIES  # every tool, run by the harness

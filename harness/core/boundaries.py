@@ -7,6 +7,9 @@ call returns or the process dies there with SIGKILL.
 =========================  ===============================================================
 boundary                   what is durable when the process dies here
 =========================  ===============================================================
+after_model_reply          nothing: the model's reply with tool calls is only in memory
+after_tool_call_pending    the reply is durable where the agent will reuse it on resume (a
+                           framework's pending write), but the conversation does not show it
 after_tool_call_saved      the assistant message with the tool call; no ledger line yet
 after_approved             ledger ``approved``; the tool has not started
 after_running              ledger ``running`` (fsynced); the side effect has not happened
@@ -16,6 +19,14 @@ after_side_effect          the side effect happened; its terminal ledger line is
 before_tool_result         terminal ledger line with its result; no Tool Result message yet
 after_tool_result          the Tool Result message; the model has not been asked again
 =========================  ===============================================================
+
+``after_model_reply`` and ``after_tool_call_pending`` are reached once per model reply that
+has tool calls, named by its FIRST tool call (``after_model_reply[call_1]`` for a reply with
+``call_1`` and ``call_2``): they are moments of the reply, not of one call. An agent that
+saves a reply in one write (the reference agent, seed 000) has no ``after_tool_call_pending``;
+LangGraph has one (the model node's pending write, before the checkpoint that commits it).
+The state at ``after_model_reply`` is the state before the model was asked: a correct agent
+asks again and loses nothing (the user's turn is still unanswered, not done).
 
 ``during_side_effect`` is reached only inside tools whose effect has several steps: the tool
 calls ``ToolContext.step`` between them and the agent turns that into
@@ -47,6 +58,8 @@ __all__ = [
 ]
 
 BOUNDARIES = (
+    "after_model_reply",
+    "after_tool_call_pending",
     "after_tool_call_saved",
     "after_approved",
     "after_running",

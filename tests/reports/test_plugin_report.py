@@ -64,11 +64,14 @@ def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(pytester: 
     result.stdout.fnmatch_lines(
         [
             "*= crashmatrix pass matrix =*",
-            # cover: [after_running, after_side_effect] and recovery_crashes: false leave six
-            # columns deselected, said so rather than shown as points that never happened
-            "crashmatrix: 5/5 cases passed, 1 scenarios, agent reference (6 cells deselected)",
-            "scenario*CL  TC  AP  RU  DE  SE  BR  TR  TW  PL  RC  passed",
-            "  email *✓   »   »   ✓   ·   ✓   »   »   »   ✓   »   5/5",
+            # cover: [after_running, after_side_effect] and recovery_crashes: false leave seven
+            # columns deselected, said so rather than shown as points that never happened; the
+            # reference agent has no after_tool_call_pending (not drawn, said why)
+            "crashmatrix: 5/5 cases passed, 1 scenarios, agent reference "
+            "(1 cells not reachable by this agent, 7 cells deselected)",
+            "scenario*CL MR TC AP RU DE SE BR TR TW PL RC passed",
+            "  email *✓  »  »  »  ✓  ·  ✓  »  »  »  ✓  »  5/5",
+            "⊘ TP: the reference agent saves a model reply in one append*",
             f"report: {report / 'matrix.html'}*",
         ]
     )
@@ -103,7 +106,8 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed, 7 cells deselected)",
+            "crashmatrix: 2/3 cases passed, 1 scenarios, agent reference "
+            "(1 failed, 1 cells not reachable by this agent, 8 cells deselected)",
             "failures (1):",
             # fnmatch: [...] is a character class, so brackets are matched with ?
             "  ✗ email.yaml::after_running?call_1? failed: outcome?call_1?: *",
@@ -223,5 +227,6 @@ def test_items_left_out_by_pytests_own_selection_are_deselected_not_not_reached(
     assert "after_side_effect" not in deselected or "--crash-boundary" in deselected["after_side_effect"].why
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     row = next(line for line in markdown.splitlines() if line.startswith("| email"))
-    # clean, running, its power loss, and 5 by cover; during_side_effect is empty (one step)
-    assert row.count("⏭ deselected") == 8 and row.count("⬜") == 1
+    # clean, running, its power loss, and 6 by cover; during_side_effect is empty (one step);
+    # after_tool_call_pending is not reachable by the reference agent
+    assert row.count("⏭ deselected") == 9 and row.count("⬜") == 1 and row.count("🚫 not reachable") == 1

@@ -114,7 +114,7 @@ def test_black_box_agent_with_a_seed_004_ledger_keeps_one_order(
 
 @pytest.mark.slow
 def test_black_box_agent_killed_after_the_model_answered(launcher: LifeLauncher, tmp_path: Path) -> None:
-    result = _run("blackbox_agent", CrashPoint("after_tool_call_saved", "call_order"), launcher, tmp_path)
+    result = _run("blackbox_agent", CrashPoint("after_model_reply", "call_order"), launcher, tmp_path)
     assert result.verdict.passed, [m.describe() for m in result.verdict.mismatches]
     assert result.lives == 2
     _assert_nothing_outlives(result, agent_processes=result.lives)
@@ -125,4 +125,6 @@ def test_adapters_declare_the_boundaries_they_can_reach() -> None:
     black_box = load_adapter(str(EXAMPLES / "blackbox_agent" / "adapter.yaml"))
     assert "after_approved" in python_agent.boundaries
     # A black box is only seen from the wire: its approval and its ledger writes are not.
-    assert black_box.boundaries == ("after_tool_call_saved", "after_running", "after_side_effect")
+    assert black_box.boundaries == ("after_model_reply", "after_running", "after_side_effect")
+    # Every agent that asks the loopback model can be killed right after it answered.
+    assert "after_model_reply" in python_agent.boundaries

@@ -63,7 +63,7 @@ def test_model_route_answers_like_openai_and_logs_the_request(tmp_path: Path) ->
         )
     assert status == 200
     assert body["choices"][0]["message"]["tool_calls"][0]["id"] == "call_1"
-    assert edges == [("after_tool_call_saved", "call_1")]
+    assert edges == [("after_model_reply", "call_1")]
     assert json.loads((tmp_path / "requests.jsonl").read_text())["messages"][0]["content"] == "hi"
 
 

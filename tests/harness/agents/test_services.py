@@ -97,7 +97,7 @@ class Recorder:
     ``(boundary, tool_call_id)``; ``counts`` holds the world's counts at each edge.
 
     ``freeze`` stands in for the owner stopping the agent: the server calls the
-    ``after_tool_call_saved`` hook after the reply is written, so a client that goes on
+    ``after_model_reply`` hook after the reply is written, so a client that goes on
     before ``settle()`` could overtake the edge."""
 
     world: World
@@ -223,7 +223,7 @@ def test_a_request_lands_as_one_row_and_one_event_of_the_handed_out_call(
     )
     assert effect.session_bytes == len(SESSION_LINE)
     assert recorder.edges == [
-        ("after_tool_call_saved", svc.call_id),
+        ("after_model_reply", svc.call_id),
         ("after_running", svc.call_id),
         ("after_side_effect", svc.call_id),
     ]
@@ -398,7 +398,7 @@ def test_a_request_with_no_call_of_its_tool_passes_no_edge(tmp_path: Path) -> No
         _ask(server, recorder, MAIL.prompt)  # hands out a send_email call, none of create_order
         created = _post(server, ORDERS, "k1")
     assert created.status == 201
-    assert recorder.edges == [("after_tool_call_saved", "call_m")]
+    assert recorder.edges == [("after_model_reply", "call_m")]
     [order] = world.events("order")
     assert (order.tool, order.tool_call_id) == ("create_order", None)
 
@@ -432,7 +432,7 @@ def test_on_request_is_told_of_every_request_before_anything_happens(tmp_path: P
     assert unknown.status == 404
     assert recorder.log == [
         ("request", "chat"),
-        ("after_tool_call_saved", "call_1"),
+        ("after_model_reply", "call_1"),
         ("request", "tool:create_order"),
         ("after_running", "call_1"),
         ("after_side_effect", "call_1"),

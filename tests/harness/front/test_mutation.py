@@ -208,3 +208,31 @@ def test_a_during_only_mutant_is_killed_inside_an_effect_and_survives_every_othe
         if not run_point(scenario, p, launcher, tmp_path / f"case{n}", agent=agent).passed
     ]
     assert failed == []
+
+
+# Mutants whose bug only a crash between the model's reply and its saving can show: every
+# other crash point leaves a tool call or a result to resume from.
+MODEL_REPLY_ONLY = ("unanswered_turn_done",)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", MODEL_REPLY_ONLY)
+def test_a_model_reply_only_mutant_is_killed_after_the_reply_and_survives_every_other_crash_there(
+    gate: KillMatrix, launcher: LifeLauncher, tmp_path: Path, mutant: str
+) -> None:
+    row = next(r for r in gate.rows if r.mutant == mutant)
+    assert row.first_kill is not None, row
+    assert row.first_kill.case.removeprefix("power@").startswith("after_model_reply["), row
+    assert row.first_kill.reason == "turn_ends_with_final", row.first_kill
+    scenario = load_scenario(SCENARIOS / row.first_kill.scenario)
+    agent = mutant_spec(mutant)
+    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=agent)
+    assert enum.clean_verdict.passed, enum.clean_verdict
+    others = [p for p in enum.points if p.boundary != "after_model_reply" and scenario.covers(p)]
+    assert len(others) >= 4  # the first kill may be a read-only scenario: no ledger points
+    failed = [
+        p.id
+        for n, p in enumerate(others)
+        if not run_point(scenario, p, launcher, tmp_path / f"case{n}", agent=agent).passed
+    ]
+    assert failed == []

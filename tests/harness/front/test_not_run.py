@@ -13,7 +13,7 @@ from crashmatrix.harness.plan.enumeration import selected
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = load_scenario(ROOT / "examples" / "blackbox_agent" / "scenario.yaml")
-EDGES = ("after_tool_call_saved", "after_running", "after_side_effect")
+EDGES = ("after_model_reply", "after_running", "after_side_effect")
 # What a black box's clean run records: its model and service edges only.
 RECORDED = [CrashPoint(b, "call_order") for b in EDGES]
 BLACK_BOX: object = SimpleNamespace(name="order-desk", boundaries=EDGES, spec=SimpleNamespace(kind="command"))
@@ -23,6 +23,8 @@ NATIVE: object = SimpleNamespace(name="reference", boundaries=BOUNDARIES, tears_
 def test_a_black_box_gets_not_reachable_for_every_boundary_its_clean_run_cannot_show() -> None:
     gaps = not_run(BLACK_BOX, SCENARIO, RECORDED, RECORDED, ())  # type: ignore[arg-type]
     assert [(g["boundary"], g["state"], g["points"]) for g in gaps] == [
+        ("after_tool_call_pending", "not_reachable", ["call_order"]),
+        ("after_tool_call_saved", "not_reachable", ["call_order"]),
         ("after_approved", "not_reachable", ["call_order"]),
         ("during_side_effect", "not_reachable", ["call_order"]),
         ("before_tool_result", "not_reachable", ["call_order"]),
@@ -31,9 +33,9 @@ def test_a_black_box_gets_not_reachable_for_every_boundary_its_clean_run_cannot_
     ]
     assert gaps[0]["why"] == (
         "kind 3 black box: the harness crashes it only at its model and service edges "
-        "(after_tool_call_saved, after_running, after_side_effect)"
+        "(after_model_reply, after_running, after_side_effect)"
     )
-    assert gaps[4]["why"] == "kind 3 black box: it writes its own session, so the harness cannot tear a write"
+    assert gaps[6]["why"] == "kind 3 black box: it writes its own session, so the harness cannot tear a write"
     assert reachable_boundaries(BLACK_BOX) == EDGES  # type: ignore[arg-type]
 
 
@@ -48,14 +50,14 @@ def test_an_agent_that_reaches_everything_has_no_gap() -> None:
 
 
 def test_points_removed_by_crash_boundary_and_depth_two_turned_off_are_deselected_with_why() -> None:
-    only = ["after_tool_call_saved", "after_running"]
+    only = ["after_model_reply", "after_running"]
     chosen = selected(RECORDED, SCENARIO, only)
     gaps = not_run(NATIVE, SCENARIO, RECORDED, chosen, only, recovery="--no-recovery-crashes")  # type: ignore[arg-type]
     assert gaps == [
         {
             "boundary": "after_side_effect",
             "state": "deselected",
-            "why": "--crash-boundary after_tool_call_saved after_running",
+            "why": "--crash-boundary after_model_reply after_running",
             "points": ["after_side_effect[call_order]"],
         },
         {
