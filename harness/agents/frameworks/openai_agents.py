@@ -17,16 +17,18 @@ runs again.
 
 Boundaries, each at the SDK moment whose state matches the name:
 
+* ``after_model_reply``: the model's reply with function calls was received (``ctx.model``'s
+  ``get_response`` returns it to the SDK); no hook, tool or save has run;
 * ``after_running``: the SDK invoked the tool, which is about to act (no effect yet);
 * ``during_side_effect``: between the steps of a mock tool's effect (``ToolContext.step``);
 * ``after_side_effect``: the tool returned, its output not yet in the session;
 * ``after_tool_result``: the session's ``add_items`` that saved the call's output returned.
 
-``after_tool_call_saved`` never happens before the tool runs (the call is saved with its
-output), approvals are not the SDK's default path, and ``before_tool_result`` would be the
-same state as ``after_side_effect`` for an agent without a ledger: each listed in
-``unreachable`` with why. Torn writes and power loss are not applicable: the session is
-SQLite.
+``after_tool_call_pending`` and ``after_tool_call_saved`` never happen before the tool runs
+(the call is saved with its output, nothing of the reply before), approvals are not the
+SDK's default path, and ``before_tool_result`` would be the same state as
+``after_side_effect`` for an agent without a ledger: each listed in ``unreachable`` with why.
+Torn writes and power loss are not applicable: the session is SQLite.
 
 The SDK's event loop, its HTTP client and the model client are created in ``run_life``, never
 at import: the fork server imports this module and the user's (``preload``) before it forks.
@@ -190,8 +192,18 @@ class OpenAIAgentsAdapter:
 
     keeps_ledger = False  # the SDK keeps a conversation, no ledger of attempts
     dialect = NATIVE  # ctx.tools carry the suite's names and return crashmatrix's Tool Results
-    boundaries = ("after_running", "during_side_effect", "after_side_effect", "after_tool_result")
+    boundaries = (
+        "after_model_reply",
+        "after_running",
+        "during_side_effect",
+        "after_side_effect",
+        "after_tool_result",
+    )
     unreachable: Mapping[str, str] = {
+        "after_tool_call_pending": (
+            "the SDK writes nothing of the model's reply before its tools ran: the step's "
+            "function_call items are saved with their outputs, in one add_items"
+        ),
         "after_tool_call_saved": (
             "the SDK saves the model's function_call only with its output, after the tool ran: "
             "there is no moment with the call saved and the tool not yet run"
@@ -271,7 +283,11 @@ class OpenAIAgentsAdapter:
         hooks = _step_calls(pending)
         # An httpx (not httpx2) client: the one the life's respx router intercepts.
         async with httpx.AsyncClient(timeout=30.0, verify=_TLS) as http:
-            model = chat_model(ctx.model_base_url, http)
+            # after_model_reply: the reply with its calls is in memory, nothing of it saved.
+            def replied(call_id: str) -> None:
+                ctx.hook("after_model_reply", call_id)
+
+            model = chat_model(ctx.model_base_url, http, replied)
             context = AgentsContext(
                 model=model,
                 tools=tuple(_function_tool(c, run_tool) for c in ctx.scenario.contracts.values()),
@@ -331,10 +347,13 @@ class OpenAIAgentsAdapter:
         return run
 
 
-def chat_model(base_url: str, http: Any) -> Any:
+def chat_model(base_url: str, http: Any, on_reply: Callable[[str], None] | None = None) -> Any:
     """The SDK's Chat Completions model on ``http``, an ``httpx.AsyncClient``: openai 3.x
     sends through httpx2 unless handed an httpx client, and respx (the life's router, the
-    scripted model behind it) patches httpx only."""
+    scripted model behind it) patches httpx only.
+
+    ``on_reply(first_call_id)`` runs when a reply with function calls has been received, as
+    ``get_response`` returns it to the SDK: before the SDK's hooks, its tools and any save."""
     from agents import OpenAIChatCompletionsModel
     from openai import AsyncOpenAI
 
@@ -344,7 +363,33 @@ def chat_model(base_url: str, http: Any) -> Any:
         http_client=cast(Any, http),  # typed httpx2; an httpx client works the same
         max_retries=0,  # a retry would be a second request the script did not plan
     )
-    return OpenAIChatCompletionsModel(model="crashmatrix-scripted", openai_client=client)
+    if on_reply is None:
+        return OpenAIChatCompletionsModel(model="crashmatrix-scripted", openai_client=client)
+    model = _replying_model()(model="crashmatrix-scripted", openai_client=client)
+    model.on_reply = on_reply
+    return model
+
+
+_REPLYING: list[type] = []  # the subclass below, made once (agents is imported lazily)
+
+
+def _replying_model() -> type:
+    """``OpenAIChatCompletionsModel`` that reports each reply with function calls."""
+    if not _REPLYING:
+        from agents import OpenAIChatCompletionsModel
+
+        class ReplyingModel(OpenAIChatCompletionsModel):
+            on_reply: Callable[[str], None]
+
+            async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+                response = await super().get_response(*args, **kwargs)
+                calls = [item for item in response.output if getattr(item, "type", None) == "function_call"]
+                if calls:
+                    self.on_reply(str(getattr(calls[0], "call_id", "")))
+                return response
+
+        _REPLYING.append(ReplyingModel)
+    return _REPLYING[0]
 
 
 def _step_calls(pending: list[Mapping[str, Any]]) -> Any:

@@ -223,6 +223,38 @@ def test_the_sdk_default_agent_sends_the_email_again_after_a_crash_past_the_send
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("module", ["agent", "fixed"])
+def test_a_kill_after_the_model_replied_asks_the_model_again_and_sends_once(
+    launcher: object, tmp_path: Path, module: str
+) -> None:
+    """after_model_reply: the reply with its call is only in memory; the restarted life
+    continues the turn, the model is asked again, and the email goes out once."""
+    result = _run(launcher, module, "after_model_reply[call_mail]", tmp_path)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+    assert verdict.observed.world["emails"] == 1
+    assert verdict.observed.told["call_mail"] == "succeeded"
+    case_dir: Path = result.case_dir  # type: ignore[attr-defined]
+    trace = [json.loads(line) for line in (case_dir / "trace.jsonl").read_text().splitlines()]
+    life_1 = [event for event in trace if event.get("life") == 1]
+    # Killed right after the reply: no tool started in life 1, nothing of the reply saved.
+    assert [e["event"] for e in life_1] == ["start", "model_request", "boundary", "crash"]
+    assert life_1[2]["boundary"] == "after_model_reply" and life_1[2]["call"] == "call_mail"
+    assert life_1[3]["point"] == "after_model_reply[call_mail]"
+    # Life 2 asked the model again (the turn unanswered) and ran the tool once.
+    life_2 = [event for event in trace if event.get("life") == 2]
+    assert [e.get("boundary") for e in life_2 if e["event"] == "boundary"] == [
+        "after_model_reply",
+        "after_running",
+        "after_side_effect",
+        "after_tool_result",
+    ]
+    assert result.lives == 2  # type: ignore[attr-defined]
+    log, _ = oa.read_session(oa.OpenAIAgentsAdapter.db_path(case_dir), "case")
+    assert [e.message.role for e in log.entries] == ["user", "assistant", "tool", "assistant"]  # type: ignore[union-attr]
+
+
+@pytest.mark.slow
 def test_the_ledgered_agent_does_not_send_again(launcher: object, tmp_path: Path) -> None:
     result = _run(launcher, "fixed", "after_side_effect[call_mail]", tmp_path)
     verdict = result.verdict  # type: ignore[attr-defined]
