@@ -12,11 +12,15 @@ first resumes what the last checkpoint left pending, with LangGraph's own API
 received. Nothing of LangGraph is edited: the boundaries come from two wrappers.
 
 * The checkpointer (the graph's ``SqliteSaver`` instance): its ``put`` and ``put_writes`` are
-  wrapped on the instance, and the hook runs after LangGraph's own call returned (the row is
-  committed). ``put`` of a checkpoint whose new messages hold an ``AIMessage`` with tool calls
-  is ``after_tool_call_saved`` (one per call id); ``put_writes`` of a task's ``ToolMessage``
-  (the task's result saved as a pending write, not yet in a checkpoint: LangGraph reuses it
-  on resume) is ``before_tool_result``; ``put`` of a checkpoint whose new messages hold the
+  wrapped on the instance. ``put_writes`` of the model node's ``AIMessage`` with tool calls is
+  ``after_model_reply`` at its entry (the reply is only in memory) and
+  ``after_tool_call_pending`` when it returned (the reply is a pending write LangGraph reuses
+  on resume; no checkpoint shows it), once per reply, named by its first call. The other
+  hooks run after LangGraph's own call returned (the row is committed). ``put`` of a
+  checkpoint whose new messages hold an ``AIMessage`` with tool calls is
+  ``after_tool_call_saved`` (one per call id); ``put_writes`` of a task's ``ToolMessage`` (the
+  task's result saved as a pending write, not yet in a checkpoint: LangGraph reuses it on
+  resume) is ``before_tool_result``; ``put`` of a checkpoint whose new messages hold the
   ``ToolMessage`` is ``after_tool_result``.
 * The tools (``ctx.tools`` / ``ctx.run_tool``): the suite's tools run by crashmatrix's mock
   tools in the world, as kind 2's ``intercept:`` does. ``after_running`` is the moment just
@@ -25,8 +29,9 @@ received. Nothing of LangGraph is edited: the boundaries come from two wrappers.
   inside a multi-step effect, ``after_side_effect`` the effect done and the function about to
   return (its ``ToolMessage`` not saved anywhere yet).
 
-Moments with no boundary name (documented in docs/frameworks.md): the model node returned but
-nothing is saved; the model's ``AIMessage`` saved as a pending write before its checkpoint.
+Moments with no boundary name (documented in docs/frameworks.md): inside a tool batch, the
+first call's result in memory while the second runs (with calls one at a time, the state of
+the first call's ``after_side_effect``).
 
 The graph runs with ``durability="sync"``: every checkpoint is written before the next step
 starts. LangGraph's default (``"async"``) writes it while the next step already runs, so a
@@ -82,6 +87,8 @@ CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a 
 # The boundaries this adapter reaches, in BOUNDARIES' order. after_approved: no approvals yet;
 # torn_write: the checkpoint is SQLite, there is no appended line to cut.
 BOUNDARIES = (
+    "after_model_reply",
+    "after_tool_call_pending",
     "after_tool_call_saved",
     "after_running",
     "during_side_effect",
@@ -276,9 +283,23 @@ def _tool_messages(writes: Sequence[tuple[Any, ...]]) -> list[Any]:
     return out
 
 
+def _replies(writes: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """The model's AIMessages with tool calls among a task's writes (as ``_tool_messages``)."""
+    from langchain_core.messages import AIMessage
+
+    out: list[Any] = []
+    for write in writes:
+        channel, value = write[-2], write[-1]
+        if channel == "messages":
+            values = value if isinstance(value, list) else [value]
+            out += [m for m in values if isinstance(m, AIMessage) and m.tool_calls]
+    return out
+
+
 def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]) -> None:
     """Wrap ``put`` and ``put_writes`` of this saver instance: after LangGraph's own call
-    committed, the boundary that write completes.
+    committed, the boundary that write completes (and, at the entry of the model's pending
+    write, ``after_model_reply``: the one moment before a write).
 
     LangGraph submits a task's ``put_writes`` and the step's checkpoint ``put`` to its
     background pool; with ``max_concurrency=1`` (run_life) that pool has one thread and runs
@@ -293,6 +314,9 @@ def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]
         {str(m.id) for m in _messages_of(found.checkpoint.get("channel_values")) if m.id} if found else set()
     )
     written = {m.tool_call_id for m in _tool_messages(found.pending_writes or [])} if found else set()
+    # Model replies already saved as pending writes (a life killed at after_tool_call_pending):
+    # LangGraph reuses them on resume, no reply of this life.
+    replied = {str(m.id) for m in _replies(found.pending_writes or [])} if found else set()
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
@@ -314,7 +338,15 @@ def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]
         return out
 
     def put_writes(config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
+        # The model node's reply with tool calls, in memory only until this write: named by its
+        # first call, once per reply (core.boundaries).
+        replies = [m for m in _replies(writes) if str(m.id) not in seen and str(m.id) not in replied]
+        for message in replies:
+            hook("after_model_reply", str(message.tool_calls[0]["id"]))
         inner_writes(config, writes, task_id, task_path)
+        for message in replies:
+            replied.add(str(message.id))
+            hook("after_tool_call_pending", str(message.tool_calls[0]["id"]))
         results = _tool_messages(writes)
         written.update(m.tool_call_id for m in results)
         for message in results:
@@ -400,6 +432,10 @@ class LangGraphAdapter:
 
     keeps_ledger = False  # LangGraph has no execution ledger: ledger checks are not applicable
     boundaries = BOUNDARIES
+    # Said in the matrix where the column is "not reachable".
+    unreachable: Mapping[str, str] = {
+        "after_approved": "no approval step is wired (LangGraph's interrupt() is not its default path)",
+    }
     dialect = DIALECT
     tears_writes = False
     torn_write_unreachable = WHY_NOT_TORN

@@ -1,7 +1,8 @@
 """The LangGraph adapter (``--agent=langgraph:package.module:factory``): bad factories refused
 in one line, the graph's model requests reaching crashmatrix's mocks, and a real crash after a
 tool's effect: LangGraph's default ToolNode agent sends the email again on resume, the example
-whose tools consult a ledger does not."""
+whose tools consult a ledger does not, and recovers by contract (a lookup by key, a file's
+hashes); the model-reply boundaries killed where they say, the resumed graph sending once."""
 
 from __future__ import annotations
 
@@ -297,6 +298,37 @@ def test_the_fixed_tools_recover_by_contract(
             assert {k: observed[key].get(k) for k in value} == value
         else:
             assert observed[key] == value
+
+
+@pytest.mark.parametrize(
+    ("point", "resumed_from", "asked"),
+    [
+        # the reply was only in memory: life 2 asks the model again (a new reply)
+        ("after_model_reply[call_mail]", "after_model_reply", 3),
+        # the reply is a pending write: LangGraph reuses it, the model is not asked again
+        ("after_tool_call_pending[call_mail]", "after_tool_call_saved", 2),
+    ],
+)
+@pytest.mark.slow
+def test_the_model_reply_boundaries_are_killed_there_and_the_resumed_graph_sends_once(
+    launcher: object, tmp_path: Path, point: str, resumed_from: str, asked: int
+) -> None:
+    result = _run(launcher, "build", point, tmp_path)
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.world["emails"] == 1
+    assert result.lives == 2  # type: ignore[attr-defined]
+    trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
+    first = [e for e in trace if e["life"] == 1 and e["event"] in ("boundary", "crash")]
+    # Killed at that moment: the boundary is life 1's last, the crash right after it.
+    assert [first[-2].get("boundary"), first[-1]] == [
+        point.partition("[")[0],
+        {"life": 1, "event": "crash", "point": point},
+    ]
+    second = [e["boundary"] for e in trace if e["life"] == 2 and e["event"] == "boundary"]
+    assert second[0] == resumed_from
+    requests = (result.case_dir / "model_requests.jsonl").read_text().splitlines()  # type: ignore[attr-defined]
+    assert len(requests) == asked
 
 
 @pytest.mark.slow
