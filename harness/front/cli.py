@@ -309,7 +309,9 @@ def _points(args: argparse.Namespace) -> int:
         enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)
     for point in enum.points:
         print(point.id)
-    if all(point.boundary == "torn_write" for point in enum.points):  # torn writes alone: rules never held
+    # Torn writes and the model's reply alone: the harness makes those points whether or not
+    # the agent's boundary rules ever held.
+    if all(point.boundary in ("torn_write", "after_model_reply") for point in enum.points):
         # An empty list is not "no crash points to worry about": every case of the matrix
         # would be missing. Exit 1, as run does for a failed case: the files were usable
         # (exit 2 is for input refused before running) and the run's finding is the failure.

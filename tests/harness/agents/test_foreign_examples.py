@@ -40,9 +40,11 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 _CALLS = ("call_mail", "call_order")
 _STEPS = ("after_approved", "after_running", "after_side_effect", "before_tool_result", "after_tool_result")
-# A kind-2 agent that maps all six boundaries, in the clean run's order (the model's reply
-# saves both tool calls at once, then each call runs to its Tool Result).
+# A kind-2 agent that maps all six boundaries, in the clean run's order (the loopback model's
+# reply, named by its first call, then the agent saves both tool calls at once, then each call
+# runs to its Tool Result).
 KIND2_POINTS = (
+    "after_model_reply[call_mail]",
     *(f"after_tool_call_saved[{call}]" for call in _CALLS),
     *(f"{step}[{call}]" for call in _CALLS for step in _STEPS),
 )
@@ -50,6 +52,7 @@ KIND2_POINTS = (
 # nothing since (kind 2: at its fsync of the session; kind 3: at its next request), so the
 # matrix lists torn_write points too (harness/agents/foreign.py); a SQLite session has none.
 DESK_POINTS = (
+    "after_model_reply[call_mail]",
     *(f"after_tool_call_saved[{call}]" for call in _CALLS),
     *(
         point
@@ -71,7 +74,7 @@ DESK_POINTS = (
 # line is torn when its next request arrives: each service request follows
 # its running line, the last model request follows the order's Tool Result.
 HTTP_POINTS = (
-    *(f"after_tool_call_saved[{call}]" for call in _CALLS),
+    "after_model_reply[call_mail]",
     *(
         point
         for call in _CALLS

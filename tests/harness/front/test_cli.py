@@ -72,7 +72,7 @@ def test_an_unknown_point_is_a_one_line_usage_error_listing_the_points(
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert (
-        "--crash 'after_lunch': the clean run never reaches it; points: after_tool_call_saved[call_1]"
+        "--crash 'after_lunch': the clean run never reaches it; points: after_model_reply[call_1]"
         in done.stderr
     )
 
@@ -94,7 +94,7 @@ def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: P
     done = crashmatrix("points", str(scenario), cwd=tmp_path)
     assert done.returncode == 0
     points = done.stdout.split()
-    assert points[0] == "after_tool_call_saved[call_1]"
+    assert points[:2] == ["after_model_reply[call_1]", "after_tool_call_saved[call_1]"]
     assert {"after_running[call_1]", "torn_write[call_1:running]", "after_tool_result[call_1]"} <= set(points)
 
 
@@ -114,10 +114,11 @@ def test_points_that_records_no_point_says_why_on_one_line_and_exits_1(tmp_path:
     scenario = example / "scenario.yaml"
     done = crashmatrix("points", str(scenario), "--agent", str(adapter), cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    # Its session appends are still torn where it fsyncs them: torn writes alone do not show
-    # that a boundary rule ever held.
+    # The loopback model's reply is still an edge, and its session appends are still torn
+    # where it fsyncs them: neither shows that a boundary rule ever held.
     assert done.stdout.split() == [
-        f"torn_write[call_write:{label}]" for label in ("approved", "running", "succeeded", "tool_result")
+        "after_model_reply[call_write]",
+        *(f"torn_write[call_write:{label}]" for label in ("approved", "running", "succeeded", "tool_result")),
     ]
     assert done.stderr == (
         f"crashmatrix: {scenario}: the clean run passed no boundary, so it records no crash point "
