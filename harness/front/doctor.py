@@ -55,6 +55,7 @@ from crashmatrix.harness.agents.loading import (
     observe,
 )
 from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.agents.session_records import CannotPlant, JsonlLines, SessionRecords, SqliteRows
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import split_lines
@@ -215,6 +216,9 @@ def _try(plant: Plant, case: _Case, target: Path, baseline: Sequence[Any]) -> Pl
     clone_case(case.run.case_dir, target)
     try:
         where = _PLANTERS[plant.name](case, target)
+    except CannotPlant as cannot:
+        state: State = NOT_APPLICABLE if cannot.not_applicable else BLIND
+        return PlantResult(plant.name, plant.check, state, f"cannot plant: {cannot}")
     except _Cannot as cannot:
         return PlantResult(
             plant.name, plant.check, cannot.state, f"cannot plant: {cannot}", per_call=cannot.per_call
@@ -239,104 +243,31 @@ def _try(plant: Plant, case: _Case, target: Path, baseline: Sequence[Any]) -> Pl
 # -- the agent's session, as raw lines or rows ---------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class _Lines:
-    """A JSONL session: records are its lines (1-based)."""
-
-    path: Path
-
-    def name(self) -> str:
-        return self.path.name
-
-    def get(self, number: int) -> bytes:
-        data: bytes = self._lines()[number - 1].data
-        return data
-
-    def _lines(self) -> list[Any]:
-        return split_lines(self.path, self.path.read_bytes())[0]
-
-    def again(self, number: int) -> str:
-        line = self._lines()[number - 1]
-        data = self.path.read_bytes()
-        self.path.write_bytes(data[: line.end] + line.data + b"\n" + data[line.end :])
-        return f"{self.path.name} line {number} written again after itself"
-
-    def replace(self, number: int, text: bytes) -> None:
-        line = self._lines()[number - 1]
-        data = self.path.read_bytes()
-        self.path.write_bytes(data[: line.offset] + text + data[line.offset + len(line.data) :])
-
-    def tear(self, number: int) -> str:
-        line = self._lines()[number - 1]
-        cut = line.offset + max(1, len(line.data) // 2)
-        self.path.write_bytes(self.path.read_bytes()[:cut])
-        return f"{self.path.name} cut at byte {cut}, half of line {number} (the final answer)"
-
-
-@dataclasses.dataclass(frozen=True)
-class _Rows:
-    """A SQLite session read by ``SELECT <one column> FROM <table> ...``: records are the
-    query's rows (1-based), each the row of ``table`` with that rowid."""
-
-    path: Path
-    table: str
-    column: str
-    rest: str  # the query after its table: WHERE / ORDER BY
-
-    def name(self) -> str:
-        return f"{self.path.name} table {self.table}"
-
-    def _rowid(self, number: int) -> tuple[int, bytes]:
-        with contextlib.closing(sqlite3.connect(self.path)) as conn:
-            rows = conn.execute(f"SELECT rowid, {self.column} FROM {self.table} {self.rest}").fetchall()
-        rowid, value = rows[number - 1]
-        return int(rowid), value.encode() if isinstance(value, str) else bytes(value)
-
-    def get(self, number: int) -> bytes:
-        return self._rowid(number)[1]
-
-    def again(self, number: int) -> str:
-        rowid, _ = self._rowid(number)
-        with contextlib.closing(sqlite3.connect(self.path)) as conn, conn:
-            keep = [r[1] for r in conn.execute(f"PRAGMA table_info({self.table})") if not r[5]]
-            names = ", ".join(keep)
-            conn.execute(
-                f"INSERT INTO {self.table} ({names}) SELECT {names} FROM {self.table} WHERE rowid = ?",
-                (rowid,),
-            )
-        return f"{self.name()}: row {number} inserted again"
-
-    def replace(self, number: int, text: bytes) -> None:
-        rowid, _ = self._rowid(number)
-        with contextlib.closing(sqlite3.connect(self.path)) as conn, conn:
-            conn.execute(f"UPDATE {self.table} SET {self.column} = ? WHERE rowid = ?", (text.decode(), rowid))
-
-    def tear(self, number: int) -> str:
-        raise _Cannot(
-            "its session is rows of SQLite, which commits a row whole: no line can tear", state=NOT_APPLICABLE
-        )
-
-
 _ONE_COLUMN = re.compile(r"^\s*select\s+(\w+)\s+from\s+(\w+)\b(.*)$", re.IGNORECASE | re.DOTALL)
 
 
-def _session(case: _Case, case_dir: Path) -> _Lines | _Rows:
+def _session(case: _Case, case_dir: Path) -> SessionRecords:
     """The agent's session as it writes it: seed 000's JSONL where the harness told it, a
-    foreign JSONL file, or the rows of a one-column SQLite query; other sessions have no
-    record the harness could write."""
+    foreign JSONL file, the rows of a one-column SQLite query, or what an adapter whose agent
+    keeps its own store returns (``session_records``: a framework's session or checkpoints);
+    other sessions have no record the harness could write."""
     if case.observation.session_unavailable:
         raise _Cannot(f"the adapter cannot read the agent's session ({case.observation.session_unavailable})")
+    own = getattr(case.adapter, "session_records", None)
+    if callable(own):
+        records: SessionRecords = own(case_dir)
+        return records
     spec = getattr(case.adapter, "spec", None)
     source = getattr(spec, "source", None)
     if source is None:
-        return _Lines(session_path_of(case_dir))
+        return JsonlLines(session_path_of(case_dir))
     workspace = case_dir / "world" / "workspace"
     if source.kind == "jsonl":
-        return _Lines(workspace / source.path)
+        return JsonlLines(workspace / source.path)
     if source.kind == "sqlite":
         match = _ONE_COLUMN.match(source.query)
         if match is not None:
-            return _Rows(workspace / source.path, match.group(2), match.group(1), match.group(3))
+            return SqliteRows(workspace / source.path, match.group(2), match.group(1), match.group(3))
         raise _Cannot(
             f"its session query {source.query!r} is not SELECT <one column> FROM <table>: no row to write"
         )
