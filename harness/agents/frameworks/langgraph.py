@@ -61,6 +61,7 @@ from typing import Any
 
 import httpx
 
+from crashmatrix.harness.agents.frameworks.langgraph_records import CheckpointMessages
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
@@ -472,6 +473,11 @@ class LangGraphAdapter:
 
     def read_session(self, case_dir: Path) -> SessionLog:
         return conversation(self.checkpoint_path(case_dir))[0]
+
+    def session_records(self, case_dir: Path) -> CheckpointMessages:
+        """Where ``crashmatrix doctor`` plants its faults: the thread's latest checkpoint, the
+        messages ``observe`` reads (record n is its n-th message)."""
+        return CheckpointMessages(self.checkpoint_path(case_dir), THREAD_ID)
 
     def observe(self, run: CaseRun) -> Observation:
         from crashmatrix.harness.observation.reading import read_observation

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, cast
 from crashmatrix.harness.agents.foreign_session import LedgerMap, _normalised, _write_copy
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.agents.readonly_db import connect_readonly
+from crashmatrix.harness.agents.session_records import SqliteRows
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.dialect import NATIVE
@@ -69,6 +70,7 @@ SUPPORTED = ((0, 24), (0, 25))  # [lowest, highest) minor versions this adapter 
 SUPPORTED_TEXT = ">=0.24,<0.25"
 DB_NAME = "openai-agents.db"  # beside crashmatrix's normalised copy, in .agent_state/
 MESSAGES_TABLE = "agent_messages"
+SESSION_ID = "case"  # the SQLiteSession's id in every case's database
 
 # A client needs an SSL context to be built; loading the CA bundle costs ~150 ms, so it is
 # made once at import (in the fork server, with ``preload``). It is configuration, not a
@@ -240,12 +242,18 @@ class OpenAIAgentsAdapter:
             "which the harness's os.fsync recorder does not see, and a database is not cut back by length"
         )
 
+    def session_records(self, case_dir: Path) -> SqliteRows:
+        """Where ``crashmatrix doctor`` plants its faults: the SDK's own session table, the
+        rows ``observe`` reads (record n is the n-th item of the session)."""
+        order = "WHERE session_id = ? ORDER BY id"
+        return SqliteRows(self.db_path(case_dir), MESSAGES_TABLE, "message_data", order, (SESSION_ID,))
+
     def observe(self, run: CaseRun) -> Observation:
         from crashmatrix.harness.observation.reading import read_observation
 
         return read_observation(
             run,
-            session=lambda case_dir: read_session(self.db_path(case_dir), "case")[0],
+            session=lambda case_dir: read_session(self.db_path(case_dir), SESSION_ID)[0],
             keeps_ledger=False,
             dialect=self.dialect,
         )
@@ -531,7 +539,7 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
         context = AgentsContext(
             model=chat_model(MODEL_BASE_URL, http),
             tools=(),
-            session_id="case",
+            session_id=SESSION_ID,
             db_path=db_path,
             workspace=Path(scratch),
             contracts={},
@@ -548,7 +556,7 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
             raise InputError(
                 f"--agent={spec!r}: the factory raised {type(error).__name__}: {error}"
             ) from error
-        _, session = _checked(spec, built, db_path, "case")
+        _, session = _checked(spec, built, db_path, SESSION_ID)
         close = getattr(session, "close", None)
         if callable(close):
             close()

@@ -1,0 +1,51 @@
+"""``crashmatrix doctor`` on framework agents: the faults are planted where each framework
+keeps its conversation (the SDK's session table, LangGraph's latest checkpoint), the same
+place the adapter reads, so the checks fire there instead of being blind; a fault the store
+cannot hold (a torn row of SQLite) is not applicable, with why."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("agents")
+pytest.importorskip("langgraph")
+
+from crashmatrix.harness.front.doctor import run_doctor  # noqa: E402
+from crashmatrix.harness.lives.injector import LifeLauncher  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[4]
+AGENTS = (
+    "openai-agents:examples.openai_agents_agent.agent:build",
+    "langgraph:examples.langgraph_agent.agent:build",
+)
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[LifeLauncher]:
+    # The examples are imported by their dotted names from the repository root, in the lives
+    # too (the fork server gets this process's sys.path with every life).
+    added = str(ROOT) not in sys.path
+    if added:
+        sys.path.insert(0, str(ROOT))
+    yield LifeLauncher("fork")
+    if added:
+        sys.path.remove(str(ROOT))
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=["openai-agents", "langgraph"])
+def test_the_doctors_faults_land_in_the_frameworks_own_store(
+    agent: str, launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    coverage = run_doctor(agent, launcher=launcher, work=tmp_path)
+    states = {result.check: result.state for result in coverage.results}
+    assert coverage.blind == (), coverage.table()
+    assert states["one_tool_result_per_call"] == "fires", coverage.table()
+    assert states["non_idempotent_at_most_once"] == "fires", coverage.table()
+    torn = next(r for r in coverage.results if r.check == "turn_ends_with_final")
+    assert torn.state == "n.a." and "commits a row whole" in torn.detail, coverage.table()
