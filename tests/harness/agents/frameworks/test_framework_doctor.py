@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("agents")
 pytest.importorskip("langgraph")
 
-from crashmatrix.harness.front.doctor import run_doctor  # noqa: E402
-from crashmatrix.harness.lives.injector import LifeLauncher  # noqa: E402
+from crashmatrix.harness.front.doctor import run_doctor
+from crashmatrix.harness.lives.injector import LifeLauncher
 
 pytestmark = pytest.mark.slow
 
