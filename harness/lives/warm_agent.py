@@ -5,6 +5,9 @@ forked from it starts where the last one would have been after its first second 
   a framework's adapter built); a life forked from the server finds it in the cache instead
   of reading the file again (``harness.lives.life.run_life``).
 * openai's lazily built request transforms and response models (``warm_openai``).
+* anyio's asyncio backend (``warm_async_http``): an async httpx client (the OpenAI Agents
+  SDK's, LangChain's async path) looks it up on its first close, and anyio imports it then
+  (~14 ms of every such life, measured with cProfile on the SDK example's lives).
 * One TLS context for every HTTP client a life builds through ``httpcore2`` (what openai 3.x
   sends through): a foreign agent builds its own ``OpenAI()`` client in every life, and its
   default context loads the system's CA bundle each time (~100-150 ms, a kind-2 case's
@@ -24,7 +27,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["share_default_tls", "warm", "warm_openai"]
+__all__ = ["share_default_tls", "warm", "warm_async_http", "warm_openai"]
 
 
 def warm(agent: str) -> None:
@@ -36,6 +39,19 @@ def warm(agent: str) -> None:
         share_default_tls()
     with contextlib.suppress(Exception):
         warm_openai()
+    with contextlib.suppress(Exception):
+        warm_async_http()
+
+
+def warm_async_http() -> None:
+    """Import what an async HTTP client's event loop needs on first use, where the agent's
+    libraries use anyio at all (so an agent that never does is not made to import it)."""
+    import importlib
+    import sys
+
+    if "anyio" in sys.modules:
+        importlib.import_module("anyio._backends._asyncio")
+        importlib.import_module("concurrent.futures.thread")
 
 
 def warm_openai() -> None:

@@ -89,3 +89,22 @@ def test_the_default_tls_context_is_made_once_and_shared(
 
 def test_warming_openai_answers_a_tool_call_without_a_socket() -> None:
     warm_agent.warm_openai()  # raises if the client, the transport or the answer were wrong
+
+
+@pytest.mark.slow
+def test_warming_imports_anyios_asyncio_backend_only_for_an_agent_that_uses_anyio() -> None:
+    # A fresh interpreter: this process's sys.modules already holds whatever other tests used.
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from crashmatrix.harness.lives.warm_agent import warm_async_http\n"
+        "warm_async_http()\n"
+        "before = 'anyio._backends._asyncio' in sys.modules\n"
+        "import anyio\n"
+        "warm_async_http()\n"
+        "print(before, 'anyio._backends._asyncio' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "True"]
