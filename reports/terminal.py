@@ -2,9 +2,9 @@
 
 Fits 80 columns (wider terminals get whole scenario names): the failures' causes first
 (``reports.causes``: one line each with its counts, then the rerun line of one case that
-shows it), then the failures one by one, then one mark per crash point, each row's count and the total
-(``passed`` over ``cases``, as everywhere: ``matrix.COUNTS``), then the columns' legend with
-each column's count. A column is three characters (two-letter heads, one mark): counts of
+shows it), then the failures one by one, then one mark per crash point, each row's count
+and the total (``passed`` over ``cases``, as everywhere: ``matrix.COUNTS``), then the
+columns' legend with each column's count. A column is three characters (two-letter heads, one mark): counts of
 hundreds live in the legend, where they do not need a column's width.
 """
 
@@ -99,7 +99,8 @@ def render_terminal(
     # A column no row can reach (the reference agent's after_tool_call_pending, a black box's
     # ledger boundaries) is not drawn: its reason is a line under the table (_not_run).
     shown = [
-        i for i, column in enumerate(COLUMNS)
+        i
+        for i in range(len(COLUMNS))
         if not matrix.rows or any(row.cells[i].state != "not_reachable" for row in matrix.rows)
     ]
     longest = max((len(row.label) for row in matrix.rows), default=0) + 3  # indent and a gap

@@ -141,7 +141,18 @@ def test_the_terminal_table_uses_a_distinct_mark_per_state_and_says_why(results:
     # AP is not drawn: no row can reach it (its reason is the line below).
     assert marks == ["✓", "·", "·", "✓", "✓", "·", "»", "⊘", "⊘", "⊘", "·", "·"]
     assert lines[next(i for i, x in enumerate(lines) if x.startswith("scenario"))].split()[1:-1] == [
-        "CL", "MR", "TP", "TC", "RU", "DE", "SE", "BR", "TR", "TW", "PL", "RC"
+        "CL",
+        "MR",
+        "TP",
+        "TC",
+        "RU",
+        "DE",
+        "SE",
+        "BR",
+        "TR",
+        "TW",
+        "PL",
+        "RC",
     ]
     assert f"⊘ AP BR TR: {KIND3} (after_tool_call_saved, after_running, after_side_effect)" in lines
     assert "» SE: --crash-boundary after_running" in lines
