@@ -29,6 +29,20 @@ received. Nothing of LangGraph is edited: the boundaries come from two wrappers.
   inside a multi-step effect, ``after_side_effect`` the effect done and the function about to
   return (its ``ToolMessage`` not saved anywhere yet).
 
+Approvals, LangGraph's way: a tool (or a review node) asks a person with ``interrupt()``;
+``invoke`` returns with the interrupt, and the life answers it with ``Command(resume=True)`` or
+``Command(resume=False)`` from the scenario's ``approvals`` (``approvals_again`` when the payload
+says ``again`` or the same call was answered in an earlier life). The payload names the call:
+``{"tool": name, "tool_call_id": id, "arguments": {...}}`` (``GraphContext.ask_approval`` builds
+it). LangGraph saves the answer as a pending write of the null task (``put_writes`` with
+``__resume__``) and re-runs the interrupted node from its start, where ``interrupt()`` returns
+the saved answer: that ``put_writes`` returned is ``after_approved``. LangGraph submits it to its
+background pool while the node already re-runs, so the tool side waits for it (in
+``ask_approval`` and before ``ctx.tools``' effect): the boundary is then one state, the answer
+durable and the tool not past its approval. A factory says its graph asks
+(``ctx.asks_for_approval()``); a graph that does not has the approval scenarios "not
+applicable": the scenario's "no" could never reach it.
+
 Moments with no boundary name (documented in docs/frameworks.md): inside a tool batch, the
 first call's result in memory while the second runs (with calls one at a time, the state of
 the first call's ``after_side_effect``).
@@ -49,13 +63,15 @@ execution ledger (``keeps_ledger = False``): ledger expectations and checks are 
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
+import os
 import sqlite3
 import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +93,16 @@ from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.errors import InputError, SessionCorruption
 from crashmatrix.harness.observation.observation import Observation
 
-__all__ = ["BOUNDARIES", "SUPPORTED", "GraphContext", "LangGraphAdapter", "load"]
+__all__ = [
+    "BOUNDARIES",
+    "SUPPORTED",
+    "ApprovalRequest",
+    "GraphContext",
+    "LangGraphAdapter",
+    "approval_request",
+    "ask_approval",
+    "load",
+]
 
 THREAD_ID = "crashmatrix-case"
 # [lowest, highest) minor versions of langgraph this adapter was measured on: it relies on
@@ -85,12 +110,20 @@ THREAD_ID = "crashmatrix-case"
 SUPPORTED = ((1, 2), (1, 3))
 SUPPORTED_TEXT = ">=1.2,<1.3"
 CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a copied case keeps it
-# The boundaries this adapter reaches, in BOUNDARIES' order. after_approved: no approvals yet;
-# torn_write: the checkpoint is SQLite, there is no appended line to cut.
+# LangGraph's names for a resume's pending write (private in langgraph 1.x, so spelled here):
+# Command(resume=v) is saved as (NULL_TASK_ID, RESUME, v) until the node that asked finishes.
+RESUME = "__resume__"
+NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
+# Where the life notes each approval it answered: "asked before, in an earlier life" is read
+# from it (the person's memory, beside the case's trace; a copied case keeps it).
+APPROVALS_FILE = "langgraph-approvals.jsonl"
+# The boundaries this adapter reaches, in BOUNDARIES' order. torn_write: the checkpoint is
+# SQLite, there is no appended line to cut. after_approved only where a graph asks.
 BOUNDARIES = (
     "after_model_reply",
     "after_tool_call_pending",
     "after_tool_call_saved",
+    "after_approved",
     "after_running",
     "during_side_effect",
     "after_side_effect",
@@ -106,10 +139,33 @@ WHY_NOT_TORN = (
     "its conversation is LangGraph's SQLite checkpointer: SQLite writes rows through its own "
     "journal, there is no appended line to cut"
 )
+WHY_NO_APPROVAL = (
+    "the factory's graph asks no approval (a factory whose graph calls interrupt() to ask says so "
+    "with ctx.asks_for_approval())"
+)
 WHY_NO_POWER = (
     "the checkpoint is a SQLite database: SQLite syncs from its C library, which the harness's "
     "os.fsync recorder does not see, and a database is not cut back by length"
 )
+
+
+class _Approvals:
+    """The life's side of an approval: whether the factory said its graph asks, and the
+    answer being handed to LangGraph (its save is what the tool side waits for)."""
+
+    def __init__(self) -> None:
+        self.declared = False
+        self.call = ""  # the call whose yes this life is handing over, "" when none
+        self.saved = threading.Event()  # set once LangGraph's pending write of it returned
+
+    def wait_saved(self, tool_call_id: str) -> None:
+        """Hold the tool until LangGraph saved this life's answer for its call: LangGraph
+        re-runs the node while its pool still writes the answer (the module's docstring)."""
+        if self.call and self.call == tool_call_id and not self.saved.wait(30.0):
+            raise RuntimeError(
+                f"crashmatrix: LangGraph never saved the approval of {tool_call_id} (no pending "
+                "write of __resume__); the adapter's after_approved does not hold"
+            )
 
 
 @dataclass(frozen=True)
@@ -121,7 +177,9 @@ class GraphContext:
     crashmatrix's mock tools (their effects counted in the world). ``run_tool(name, arguments,
     tool_call_id, key="")``: the same tools as a plain function returning the Tool Result's
     JSON text, for a team's own tool that wraps the call (a ledger, an idempotency key).
-    ``checkpoint_path``: the SQLite file for ``SqliteSaver`` (the adapter reads it back)."""
+    ``checkpoint_path``: the SQLite file for ``SqliteSaver`` (the adapter reads it back).
+    ``ask_approval(tool_call)``: ask a person before a tool acts (``interrupt()``, see
+    ``ask_approval``); a factory whose graph asks says so with ``asks_for_approval()``."""
 
     model: Any
     tools: tuple[Any, ...]
@@ -132,6 +190,79 @@ class GraphContext:
     model_base_url: str
     http: httpx.Client
     life: int
+    approvals: _Approvals = field(default_factory=_Approvals, compare=False, repr=False)
+
+    def asks_for_approval(self) -> None:
+        """Say that this graph asks a person before a tool acts: the scenarios that answer an
+        approval with no then apply to it (a graph that asks none has them not applicable)."""
+        self.approvals.declared = True
+
+    def ask_approval(self, tool_call: Mapping[str, Any], *, again: bool = False) -> bool:
+        """``ask_approval`` (the module's), then, when this life gave the answer, wait until
+        LangGraph saved it: after_approved is that save, and the tool goes on only after it."""
+        approved = ask_approval(tool_call, again=again)
+        self.approvals.wait_saved(str(tool_call.get("id", tool_call.get("tool_call_id", ""))))
+        return approved
+
+
+def ask_approval(tool_call: Mapping[str, Any], *, again: bool = False) -> bool:
+    """Ask a person whether this tool call may run, LangGraph's way: ``interrupt()`` with the
+    payload crashmatrix answers, ``{"tool": name, "tool_call_id": id, "arguments": args}``
+    (``"again": True`` when asking about a call approved before a restart). The first time it
+    stops the graph; the graph is resumed with ``Command(resume=True)`` (approved) or
+    ``Command(resume=False)``, and the node runs again from its start, where this returns the
+    answer. ``tool_call`` is LangChain's ``{"name", "args", "id"}`` or the payload's keys."""
+    from langgraph.types import interrupt
+
+    payload: dict[str, Any] = {
+        "tool": tool_call.get("name", tool_call.get("tool")),
+        "tool_call_id": tool_call.get("id", tool_call.get("tool_call_id")),
+        "arguments": dict(tool_call.get("args", tool_call.get("arguments")) or {}),
+    }
+    if again:
+        payload["again"] = True
+    return interrupt(payload) is True
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """What an interrupt asks, read from its payload."""
+
+    tool: str
+    tool_call_id: str
+    again: bool
+
+
+def approval_request(spec: str, value: Any, tools: Sequence[str]) -> ApprovalRequest:
+    """The tool call an interrupt's payload asks about, or an InputError saying what the
+    payload must hold (crashmatrix answers by the tool, as the scenario's ``approvals:`` do)."""
+    if isinstance(value, Mapping):
+        tool, call, again = value.get("tool"), value.get("tool_call_id"), value.get("again", False)
+        if (
+            isinstance(tool, str)
+            and tool in tools
+            and isinstance(call, str)
+            and call
+            and isinstance(again, bool)
+        ):
+            return ApprovalRequest(tool, call, again)
+    shown = repr(value)
+    shown = shown if len(shown) <= 120 else shown[:117] + "..."
+    raise InputError(
+        f"--agent={spec!r}: the graph interrupted with {shown}, which crashmatrix cannot answer; "
+        "interrupt with {'tool': <one of the scenario's tools: "
+        f"{', '.join(tools) or 'none'}>, 'tool_call_id': <the call's id>, 'arguments': {{...}}}} "
+        "(ctx.ask_approval(tool_call) does), and read True / False from the resume"
+    )
+
+
+def _answer(request: ApprovalRequest, ctx: LifeContext, asked_before: set[str]) -> bool:
+    """The scenario's answer, as the reference agent's ScriptedApprover gives it: by tool,
+    ``*`` for any, yes by default; ``approvals_again`` for a call asked again after a restart."""
+    again = request.again or request.tool_call_id in asked_before
+    table = ctx.approvals_again if again and ctx.approvals_again else ctx.approvals
+    answer = table.get(request.tool, table.get("*", ctx.approvals.get("*", "yes")))
+    return str(answer).lower() in ("yes", "y", "true")
 
 
 # -- the user's factory ----------------------------------------------------------------------
@@ -229,10 +360,13 @@ def _langchain_tool(contract: ToolContract, run: Callable[..., str]) -> Any:
 class _ToolRunner:
     """The suite's tools run in this life by the mock tools, with the boundaries around them."""
 
-    def __init__(self, ctx: LifeContext, toolbox: Any, before: Callable[[], None]) -> None:
+    def __init__(
+        self, ctx: LifeContext, toolbox: Any, before: Callable[[], None], approvals: _Approvals
+    ) -> None:
         self.ctx = ctx
         self.toolbox = toolbox
         self.before = before
+        self.approvals = approvals
         self.attempts: dict[str, int] = {}
         # The calls of one AIMessage run one at a time (max_concurrency=1, see the module's
         # docstring); the lock only keeps a graph that runs tools in its own threads honest.
@@ -240,6 +374,8 @@ class _ToolRunner:
 
     def __call__(self, name: str, arguments: Mapping[str, Any], tool_call_id: str, key: str = "") -> str:
         ctx = self.ctx
+        # A tool that called interrupt() itself goes on only once LangGraph saved the answer.
+        self.approvals.wait_saved(tool_call_id)
         with self.lock:
             self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
             self.attempts[tool_call_id] = self.attempts.get(tool_call_id, 0) + 1
@@ -297,7 +433,9 @@ def _replies(writes: Sequence[tuple[Any, ...]]) -> list[Any]:
     return out
 
 
-def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]) -> None:
+def _hook_checkpointer(
+    saver: Any, hook: BoundaryHook, config: Mapping[str, Any], approvals: _Approvals | None = None
+) -> None:
     """Wrap ``put`` and ``put_writes`` of this saver instance: after LangGraph's own call
     committed, the boundary that write completes (and, at the entry of the model's pending
     write, ``after_model_reply``: the one moment before a write).
@@ -352,8 +490,77 @@ def _hook_checkpointer(saver: Any, hook: BoundaryHook, config: Mapping[str, Any]
         written.update(m.tool_call_id for m in results)
         for message in results:
             hook("before_tool_result", message.tool_call_id)
+        # Command(resume=...) saved as the null task's pending write: the answer this life gave
+        # is durable, and the node that asked re-runs to where interrupt() returns it.
+        if approvals is not None and task_id == NULL_TASK_ID and any(w[0] == RESUME for w in writes):
+            if approvals.call:
+                hook("after_approved", approvals.call)
+            approvals.saved.set()
 
     saver.put, saver.put_writes = put, put_writes
+
+
+# -- the person who answers approvals ---------------------------------------------------------
+
+
+def _interrupts(out: Any) -> tuple[Any, ...]:
+    """The interrupts an ``invoke`` stopped at (LangGraph returns them as ``__interrupt__``)."""
+    return tuple(out.get("__interrupt__") or ()) if isinstance(out, Mapping) else ()
+
+
+class _Person:
+    """Answers the graph's interrupts from the scenario, and remembers what it answered in a
+    file of the case (fsynced before the answer is handed over): a call answered in an earlier
+    life and asked about again gets ``approvals_again``."""
+
+    def __init__(self, spec: str, ctx: LifeContext, tools: Sequence[str], approvals: _Approvals) -> None:
+        self.spec, self.ctx, self.tools, self.approvals = spec, ctx, tools, approvals
+        self.path = ctx.case_dir / APPROVALS_FILE
+        self.asked_before: set[str] = set()
+        if self.path.exists():
+            for line in self.path.read_text().splitlines():
+                try:
+                    noted = json.loads(line)
+                except ValueError:
+                    continue  # a line torn by a kill mid-write: that answer was never handed over
+                if isinstance(noted, dict) and noted.get("life", ctx.life) < ctx.life:
+                    self.asked_before.add(str(noted.get("tool_call_id")))
+
+    def answer(self, interrupts: Sequence[Any]) -> Any:
+        """``Command(resume=...)`` for these interrupts: a plain answer for one (LangGraph saves
+        it as a pending write: after_approved); a map by interrupt id for several (kept in
+        memory by LangGraph until each node ends: no boundary)."""
+        from langgraph.types import Command
+
+        answered: list[tuple[str, ApprovalRequest, bool]] = []
+        for interrupt in interrupts:
+            request = approval_request(self.spec, interrupt.value, self.tools)
+            approved = _answer(request, self.ctx, self.asked_before)
+            self.note(request, approved)
+            answered.append((interrupt.id, request, approved))
+        self.approvals.saved.clear()
+        if len(answered) == 1:
+            [(_, request, approved)] = answered
+            self.approvals.call = request.tool_call_id if approved else ""
+            return Command(resume=approved)
+        answers = {interrupt_id: approved for interrupt_id, _, approved in answered}
+        self.approvals.call = ""
+        return Command(resume=answers)
+
+    def note(self, request: ApprovalRequest, approved: bool) -> None:
+        line = {
+            "life": self.ctx.life,
+            "tool": request.tool,
+            "tool_call_id": request.tool_call_id,
+            "again": request.again or request.tool_call_id in self.asked_before,
+            "approved": approved,
+        }
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, (json.dumps(line) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 # -- the conversation, read back -------------------------------------------------------------
@@ -432,11 +639,10 @@ class LangGraphAdapter:
     """``AgentAdapter`` for a LangGraph graph built by the user's factory."""
 
     keeps_ledger = False  # LangGraph has no execution ledger: ledger checks are not applicable
-    boundaries = BOUNDARIES
-    # Said in the matrix where the column is "not reachable".
-    unreachable: Mapping[str, str] = {
-        "after_approved": "no approval step is wired (LangGraph's interrupt() is not its default path)",
-    }
+    # after_approved only for a graph whose factory says it asks (validate): "not reachable"
+    # with WHY_NO_APPROVAL otherwise, said in the matrix.
+    boundaries: tuple[str, ...] = tuple(b for b in BOUNDARIES if b != "after_approved")
+    unreachable: Mapping[str, str] = {"after_approved": WHY_NO_APPROVAL}
     dialect = DIALECT
     tears_writes = False
     torn_write_unreachable = WHY_NOT_TORN
@@ -458,7 +664,7 @@ class LangGraphAdapter:
         self.preload = (*self.PRELOAD, target.partition(":")[0])
         self.capabilities = Capabilities(
             served=None,  # every suite tool, run by the mock tools
-            approvals=False,  # no approval step is wired yet: approval scenarios are not applicable
+            approvals=False,  # until validate() finds the factory says its graph asks
             edits_native_session=False,
         )
 
@@ -520,6 +726,11 @@ class LangGraphAdapter:
                 life=0,
             )
             graph = self._build(ctx)
+            if ctx.approvals.declared:
+                # Its graph asks a person: the scenarios' "no" reaches it, after_approved is real.
+                self.capabilities = dataclasses.replace(self.capabilities, approvals=True)
+                self.boundaries = BOUNDARIES
+                self.unreachable = {}
             try:
                 from langchain_core.messages import HumanMessage
 
@@ -551,7 +762,10 @@ class LangGraphAdapter:
         path = self.checkpoint_path(ctx.case_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
         toolbox = MockToolbox(World(ctx.world_dir), ctx.scenario.contracts, ctx.http)
-        run = _ToolRunner(ctx, toolbox, lambda: _write_copy(ctx.session_path, conversation(path)[1]))
+        approvals = _Approvals()
+        run = _ToolRunner(
+            ctx, toolbox, lambda: _write_copy(ctx.session_path, conversation(path)[1]), approvals
+        )
         tools = tuple(_langchain_tool(contract, run) for contract in ctx.scenario.contracts.values())
         graph = self._build(
             GraphContext(
@@ -564,24 +778,43 @@ class LangGraphAdapter:
                 model_base_url=ctx.model_base_url,
                 http=ctx.http,
                 life=ctx.life,
+                approvals=approvals,
             )
         )
         # max_concurrency=1: one tool call at a time, in the AIMessage's order, and LangGraph's
         # saves in the order it submitted them (the module's docstring says why).
         config: dict[str, Any] = {"configurable": {"thread_id": THREAD_ID}, "max_concurrency": 1}
-        _hook_checkpointer(graph.checkpointer, ctx.hook, config)
+        _hook_checkpointer(graph.checkpointer, ctx.hook, config, approvals)
+        person = _Person(self.spec, ctx, tuple(ctx.scenario.contracts), approvals)
+
+        def step(value: Any) -> None:
+            """One invoke, then each interrupt it stopped at answered, until the graph stops
+            asking (a graph that asks forever meets the life's deadline)."""
+            out = graph.invoke(value, config, durability="sync")
+            while interrupts := _interrupts(out):
+                if not approvals.declared:
+                    raise InputError(
+                        f"--agent={self.spec!r}: the graph interrupted ({interrupts[0].value!r:.80}), but "
+                        "its factory did not say it asks; call ctx.asks_for_approval() in the factory "
+                        "so the approval scenarios apply to it"
+                    )
+                out = graph.invoke(person.answer(interrupts), config, durability="sync")
+
         try:
             # A previous life left the step unfinished: LangGraph's own resume. Its tasks, not
             # its ``next``: LangGraph 1.x's live snapshot leaves out of ``next`` a task whose
             # writes were saved (a ToolNode killed at before_tool_result), yet the step is
             # not done -- the ToolMessage is in no checkpoint, the model was never asked.
+            # An interrupt a previous life answered is resumed the same way: LangGraph hands
+            # the node the saved answer (its snapshot still lists that interrupt as pending,
+            # so answering from the snapshot would ask the person twice).
             if graph.get_state(config).tasks:
-                graph.invoke(None, config, durability="sync")
+                step(None)
             received = sum(
                 1 for m in _messages_of(graph.get_state(config).values) if isinstance(m, HumanMessage)
             )
             for text in ctx.scenario.turns[received:]:
-                graph.invoke({"messages": [HumanMessage(text)]}, config, durability="sync")
+                step({"messages": [HumanMessage(text)]})
         finally:
             _write_copy(ctx.session_path, conversation(path)[1])
             graph.checkpointer.conn.close()
