@@ -29,9 +29,23 @@ and never finished (a ``running`` row, no result) is recovered by its contract, 
 A retryable timeout on a read-only call, or a lost response on a keyed call the service
 deduplicates (``replay_policy: auto``), is retried once with the same key.
 
+``build_approved`` and ``build_fixed_approved``: the same two, asking a person before a tool
+acts where its contract requires approval (``approval: required``: the suite's effects; a read
+or ``ls`` is not asked), LangGraph's way: the tool calls ``interrupt()`` (through
+``ctx.ask_approval``), the graph stops, the person's answer resumes it with
+``Command(resume=True|False)``, and LangGraph runs the tool again from its start, where
+``interrupt()`` returns the answer. A rejected call tells the model ``REJECTED`` and does
+nothing. ``build_approved`` trusts the answer LangGraph saved, whatever happened since: killed
+after the approval, the resumed tool acts on it without asking; killed after the effect, it
+acts again on the same approval. ``build_fixed_approved`` keeps in its ledger in which process
+each call was asked: an approval given before a restart to a call that never started is asked
+again (the person may have changed their mind: seed 000's reapproval), and a command whose
+contract says to ask before replaying (``npm test``) is asked again before it is run a second
+time (no: a person must check, ``MANUAL_CHECK_REQUIRED``).
+
 Both take crashmatrix's ``GraphContext``: the model, the suite's tools (run by the mock tools),
 and the checkpoint file. In production the same graph gets a real ``ChatOpenAI``, real tool
-functions and a real database path.
+functions and a real database path, and ``interrupt()`` with the team's own payload.
 """
 
 from __future__ import annotations
@@ -39,6 +53,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -47,6 +62,7 @@ from typing import Annotated, Any
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.tools import InjectedToolCallId, StructuredTool
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.errors import GraphInterrupt
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import InjectedState, ToolNode, tools_condition
 
@@ -79,9 +95,12 @@ def build(ctx: Any) -> Any:
 
 @dataclass(frozen=True)
 class Row:
-    status: str  # "running" (saved before the effect) or "done" (the result saved)
+    # "asking" (a person is asked, the call has not started), "running" (saved before the
+    # effect) or "done" (the result saved)
+    status: str
     result: str | None
     plan: dict[str, Any] | None  # a whole-file write's base / after hashes
+    asked: tuple[str, ...] = ()  # the processes that asked a person about this call, in order
 
 
 class Ledger:
@@ -91,19 +110,29 @@ class Ledger:
         self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(
-            "CREATE TABLE IF NOT EXISTS calls (site TEXT PRIMARY KEY, status TEXT, result TEXT, plan TEXT)"
+            "CREATE TABLE IF NOT EXISTS calls "
+            "(site TEXT PRIMARY KEY, status TEXT, result TEXT, plan TEXT, asked TEXT)"
         )
 
     def get(self, site: str) -> Row | None:
-        row = self.conn.execute("SELECT status, result, plan FROM calls WHERE site = ?", (site,)).fetchone()
-        return Row(row[0], row[1], json.loads(row[2]) if row[2] else None) if row else None
+        row = self.conn.execute(
+            "SELECT status, result, plan, asked FROM calls WHERE site = ?", (site,)
+        ).fetchone()
+        if not row:
+            return None
+        return Row(row[0], row[1], json.loads(row[2]) if row[2] else None, tuple(json.loads(row[3] or "[]")))
 
     def set(
-        self, site: str, status: str, result: str | None = None, plan: dict[str, Any] | None = None
+        self,
+        site: str,
+        status: str,
+        result: str | None = None,
+        plan: dict[str, Any] | None = None,
+        asked: Sequence[str] = (),
     ) -> None:
         self.conn.execute(
-            "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?)",
-            (site, status, result, json.dumps(plan) if plan is not None else None),
+            "INSERT OR REPLACE INTO calls VALUES (?, ?, ?, ?, ?)",
+            (site, status, result, json.dumps(plan) if plan is not None else None, json.dumps(list(asked))),
         )
 
 
@@ -123,6 +152,35 @@ def _told(ok: bool, code: str, content: str, idempotency: str, **data: Any) -> s
         out["code"] = code
         out["metadata"] = {"retryable": False, "idempotency": idempotency}
     return json.dumps(out, ensure_ascii=False)
+
+
+def _rejected(name: str, idempotency: str) -> str:
+    """The person said no: nothing ran (the suite's ``REJECTED``)."""
+    return json.dumps(
+        {
+            "ok": False,
+            "status": "rejected",
+            "code": "REJECTED",
+            "content": f"The user rejected {name}; it was not executed.",
+            "metadata": {"retryable": False, "idempotency": idempotency},
+        }
+    )
+
+
+def _manual(name: str, idempotency: str) -> str:
+    """Asked again before repeating a call that may have run, the person said no."""
+    return json.dumps(
+        {
+            "ok": False,
+            "status": "unknown",
+            "code": "MANUAL_CHECK_REQUIRED",
+            "content": (
+                f"{name} may or may not have run before the agent stopped; a person must check its "
+                "effect before anything is repeated."
+            ),
+            "metadata": {"retryable": False, "idempotency": idempotency},
+        }
+    )
 
 
 def _uncertain(name: str, why: str = "started before a crash") -> str:
@@ -231,25 +289,86 @@ class _Call:
     """One call of one tool, at its call site: the first run, and recovery after a crash."""
 
     def __init__(
-        self, ctx: Any, ledger: Ledger, name: str, arguments: dict[str, Any], tool_call_id: str, site: str
+        self,
+        ctx: Any,
+        ledger: Ledger,
+        name: str,
+        arguments: dict[str, Any],
+        tool_call_id: str,
+        site: str,
+        process: str = "",
+        asked_here: set[tuple[str, int]] | None = None,
     ):
         self.ctx, self.ledger, self.name = ctx, ledger, name
         self.arguments, self.tool_call_id, self.site = arguments, tool_call_id, site
         # Per call: run_command("ls src") is read-only where run_command("rm -rf x") is not.
         self.contract = ctx.contracts[name].for_call(arguments)
+        # This process, when the graph asks approvals ("" when it does not), and the questions
+        # (call site, index) it asked a person itself.
+        self.process = process
+        self.asked_here = asked_here if asked_here is not None else set()
+        self.asked: tuple[str, ...] = ()
 
     def __call__(self) -> str:
         row = self.ledger.get(self.site)
         if row is not None and row.status == "done":
             return row.result or ""  # the saved result: no second effect
-        if row is not None:
+        if self.process and self.contract.approval == "required":
+            refused = self.approve(row)
+            if refused is not None:
+                self.ledger.set(self.site, "done", refused, asked=self.asked)
+                return refused
+        if row is not None and row.status == "running":
             result = self.recover(row)
         else:
             plan = _plan(self.ctx.workspace, self.contract, self.arguments) if self.precondition else None
-            self.ledger.set(self.site, "running", plan=plan)
+            self.ledger.set(self.site, "running", plan=plan, asked=self.asked)
             result = self.run()
-        self.ledger.set(self.site, "done", result)
+        self.ledger.set(self.site, "done", result, asked=self.asked)
         return result
+
+    def approve(self, row: Row | None) -> str | None:
+        """None when the person approves, else what to tell the model.
+
+        LangGraph runs the tool again from its start after each answer, and ``interrupt()``
+        returns the saved answers in the order they were asked: so every run asks the
+        questions the ledger's ``asked`` counts, in order, and only one not yet answered
+        stops the graph. An answer this process did not ask for (``asked_here``) was given
+        before a restart: for a call that never started it is asked again (the approval may
+        be stale: seed 000's reapproval); for a running one only when its contract says to ask
+        before a replay (``npm test``)."""
+        status = row.status if row is not None else "asking"
+        plan = row.plan if row is not None else None
+        self.asked = row.asked if row is not None and row.asked else ()
+        if not self.asked:
+            self.asked = (self.process,)
+            self.ledger.set(self.site, status, plan=plan, asked=self.asked)
+        for index in range(len(self.asked)):
+            if not self.ask(index):
+                return self.refused(status)
+        stale = (self.site, len(self.asked) - 1) not in self.asked_here
+        if stale and (status == "asking" or self.contract.replay_policy == "ask"):
+            self.asked = (*self.asked, self.process)
+            self.ledger.set(self.site, status, plan=plan, asked=self.asked)
+            self.ask(len(self.asked) - 1)  # stops the graph: nobody answered it yet
+        return None
+
+    def ask(self, index: int) -> bool:
+        """The ``index``-th question about this call: its saved answer, or the graph stops
+        (``GraphInterrupt``) and this process remembers it asked."""
+        call = {"name": self.name, "args": self.arguments, "id": self.tool_call_id}
+        try:
+            return bool(self.ctx.ask_approval(call, again=index > 0))
+        except GraphInterrupt:
+            self.asked_here.add((self.site, index))
+            raise
+
+    def refused(self, status: str) -> str:
+        """No before anything ran: rejected. No to running again a call that may have run:
+        a person must check."""
+        if status == "running":
+            return _manual(self.name, self.contract.idempotency)
+        return _rejected(self.name, self.contract.idempotency)
 
     @property
     def precondition(self) -> bool:
@@ -319,14 +438,23 @@ class _Call:
         return _told(False, "CONFLICT", f"{self.name} was not repeated: {why}.", idempotency)
 
 
-def _keyed_tool(ctx: Any, ledger: Ledger, name: str, schema: Any, description: str) -> Any:
+def _keyed_tool(
+    ctx: Any,
+    ledger: Ledger,
+    name: str,
+    schema: Any,
+    description: str,
+    process: str = "",
+    asked_here: set[tuple[str, int]] | None = None,
+) -> Any:
     def call(
         tool_call_id: Annotated[str, InjectedToolCallId],
         messages: Annotated[list[AnyMessage], InjectedState("messages")],
         **arguments: Any,
     ) -> str:
         given = {k: v for k, v in arguments.items() if v is not None}
-        return _Call(ctx, ledger, name, given, tool_call_id, call_site(messages, tool_call_id))()
+        site = call_site(messages, tool_call_id)
+        return _Call(ctx, ledger, name, given, tool_call_id, site, process, asked_here)()
 
     return StructuredTool.from_function(func=call, name=name, description=description, args_schema=schema)
 
@@ -338,4 +466,43 @@ def build_fixed(ctx: Any) -> Any:
     return _graph(ctx, tools)
 
 
-__all__ = ["build", "build_fixed"]
+# -- asking a person first -------------------------------------------------------------------
+
+
+def _asking_tool(ctx: Any, tool: Any) -> Any:
+    """``tool`` that asks a person before it acts, where its contract requires approval."""
+
+    def call(tool_call_id: Annotated[str, InjectedToolCallId], **arguments: Any) -> str:
+        given = {k: v for k, v in arguments.items() if v is not None}
+        contract = ctx.contracts[tool.name].for_call(given)
+        if contract.approval == "required" and not ctx.ask_approval(
+            {"name": tool.name, "args": given, "id": tool_call_id}
+        ):
+            return _rejected(tool.name, contract.idempotency)
+        return str(ctx.run_tool(tool.name, given, tool_call_id))
+
+    return StructuredTool.from_function(
+        func=call, name=tool.name, description=tool.description, args_schema=tool.args_schema
+    )
+
+
+def build_approved(ctx: Any) -> Any:
+    """LangGraph's default way, with an approval inside each tool that acts (``interrupt()``)."""
+    ctx.asks_for_approval()
+    return _graph(ctx, [_asking_tool(ctx, t) for t in ctx.tools])
+
+
+def build_fixed_approved(ctx: Any) -> Any:
+    """``build_fixed``, asking first; an approval older than this process is asked again."""
+    ctx.asks_for_approval()
+    # Which process asked: a new id each time the graph is built (each start of the agent).
+    process = uuid.uuid4().hex
+    asked_here: set[tuple[str, int]] = set()  # in memory: forgotten with the process
+    ledger = Ledger(ctx.checkpoint_path.with_name("tool-ledger.sqlite"))
+    tools = [
+        _keyed_tool(ctx, ledger, t.name, t.args_schema, t.description, process, asked_here) for t in ctx.tools
+    ]
+    return _graph(ctx, tools)
+
+
+__all__ = ["build", "build_approved", "build_fixed", "build_fixed_approved"]
