@@ -21,7 +21,10 @@ At the start of a life every call of the current turn the ledger knows and the s
 not answer is answered, then the SDK continues the turn with the calls answered:
 
 * ``done``: its result, as the tool returned it (the model never saw it: nothing to mark);
-* ``planned``: it never started, so it runs now, normally;
+* ``planned``: it never started, so it runs now, normally -- after asking the person first
+  when the tool needs approval (``ctx.approve``: a call the SDK had stopped for, or one
+  approved before the crash, whose approval may be stale, seed 000); a no is told as the
+  rejection (``reapproval`` when asked again);
 * ``running``: by the tool's contract (``ToolContext.contracts``, per call: ``run_command('ls')``
   is read-only, ``rm`` is not):
   - read-only: run again (nothing to undo);
@@ -31,8 +34,13 @@ not answer is answered, then the SDK continues the turn with the calls answered:
   - a keyed call with a lookup (``recovery: reconcile``): asked the service by its key
     (``reconcile.lookup_tool``): found -> what was found; not found -> retried with the SAME
     key (the service deduplicates by it): ``reconciled``;
-  - a call the contract says is safe to replay (``replay``): run again, ``replayed``;
+  - a call the contract says is safe to replay (``replay``): run again, ``replayed`` (policy
+    ``ask``: only if the person says yes again; no -> ``MANUAL_CHECK_REQUIRED``);
   - anything else (an email): ``SIDE_EFFECT_UNCERTAIN``, never a second send.
+
+A call the SDK stopped for (its ``function_call`` parked in the session without an output)
+is answered with its output alone: the session keeps one copy of the call, where the SDK's
+own way (ask the model again) parks a second one and leaves the first unanswered.
 
 Without a crash the same rules answer a failure the tool reports: a read-only call that timed
 out or lost its response is retried once; a keyed call whose response was lost
@@ -43,6 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import inspect
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
@@ -51,7 +60,7 @@ from typing import Any
 
 from agents import Agent, AgentHooks, FunctionTool, SQLiteSession
 
-from crashmatrix.harness.agents.frameworks.openai_agents import AgentsContext
+from crashmatrix.harness.agents.frameworks.openai_agents import AgentsContext, rejection
 from crashmatrix.harness.core.contracts import ToolContract, default_contract
 from crashmatrix.harness.core.tools import ToolObservation
 
@@ -160,6 +169,19 @@ def _uncertain(tool: str, contract: ToolContract) -> str:
     return _result(observation, contract, "side_effect_uncertain")
 
 
+def _manual(tool: str, contract: ToolContract) -> str:
+    observation = ToolObservation(
+        ok=False,
+        code="MANUAL_CHECK_REQUIRED",
+        uncertain=True,
+        content=(
+            f"{tool} may or may not have run before the agent stopped; a person must check its "
+            "effect before anything is repeated."
+        ),
+    )
+    return _result(observation, contract, "manual")
+
+
 # -- a whole-file write's precondition (seed 004's canReplayFileWrite) --------------------------
 
 
@@ -224,6 +246,16 @@ class Calls:
         self.ctx = ctx
         self.ledger = ledger
         self.sites: dict[str, str] = {}  # call_id -> site, for the reply being run
+        self.tools = {tool.name: tool for tool in ctx.tools}
+
+    async def needs_approval(self, row: Row, arguments: Mapping[str, Any]) -> bool:
+        """The tool's own ``needs_approval`` (a bool, or the SDK's per-call callable)."""
+        tool = self.tools.get(row.tool)
+        needs = tool.needs_approval if tool is not None else False
+        if callable(needs):
+            decided = needs(None, dict(arguments), row.call_id)
+            needs = await decided if inspect.isawaitable(decided) else decided
+        return bool(needs)
 
     def contract(self, tool: str, arguments: Mapping[str, Any]) -> ToolContract:
         return (self.ctx.contracts.get(tool) or default_contract(tool)).for_call(arguments)
@@ -249,13 +281,20 @@ class Calls:
             return self.reconcile(row, arguments, contract)
         return json.dumps(dict(told), ensure_ascii=False)
 
-    def recover(self, row: Row) -> str:
+    async def recover(self, row: Row) -> str:
         """The answer for a call of an interrupted turn the session does not answer."""
         arguments = _arguments(row.arguments)
         if row.status == "done" and row.result is not None:
             return row.result  # it finished; the model has not seen it yet
         if row.status == "planned":
-            return self.run(row, arguments)  # it never started
+            # It never started. Approved before the crash or still waiting: ask (again).
+            if await self.needs_approval(row, arguments):
+                answer = self.ctx.approve(row.tool, row.call_id, arguments)
+                if not answer.approved:
+                    result = rejection(row.tool, self.ctx.contracts.get(row.tool), again=answer.again)
+                    self.ledger.done(row.site, result)
+                    return result
+            return self.run(row, arguments)
         contract = self.contract(row.tool, arguments)
         if contract.idempotency == "idempotent":
             result = self._attempt(row, arguments, contract)
@@ -264,9 +303,14 @@ class Calls:
         elif contract.recovery == "reconcile" and contract.lookup_tool:
             result = self.reconcile(row, arguments, contract)
         elif contract.recovery == "replay" and contract.replay_policy in ("auto", "ask"):
-            # ask: this agent asks no approvals (its user gave them for the turn).
-            told = self.ctx.run_tool(row.tool, arguments, row.call_id, self.key(row.site))
-            result = _marked(told, "replayed")
+            if (
+                contract.replay_policy == "ask"
+                and not self.ctx.approve(row.tool, row.call_id, arguments).approved
+            ):
+                result = _manual(row.tool, contract)  # it may have run: a person must check
+            else:
+                told = self.ctx.run_tool(row.tool, arguments, row.call_id, self.key(row.site))
+                result = _marked(told, "replayed")
         else:
             result = _uncertain(row.tool, contract)
         self.ledger.done(row.site, result)
@@ -359,16 +403,17 @@ async def _recover(session: SQLiteSession, calls: Calls) -> None:
     items = await session.get_items()
     turn = turn_of(items)
     last_user = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=-1)
-    answered = {
-        item.get("call_id") for item in items[last_user + 1 :] if item.get("type") == "function_call_output"
-    }
+    this_turn = items[last_user + 1 :]
+    answered = {item.get("call_id") for item in this_turn if item.get("type") == "function_call_output"}
+    # Calls the SDK parked in the session when it stopped for an approval.
+    parked = {item.get("call_id") for item in this_turn if item.get("type") == "function_call"}
     for row in calls.ledger.of_turn(turn):
         if row.call_id in answered:
             continue
-        result = calls.recover(row)
+        result = await calls.recover(row)
         call = {"type": "function_call", "call_id": row.call_id, "name": row.tool, "arguments": row.arguments}
         output = {"type": "function_call_output", "call_id": row.call_id, "output": result}
-        await session.add_items([call, output])  # type: ignore[list-item]
+        await session.add_items([output] if row.call_id in parked else [call, output])  # type: ignore[list-item]
 
 
 async def build(ctx: AgentsContext) -> tuple[Agent[Any], SQLiteSession]:

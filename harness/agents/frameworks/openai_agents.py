@@ -24,9 +24,27 @@ Boundaries, each at the SDK moment whose state matches the name:
 * ``after_side_effect``: the tool returned, its output not yet in the session;
 * ``after_tool_result``: the session's ``add_items`` that saved the call's output returned.
 
-``after_tool_call_pending`` and ``after_tool_call_saved`` never happen before the tool runs
-(the call is saved with its output, nothing of the reply before), approvals are not the
-SDK's default path, and ``before_tool_result`` would be the same state as
+Approvals, the SDK's human-in-the-loop way: a suite tool the scenario names under
+``approvals:`` or ``approvals_again:`` gets ``needs_approval`` (per call: the contract's
+``approval`` for these arguments, so ``run_command('ls')`` is not asked). ``Runner.run``
+then returns with ``result.interruptions``; the life answers each by tool name from the
+scenario (``approvals_again`` when the person was asked about the same call in an earlier
+life: ``Approvals``), ``state.approve(item)`` / ``state.reject(item, rejection_message=...)``
+on ``result.to_state()``, and runs again with the state. Two more boundaries follow:
+
+* ``after_tool_call_saved``: the SDK saved the parked call (its ``function_call`` without an
+  output) when it stopped for the approval; nobody has answered yet;
+* ``after_approved``: the answer yes was given on the RunState (and kept, for a factory that
+  keeps it) and the resumed run has not started the tool.
+
+A factory may return ``(agent, session, ctx.run_state_path)``: the life then keeps the
+RunState there the way the SDK's docs say a durable app does (``to_json`` when the run
+stops for approvals and after each answer; ``RunState.from_json`` and ``Runner.run(agent,
+state)`` in the next life, the kept answers standing). Without it a stop for approval lives
+in memory only, and a crash loses the question and the answer (docs/frameworks.md).
+
+``after_tool_call_pending`` never happens (nothing of the reply is written before its tools
+ran or it parked), and ``before_tool_result`` would be the same state as
 ``after_side_effect`` for an agent without a ledger: each listed in ``unreachable`` with why.
 Torn writes and power loss are not applicable: the session is SQLite.
 
@@ -40,10 +58,11 @@ import asyncio
 import importlib
 import inspect
 import json
+import os
 import ssl
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -56,21 +75,35 @@ from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.dialect import NATIVE
 from crashmatrix.harness.core.ledger import arguments_sha256
+from crashmatrix.harness.core.records import ToolCall
 from crashmatrix.harness.core.session_log import SessionLog
-from crashmatrix.harness.core.tools import ToolContext
+from crashmatrix.harness.core.tools import ToolContext, ToolObservation
 from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.session_file import fsync_directory
+from crashmatrix.reference_agent.approval import ScriptedApprover
 
 if TYPE_CHECKING:
     from crashmatrix.harness.core.trace import CaseRun
     from crashmatrix.harness.observation.observation import Observation
 
-__all__ = ["SUPPORTED", "AgentsContext", "OpenAIAgentsAdapter", "load", "read_session"]
+__all__ = [
+    "SUPPORTED",
+    "AgentsContext",
+    "Answer",
+    "Approvals",
+    "OpenAIAgentsAdapter",
+    "load",
+    "read_session",
+    "rejection",
+]
 
 SUPPORTED = ((0, 24), (0, 25))  # [lowest, highest) minor versions this adapter was measured on
 SUPPORTED_TEXT = ">=0.24,<0.25"
 DB_NAME = "openai-agents.db"  # beside crashmatrix's normalised copy, in .agent_state/
 MESSAGES_TABLE = "agent_messages"
 SESSION_ID = "case"  # the SQLiteSession's id in every case's database
+RUN_STATE_NAME = "openai-agents-runstate.json"  # a factory that keeps the RunState: ctx.run_state_path
+ASKED_NAME = "openai-agents-approvals.jsonl"  # the person's memory of what they were asked
 
 # A client needs an SSL context to be built; loading the CA bundle costs ~150 ms, so it is
 # made once at import (in the fork server, with ``preload``). It is configuration, not a
@@ -94,6 +127,108 @@ class AgentsContext:
     contracts: Mapping[str, ToolContract]  # each tool's idempotency and recovery class
     run_tool: RunTool  # the mock tool itself, for a factory that wraps its own tools
     life: int
+    # Return it as the third value to keep the RunState across lives (the SDK's to_json).
+    run_state_path: Path
+    # The scenario's person, for a factory's own recovery that asks again before acting:
+    # (tool, call_id, arguments) -> Answer. The life answers the SDK's interruptions itself.
+    approve: Callable[[str, str, Mapping[str, Any]], Answer]
+
+
+@dataclass(frozen=True)
+class Answer:
+    approved: bool
+    again: bool  # the person was asked about this call in an earlier life
+
+
+def rejection(tool: str, contract: ToolContract | None, *, again: bool) -> str:
+    """What the model is told of a call the person said no to, in the Tool Results' own
+    vocabulary (the SDK's default text, "Tool execution was not approved.", says nothing a
+    JSON-reading agent would recognise). ``recovery: reapproval`` when asked again after a
+    restart, as the reference agent says it."""
+    idempotency = contract.idempotency if contract else "non_idempotent"
+    result = ToolObservation(
+        ok=False, code="REJECTED", content=f"The user rejected {tool}; it was not executed."
+    ).to_result(execution_id=None, idempotency=idempotency) | {"status": "rejected"}
+    if again:
+        result["recovery"] = "reapproval"
+    return json.dumps(result, ensure_ascii=False)
+
+
+class Approvals:
+    """The scenario's person: answers by tool name (``approvals:``; ``approvals_again:`` for
+    a call they were asked about in an earlier life), and remembers each question in a file
+    beside the session (fsynced before the answer), as a person remembers being asked. The
+    memory is the person's, not the agent's: the agent reads nothing of it."""
+
+    def __init__(self, ctx: LifeContext, path: Path, turn: Callable[[], int]) -> None:
+        self.approver = ScriptedApprover(dict(ctx.approvals), dict(ctx.approvals_again))
+        self.path = path
+        self.life = ctx.life
+        self.turn = turn  # the turn being run: a provider's call_0 in turn 2 is another call
+
+    def asked_before(self, call_id: str, tool: str) -> bool:
+        if not self.path.exists():
+            return False
+        turn = self.turn()
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                seen = json.loads(line)
+            except ValueError:
+                continue  # a line cut by the kill: that question was not answered
+            same = (seen.get("turn"), seen.get("call_id"), seen.get("tool")) == (turn, call_id, tool)
+            if same and seen.get("life", 0) < self.life:
+                return True
+        return False
+
+    def __call__(self, tool: str, call_id: str, arguments: Mapping[str, Any]) -> Answer:
+        again = self.asked_before(call_id, tool)
+        approved = self.approver.approve(
+            ToolCall(call_id, tool, json.dumps(dict(arguments))),
+            {"tool": tool, "arguments": dict(arguments)},
+            again=again,
+        )
+        line = {"life": self.life, "turn": self.turn(), "call_id": call_id, "tool": tool, "again": again}
+        _append_synced(self.path, json.dumps(line | {"approved": approved}) + "\n")
+        return Answer(approved, again)
+
+
+def _append_synced(path: Path, text: str) -> None:
+    created = not path.exists()
+    with path.open("a", encoding="utf-8") as out:
+        out.write(text)
+        out.flush()
+        os.fsync(out.fileno())
+    if created:
+        fsync_directory(path.parent)
+
+
+class KeptState:
+    """The RunState a durable app keeps while a run waits for approvals (the SDK's
+    ``to_json``), with the answers the app gave: written whole (temporary file, fsync,
+    rename), removed when the run ends."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def save(self, state: Any, answered: Mapping[str, bool]) -> None:
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        with temporary.open("w", encoding="utf-8") as out:
+            json.dump({"state": state.to_json(), "answered": dict(answered)}, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, self.path)
+        fsync_directory(self.path.parent)
+
+    def load(self) -> tuple[Mapping[str, Any], dict[str, bool]] | None:
+        if not self.path.exists():
+            return None
+        kept = json.loads(self.path.read_text(encoding="utf-8"))
+        return kept["state"], {str(k): bool(v) for k, v in kept["answered"].items()}
+
+    def clear(self) -> None:
+        if self.path.exists():
+            self.path.unlink()
+            fsync_directory(self.path.parent)
 
 
 # -- the session, read as crashmatrix's records ---------------------------------------------
@@ -122,7 +257,14 @@ def _records(items: Sequence[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, 
                 "function": {"name": str(item.get("name", "")), "arguments": str(item.get("arguments", ""))},
             }
             last = out[-1][1]["message"] if out else None
-            if last is not None and last.get("role") == "assistant" and last.get("tool_calls"):
+            if (
+                last is not None
+                and last.get("role") == "assistant"
+                and last.get("tool_calls")
+                # The same id again is another reply asking it (a stop for approval saved the
+                # call, the next life's reply saved it again), not a second call of one step.
+                and all(c["id"] != call["id"] for c in last["tool_calls"])
+            ):
                 last["tool_calls"].append(call)
                 continue
             out.append(
@@ -196,6 +338,8 @@ class OpenAIAgentsAdapter:
     dialect = NATIVE  # ctx.tools carry the suite's names and return crashmatrix's Tool Results
     boundaries = (
         "after_model_reply",
+        "after_tool_call_saved",
+        "after_approved",
         "after_running",
         "during_side_effect",
         "after_side_effect",
@@ -203,14 +347,10 @@ class OpenAIAgentsAdapter:
     )
     unreachable: Mapping[str, str] = {
         "after_tool_call_pending": (
-            "the SDK writes nothing of the model's reply before its tools ran: the step's "
-            "function_call items are saved with their outputs, in one add_items"
+            "the SDK writes nothing of the model's reply before its tools ran (the step's "
+            "function_call items saved with their outputs, in one add_items) or it stopped for "
+            "an approval (the call saved to the session itself: after_tool_call_saved)"
         ),
-        "after_tool_call_saved": (
-            "the SDK saves the model's function_call only with its output, after the tool ran: "
-            "there is no moment with the call saved and the tool not yet run"
-        ),
-        "after_approved": "the adapter asks no approvals (the SDK's needs_approval is not its default path)",
         "before_tool_result": (
             "no ledger: the moment after the effect and before the output is saved is after_side_effect"
         ),
@@ -221,7 +361,8 @@ class OpenAIAgentsAdapter:
         "journal, there is no appended line to cut"
     )
     edits_native_session = False  # crashmatrix's copy is rebuilt from the SDK's session
-    capabilities = Capabilities(approvals=False, edits_native_session=False)
+    # It asks: the scenario's approvals make its tools needs_approval (see the module docstring).
+    capabilities = Capabilities(approvals=True, edits_native_session=False)
 
     def __init__(self, spec: str, module: str, factory: Callable[[AgentsContext], Any]) -> None:
         self.spec = spec
@@ -277,7 +418,7 @@ class OpenAIAgentsAdapter:
 
     async def _life(self, ctx: LifeContext) -> None:
         import httpx
-        from agents import Runner, set_tracing_disabled
+        from agents import set_tracing_disabled
 
         from crashmatrix.mock_tools.toolbox import MockToolbox
         from crashmatrix.mock_tools.world import World
@@ -289,6 +430,10 @@ class OpenAIAgentsAdapter:
         pending: list[Mapping[str, Any]] = []  # the function calls of the step running now
         run_tool = self._run_tool(ctx, toolbox, pending)
         hooks = _step_calls(pending)
+        db_path = self.db_path(ctx.case_dir)
+        turn = [sum(1 for item in _items(db_path, ctx.session_id) if item.get("role") == "user")]
+        approvals = Approvals(ctx, db_path.with_name(ASKED_NAME), lambda: turn[0])
+        asks = _asking(ctx.approvals, ctx.approvals_again)
         # An httpx (not httpx2) client: the one the life's respx router intercepts.
         async with httpx.AsyncClient(timeout=30.0, verify=_TLS) as http:
             # after_model_reply: the reply with its calls is in memory, nothing of it saved.
@@ -298,27 +443,36 @@ class OpenAIAgentsAdapter:
             model = chat_model(ctx.model_base_url, http, replied)
             context = AgentsContext(
                 model=model,
-                tools=tuple(_function_tool(c, run_tool) for c in ctx.scenario.contracts.values()),
+                tools=tuple(
+                    _function_tool(c, run_tool, asks(c.name)) for c in ctx.scenario.contracts.values()
+                ),
                 session_id=ctx.session_id,
-                db_path=self.db_path(ctx.case_dir),
+                db_path=db_path,
                 workspace=ctx.world_dir / "workspace",
                 contracts=ctx.scenario.contracts,
                 run_tool=run_tool,
                 life=ctx.life,
+                run_state_path=db_path.with_name(RUN_STATE_NAME),
+                approve=approvals,
             )
             built = self.factory(context)
             if inspect.isawaitable(built):  # an async factory may read its session first
                 built = await built
-            agent, session = _checked(self.spec, built, context.db_path, context.session_id)
+            agent, session, keeps = _checked(self.spec, built, context)
             _hook_saves(session, ctx)
+            run = _Run(
+                ctx, agent, session, hooks, approvals, KeptState(context.run_state_path) if keeps else None
+            )
             items = await session.get_items()
             started = sum(1 for item in items if item.get("role") == "user")
             if started and not _finished(items):
-                # The turn a previous life was in: the SDK's own way to continue it is a run
-                # with no new input on the same session.
-                await Runner.run(agent, [], session=session, hooks=hooks)
+                # The turn a previous life was in: from the RunState it kept, if it kept one
+                # for a stop still open in the session; else the SDK's own way to continue a
+                # turn, a run with no new input on the same session.
+                await run.resume(items)
             for text in ctx.scenario.turns[started:]:
-                await Runner.run(agent, text, session=session, hooks=hooks)
+                turn[0] += 1
+                await run.turn(text)
         self._copy(ctx)
 
     def _run_tool(self, ctx: LifeContext, toolbox: Any, pending: Sequence[Mapping[str, Any]]) -> RunTool:
@@ -353,6 +507,103 @@ class OpenAIAgentsAdapter:
             return result
 
         return run
+
+
+class _Run:
+    """One life's runs of the agent, the stops for approval answered the SDK's way."""
+
+    def __init__(
+        self,
+        ctx: LifeContext,
+        agent: Any,
+        session: Any,
+        hooks: Any,
+        approvals: Approvals,
+        kept: KeptState | None,
+    ) -> None:
+        self.ctx = ctx
+        self.agent = agent
+        self.session = session
+        self.hooks = hooks
+        self.approvals = approvals
+        self.kept = kept
+
+    async def turn(self, text: str) -> None:
+        await self._until_done(await self._run(text), {})
+
+    async def resume(self, items: Sequence[Mapping[str, Any]]) -> None:
+        loaded = self.kept.load() if self.kept is not None else None
+        if loaded is not None:
+            from agents import RunState
+
+            state_json, answered = loaded
+            state = await RunState.from_json(self.agent, dict(state_json))
+            open_calls = {str(item.call_id) for item in state.get_interruptions()}
+            if open_calls - _answered_calls(items):
+                # The stop it kept is still open in the session: continue from it. The answers
+                # it kept stand (the SDK's durable way); the others are asked now.
+                await self._answer(state, answered)
+                await self._until_done(await self._run(state), answered)
+                return
+        if self.kept is not None:
+            # Kept for a stop the session has since answered: resuming it would run its
+            # approved calls again and save their outputs twice.
+            self.kept.clear()
+        await self._until_done(await self._run([]), {})
+
+    async def _run(self, start: Any) -> Any:
+        from agents import Runner
+
+        return await Runner.run(self.agent, start, session=self.session, hooks=self.hooks)
+
+    async def _until_done(self, result: Any, answered: dict[str, bool]) -> None:
+        while result.interruptions:
+            state = result.to_state()
+            answered = {}
+            if self.kept is not None:
+                self.kept.save(state, answered)  # the question survives a crash
+            await self._answer(state, answered)
+            result = await self._run(state)
+        if self.kept is not None:
+            self.kept.clear()
+
+    async def _answer(self, state: Any, answered: dict[str, bool]) -> None:
+        for item in state.get_interruptions():
+            call_id = str(item.call_id)
+            if call_id in answered:
+                continue  # kept from an earlier life: the SDK's durable answer stands
+            tool = str(item.tool_name)
+            answer = self.approvals(tool, call_id, _arguments(item.arguments))
+            answered[call_id] = answer.approved
+            if answer.approved:
+                state.approve(item)
+            else:
+                contract = self.ctx.scenario.contracts.get(tool)
+                state.reject(item, rejection_message=rejection(tool, contract, again=answer.again))
+            if self.kept is not None:
+                self.kept.save(state, answered)
+            if answer.approved:
+                self.ctx.hook("after_approved", call_id)
+
+
+def _arguments(raw: str | None) -> Mapping[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except ValueError:
+        return {"_unparsed": raw}
+    return value if isinstance(value, dict) else {"_unparsed": raw}
+
+
+def _answered_calls(items: Sequence[Mapping[str, Any]]) -> set[str]:
+    return {str(item.get("call_id")) for item in items if item.get("type") == "function_call_output"}
+
+
+def _asking(approvals: Mapping[str, str], again: Mapping[str, str]) -> Callable[[str], bool]:
+    """Which suite tools ask for approval: those the scenario names. ``*`` is not one: it is
+    the answer to anything else asked (a factory's own ``needs_approval``), and a scenario
+    without ``approvals:`` reads as ``{"*": "yes"}``."""
+    named = {*approvals, *again} - {"*"}
+    return lambda tool: tool in named
 
 
 def chat_model(base_url: str, http: Any, on_reply: Callable[[str], None] | None = None) -> Any:
@@ -414,8 +665,9 @@ def _step_calls(pending: list[Mapping[str, Any]]) -> Any:
     return StepCalls()
 
 
-def _function_tool(contract: ToolContract, run_tool: RunTool) -> Any:
-    """The suite's tool as an SDK ``FunctionTool``, run by the mock tools."""
+def _function_tool(contract: ToolContract, run_tool: RunTool, asks: bool = False) -> Any:
+    """The suite's tool as an SDK ``FunctionTool``, run by the mock tools; ``asks``: it
+    needs approval where its contract requires one for the call's arguments."""
     from agents import FunctionTool
 
     async def invoke(tool_context: Any, raw: str) -> str:
@@ -433,7 +685,16 @@ def _function_tool(contract: ToolContract, run_tool: RunTool) -> Any:
         params_json_schema=schema,
         on_invoke_tool=invoke,
         strict_json_schema=False,  # the suite's schemas are not all strict-mode schemas
+        needs_approval=_needs_approval(contract) if asks else False,
     )
+
+
+def _needs_approval(contract: ToolContract) -> Callable[[Any, dict[str, Any], str], Awaitable[bool]]:
+    # Per call, as the reference agent decides: run_command('ls') is read-only, 'npm test' asks.
+    async def needs(context: Any, arguments: dict[str, Any], call_id: str) -> bool:
+        return contract.for_call(arguments).approval == "required"
+
+    return needs
 
 
 def _finished(items: Sequence[Mapping[str, Any]]) -> bool:
@@ -448,29 +709,42 @@ def _finished(items: Sequence[Mapping[str, Any]]) -> bool:
 
 
 def _hook_saves(session: Any, ctx: LifeContext) -> None:
-    """``after_tool_result`` once the session's ``add_items`` that saved an output returned
-    (the instance's method, so the SDK's own call reaches it)."""
+    """``after_tool_result`` once the session's ``add_items`` that saved an output returned,
+    ``after_tool_call_saved`` once one saved a call without its output (the instance's
+    method, so the SDK's own call reaches it)."""
     original = session.add_items
 
     async def add_items(items: list[Any]) -> None:
         await original(items)
+        outputs = {
+            item.get("call_id")
+            for item in items
+            if isinstance(item, Mapping) and item.get("type") == "function_call_output"
+        }
         for item in items:
-            if isinstance(item, Mapping) and item.get("type") == "function_call_output":
+            if not isinstance(item, Mapping):
+                continue
+            if item.get("type") == "function_call" and item.get("call_id") not in outputs:
+                # Saved without its output: the SDK stopped for an approval (it parks the
+                # call in the session before anyone answers).
+                ctx.hook("after_tool_call_saved", str(item.get("call_id", "")))
+            elif item.get("type") == "function_call_output":
                 ctx.hook("after_tool_result", str(item.get("call_id", "")))
 
     session.add_items = add_items
 
 
-def _checked(spec: str, built: Any, db_path: Path, session_id: str) -> tuple[Any, Any]:
-    """The factory's ``(agent, session)``, or one line saying what to return instead."""
+def _checked(spec: str, built: Any, ctx: AgentsContext) -> tuple[Any, Any, bool]:
+    """The factory's ``(agent, session)`` or ``(agent, session, ctx.run_state_path)`` and
+    whether it keeps the RunState, or one line saying what to return instead."""
     from agents import Agent, SQLiteSession
 
     fix = "return (agent, SQLiteSession(ctx.session_id, ctx.db_path))"
     if isinstance(built, Agent):
         raise InputError(f"--agent={spec!r}: the factory returned an Agent without a session; {fix}")
-    if not (isinstance(built, tuple) and len(built) == 2):
+    if not (isinstance(built, tuple) and len(built) in (2, 3)):
         raise InputError(f"--agent={spec!r}: the factory returned {type(built).__name__}; {fix}")
-    agent, session = built
+    agent, session = built[:2]
     if not isinstance(agent, Agent):
         raise InputError(
             f"--agent={spec!r}: the factory's first value is a {type(agent).__name__}, not an Agent; {fix}"
@@ -482,14 +756,19 @@ def _checked(spec: str, built: Any, db_path: Path, session_id: str) -> tuple[Any
             f"--agent={spec!r}: the session is a {type(session).__name__}; crashmatrix reads an "
             f"agents.SQLiteSession: {fix}"
         )
-    if Path(str(session.db_path)) != db_path or session.session_id != session_id:
+    if Path(str(session.db_path)) != ctx.db_path or session.session_id != ctx.session_id:
         raise InputError(
             f"--agent={spec!r}: the SQLiteSession is not at ctx.db_path under ctx.session_id "
             f"(an in-memory or other file does not outlive a crash); {fix}"
         )
     if getattr(session, "messages_table", MESSAGES_TABLE) != MESSAGES_TABLE:
         raise InputError(f"--agent={spec!r}: keep SQLiteSession's default tables; {fix}")
-    return agent, session
+    if len(built) == 3 and not (isinstance(built[2], Path) and built[2] == ctx.run_state_path):
+        raise InputError(
+            f"--agent={spec!r}: the factory's third value is {built[2]!r}; to keep the RunState "
+            "across lives return (agent, session, ctx.run_state_path), the file the next life reads"
+        )
+    return agent, session, len(built) == 3
 
 
 # -- loading ----------------------------------------------------------------------------------
@@ -545,6 +824,8 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
             contracts={},
             run_tool=_no_tool,
             life=0,
+            run_state_path=db_path.with_name(RUN_STATE_NAME),
+            approve=_no_question,
         )
         try:
             built = factory(context)
@@ -556,7 +837,7 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
             raise InputError(
                 f"--agent={spec!r}: the factory raised {type(error).__name__}: {error}"
             ) from error
-        _, session = _checked(spec, built, db_path, SESSION_ID)
+        _, session, _ = _checked(spec, built, context)
         close = getattr(session, "close", None)
         if callable(close):
             close()
@@ -564,6 +845,10 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
 
 async def _awaited(built: Any) -> Any:
     return await built
+
+
+def _no_question(tool: str, call_id: str, arguments: Mapping[str, Any]) -> Answer:
+    raise AssertionError("the load-time check asks nobody")
 
 
 def _no_tool(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
