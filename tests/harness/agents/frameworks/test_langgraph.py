@@ -54,6 +54,12 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     module.good = lambda ctx: graph().compile(  # type: ignore[attr-defined]
         checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
     )
+
+    def asking(ctx: lg.GraphContext) -> object:
+        ctx.asks_for_approval()
+        return module.good(ctx)  # type: ignore[attr-defined]
+
+    module.asking = asking  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, module.__name__, module)
     monkeypatch.setattr(lg, "_LOADED", {})
     return module
@@ -92,7 +98,50 @@ def test_a_graph_with_a_sqlite_checkpointer_at_the_case_path_is_accepted(
     assert "crashmatrix_lg_user" in adapter.preload  # type: ignore[attr-defined]
     assert isinstance(adapter.power_session(Path("/x")), str)  # type: ignore[attr-defined]
     assert adapter.torn_write_unreachable  # type: ignore[attr-defined]
+    # Its factory does not say the graph asks: approval scenarios are not applicable, and
+    # after_approved is not reachable, with why.
     assert not adapter.capabilities.approvals  # type: ignore[attr-defined]
+    assert "after_approved" not in adapter.boundaries
+    assert "ctx.asks_for_approval()" in adapter.unreachable["after_approved"]  # type: ignore[attr-defined]
+
+
+def test_a_factory_that_says_its_graph_asks_gets_the_approval_scenarios_and_after_approved(
+    user_module: types.ModuleType,
+) -> None:
+    adapter = load_adapter("langgraph:crashmatrix_lg_user:asking")
+    assert adapter.capabilities.approvals  # type: ignore[attr-defined]
+    assert adapter.boundaries == lg.BOUNDARIES
+    assert "after_approved" in adapter.boundaries
+    assert "after_approved" not in adapter.unreachable  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "Approve the email?",  # a question, no call
+        {"tool": "send_email"},  # no tool_call_id
+        {"tool": "launch_rocket", "tool_call_id": "call_1"},  # not one of the scenario's tools
+        {"tool": "send_email", "tool_call_id": "call_1", "again": "yes"},  # again is a bool
+        {"question": "x" * 300},  # long: shortened, still one line
+    ],
+)
+def test_an_interrupt_payload_that_names_no_tool_call_is_one_line(payload: object) -> None:
+    spec = "langgraph:team.graph:build"
+    with pytest.raises(InputError) as caught:
+        lg.approval_request(spec, payload, ("send_email", "read_file"))
+    message = str(caught.value)
+    assert "\n" not in message and len(message) < 600
+    assert message.startswith(f"--agent={spec!r}: the graph interrupted with")
+    assert "'tool_call_id'" in message and "send_email, read_file" in message
+
+
+def test_the_payload_ask_approval_builds_names_the_call() -> None:
+    request = lg.approval_request(
+        "langgraph:x:y",
+        {"tool": "send_email", "tool_call_id": "call_1", "arguments": {}, "again": True},
+        ("send_email",),
+    )
+    assert request == lg.ApprovalRequest("send_email", "call_1", True)
 
 
 def test_the_chat_model_sends_through_the_intercepted_client() -> None:
@@ -417,3 +466,96 @@ def test_a_langgraph_outside_the_range_is_named_with_the_range(
     message = str(caught.value)
     assert "\n" not in message
     assert "langgraph 1.4.0 is installed" in message and lg.SUPPORTED_TEXT in message
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+def _approvals(result: object) -> list[dict[str, object]]:
+    """What the life answered, one line per answer handed to LangGraph."""
+    path = result.case_dir / lg.APPROVALS_FILE  # type: ignore[attr-defined]
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("factory", ["build_approved", "build_fixed_approved"])
+@pytest.mark.slow
+def test_a_rejected_call_is_never_run(launcher: object, tmp_path: Path, factory: str) -> None:
+    """The tool asks (interrupt), the scenario says no, the resumed tool tells the model
+    REJECTED and sends nothing."""
+    result = _run(launcher, factory, "", tmp_path, "approvals/send_email_rejected.yaml")
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert verdict.observed.told["call_board"] == "rejected"
+    assert verdict.observed.world["emails"] == 0
+    assert [(a["tool_call_id"], a["approved"], a["again"]) for a in _approvals(result)] == [
+        ("call_board", False, False)
+    ]
+
+
+def _boundaries(result: object, life: int) -> list[str]:
+    trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]  # type: ignore[attr-defined]
+    return [e["boundary"] for e in trace if e["life"] == life and e["event"] == "boundary"]
+
+
+@pytest.mark.slow
+def test_killed_after_the_approval_langgraph_acts_on_the_saved_yes_without_asking_again(
+    launcher: object, tmp_path: Path
+) -> None:
+    """The truth of LangGraph's default way: the answer is a pending write, the resumed tool's
+    interrupt() returns it, nobody is asked again. The scenario's second answer (no) never
+    reaches it: the order is placed, where it wants the stale approval asked again."""
+    result = _run(
+        launcher,
+        "build_approved",
+        "after_approved[call_desks]",
+        tmp_path,
+        "approvals/reapproval_rejected.yaml",
+    )
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert result.lives == 2  # type: ignore[attr-defined]
+    # Killed there: the answer was saved, the tool had not started its effect.
+    assert _boundaries(result, 1)[-1] == "after_approved"
+    assert "after_running" not in _boundaries(result, 1)
+    assert [a["life"] for a in _approvals(result)] == [1]  # asked once, in life 1
+    assert _boundaries(result, 2)[0] == "after_running"  # life 2 ran it, not asking
+    assert verdict.status == "failed"
+    assert verdict.observed.world["orders"] == 1
+
+
+@pytest.mark.slow
+def test_killed_after_the_approved_effect_langgraph_does_it_again_on_the_same_approval(
+    launcher: object, tmp_path: Path
+) -> None:
+    """The issue's bug class: an approved side effect replayed on durable resume."""
+    result = _run(
+        launcher,
+        "build_approved",
+        "after_side_effect[call_desks]",
+        tmp_path,
+        "approvals/reapproval_rejected.yaml",
+    )
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert [a["life"] for a in _approvals(result)] == [1]
+    assert verdict.observed.world["orders"] == 2
+    assert "non_idempotent_at_most_once" in [v.invariant for v in verdict.violations]
+
+
+@pytest.mark.slow
+def test_the_ledgered_tools_ask_a_stale_approval_again(launcher: object, tmp_path: Path) -> None:
+    """build_fixed_approved finds the call never started and its approval given by another
+    process: it asks again (``again`` in the payload), hears no, places nothing."""
+    result = _run(
+        launcher,
+        "build_fixed_approved",
+        "after_approved[call_desks]",
+        tmp_path,
+        "approvals/reapproval_rejected.yaml",
+    )
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    assert [(a["life"], a["again"], a["approved"]) for a in _approvals(result)] == [
+        (1, False, True),
+        (2, True, False),
+    ]
+    assert verdict.observed.world["orders"] == 0
+    assert verdict.observed.told["call_desks"] == "rejected"
