@@ -294,6 +294,10 @@ class Calls:
                     result = rejection(row.tool, self.ctx.contracts.get(row.tool), again=answer.again)
                     self.ledger.done(row.site, result)
                     return result
+                if answer.again:  # approved once more after the restart: say so, as seed 000 does
+                    result = _marked(_parsed(self.run(row, arguments)), "reapproval")
+                    self.ledger.done(row.site, result)
+                    return result
             return self.run(row, arguments)
         contract = self.contract(row.tool, arguments)
         if contract.idempotency == "idempotent":
