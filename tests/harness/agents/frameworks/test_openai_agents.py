@@ -1,6 +1,7 @@
 """The OpenAI Agents SDK adapter: bad factories are one line (exit 2), the SDK's model requests
 reach the mocks, the SDK's default agent is caught sending an email twice after a crash past
-the send, and the ledgered example is not."""
+the send, and the ledgered example is not; approvals answered the SDK's way (a rejected call
+never runs) and what the SDK does with them on a crash, pinned."""
 
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     module.not_an_agent = lambda ctx: ("agent", SQLiteSession(ctx.session_id, ctx.db_path))  # type: ignore[attr-defined]
     module.raises = lambda ctx: 1 / 0  # type: ignore[attr-defined]
     module.good = lambda ctx: (agent(ctx), SQLiteSession(ctx.session_id, ctx.db_path))  # type: ignore[attr-defined]
+    module.state_elsewhere = lambda ctx: (  # type: ignore[attr-defined]
+        agent(ctx),
+        SQLiteSession(ctx.session_id, ctx.db_path),
+        ctx.db_path.with_name("mine.json"),
+    )
     monkeypatch.setitem(sys.modules, module.__name__, module)
     return module
 
@@ -59,6 +65,10 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
         ("crashmatrix_oa_user:other_id", "not at ctx.db_path under ctx.session_id"),
         ("crashmatrix_oa_user:not_an_agent", "first value is a str, not an Agent"),
         ("crashmatrix_oa_user:raises", "the factory raised ZeroDivisionError"),
+        (
+            "crashmatrix_oa_user:state_elsewhere",
+            "to keep the RunState across lives return (agent, session, ctx.run_state_path)",
+        ),
         ("crashmatrix_oa_user:missing", "has no function 'missing'"),
         ("no_such_module_here:build", "cannot import 'no_such_module_here'"),
     ],
@@ -167,6 +177,42 @@ def test_the_session_items_read_as_chat_messages(tmp_path: Path) -> None:
     assert len(lines) == 5
 
 
+def test_a_call_saved_twice_reads_as_two_replies(tmp_path: Path) -> None:
+    """A stop for approval saves the call; a restarted life whose model asks again saves it
+    again: two replies asking the same id, not one reply with a call listed twice."""
+    import sqlite3
+
+    db = tmp_path / "s.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE agent_messages (id INTEGER PRIMARY KEY, session_id TEXT, message_data TEXT)")
+    call = {"type": "function_call", "call_id": "a", "name": "send_email", "arguments": "{}"}
+    items = [
+        {"content": "hi", "role": "user"},
+        call,
+        call,
+        {"type": "function_call_output", "call_id": "a", "output": "{}"},
+    ]
+    conn.executemany(
+        "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
+        [("case", json.dumps(item)) for item in items],
+    )
+    conn.commit()
+    conn.close()
+    messages = [e.message for e in oa.read_session(db, "case")[0].entries]  # type: ignore[union-attr]
+    assert [m.role for m in messages] == ["user", "assistant", "assistant", "tool"]
+    assert [[c.id for c in m.tool_calls] for m in messages[1:3]] == [["a"], ["a"]]
+
+
+def test_a_rejection_is_told_in_the_tools_vocabulary() -> None:
+    from crashmatrix.harness.core.categories import CRASHMATRIX
+
+    fresh = json.loads(oa.rejection("send_email", None, again=False))
+    again = json.loads(oa.rejection("send_email", None, again=True))
+    assert (fresh["code"], fresh["ok"], "recovery" in fresh) == ("REJECTED", False, False)
+    assert again["recovery"] == "reapproval"
+    assert CRASHMATRIX.category(json.dumps(fresh)) == "rejected"
+
+
 # -- real lives ------------------------------------------------------------------------------
 
 
@@ -183,9 +229,7 @@ def launcher() -> Iterator[object]:
         sys.path.remove(str(ROOT))
 
 
-def _run(
-    launcher: object, module: str, point: str, tmp_path: Path, scenario_file: str = SEND_ONCE
-) -> object:
+def _run(launcher: object, module: str, point: str, tmp_path: Path, scenario_file: str = SEND_ONCE) -> object:
     """One case of the example ``module``; ``point`` "clean" is the run without a crash."""
     from crashmatrix.harness.front.cases import run_point
     from crashmatrix.harness.input.scenario import load_scenario
@@ -269,21 +313,51 @@ def test_the_ledgered_agent_does_not_send_again(launcher: object, tmp_path: Path
     [
         # a keyed order killed before it ran: looked up by its key (not found), placed under
         # the same key (its response lost), looked up again (found): one order, reconciled
-        ("create_order/keyed_response_lost.yaml", "after_running[call_gadget]", "call_gadget",
-         "reconciled", "succeeded", ("orders", 1)),
+        (
+            "create_order/keyed_response_lost.yaml",
+            "after_running[call_gadget]",
+            "call_gadget",
+            "reconciled",
+            "succeeded",
+            ("orders", 1),
+        ),
         # the same order without a crash: the lost response is reconciled at once
-        ("create_order/keyed_response_lost.yaml", "clean", "call_gadget", "reconciled", "succeeded",
-         ("orders", 1)),
+        (
+            "create_order/keyed_response_lost.yaml",
+            "clean",
+            "call_gadget",
+            "reconciled",
+            "succeeded",
+            ("orders", 1),
+        ),
         # a whole-file write killed after it wrote, then the file edited by someone else: its
         # hash is neither the saved base nor the planned after, so the write is not repeated
-        ("write_file/external_change_conflict.yaml", "after_side_effect[call_notes]", "call_notes",
-         "conflict", "conflict", ("notes.txt", "edited by a colleague\n")),
+        (
+            "write_file/external_change_conflict.yaml",
+            "after_side_effect[call_notes]",
+            "call_notes",
+            "conflict",
+            "conflict",
+            ("notes.txt", "edited by a colleague\n"),
+        ),
         # killed after it wrote: the file already holds the planned after hash
-        ("write_file/overwrite_existing.yaml", "after_side_effect[call_bump]", "call_bump",
-         "already_applied", "succeeded", None),
+        (
+            "write_file/overwrite_existing.yaml",
+            "after_side_effect[call_bump]",
+            "call_bump",
+            "already_applied",
+            "succeeded",
+            None,
+        ),
         # killed before it wrote: the file is still at its base, so it is written again
-        ("write_file/overwrite_existing.yaml", "after_running[call_bump]", "call_bump",
-         "reapplied", "succeeded", None),
+        (
+            "write_file/overwrite_existing.yaml",
+            "after_running[call_bump]",
+            "call_bump",
+            "reapplied",
+            "succeeded",
+            None,
+        ),
         # a read that timed out is read again, once
         ("faults/read_file_timeout_retry.yaml", "clean", "call_settings", "completed", "succeeded", None),
     ],
@@ -335,3 +409,121 @@ def test_the_cli_exits_2_with_one_line_for_an_agent_without_a_session(tmp_path: 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
     assert "openai-agents:oa_no_session:build" in lines[0] and "without a session" in lines[0]
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+def _asked(case_dir: Path) -> list[dict[str, object]]:
+    """What the scenario's person was asked, life by life (the adapter's memory file)."""
+    path = oa.OpenAIAgentsAdapter.db_path(case_dir).with_name(oa.ASKED_NAME)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _boundaries(case_dir: Path, life: int) -> list[str]:
+    trace = [json.loads(line) for line in (case_dir / "trace.jsonl").read_text().splitlines()]
+    return [e["boundary"] for e in trace if e.get("life") == life and e["event"] == "boundary"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", ["agent", "fixed"])
+def test_a_rejected_call_never_runs(launcher: object, tmp_path: Path, module: str) -> None:
+    """approvals/send_email_rejected: the SDK stops for send_email, the person says no, the
+    tool is never invoked and the model is told REJECTED."""
+    result = _run(launcher, module, "clean", tmp_path, "approvals/send_email_rejected.yaml")
+    verdict = result.verdict  # type: ignore[attr-defined]
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+    assert verdict.observed.world["emails"] == 0
+    assert verdict.observed.told["call_board"] == "rejected"
+    assert verdict.observed.code["call_board"] == "REJECTED"
+    case_dir: Path = result.case_dir  # type: ignore[attr-defined]
+    assert [(a["call_id"], a["again"], a["approved"]) for a in _asked(case_dir)] == [
+        ("call_board", False, False)
+    ]
+    # The call parked in the session before the answer; no tool ran, so no after_running.
+    assert _boundaries(case_dir, 1) == ["after_model_reply", "after_tool_call_saved", "after_tool_result"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("factory", "asked", "told", "orders", "unanswered"),
+    [
+        # The approval lived in memory: the restarted SDK asks the model again, parks the call
+        # a second time, the person is asked again and says no. The first parked copy is never
+        # answered (the SDK drops it from the model's input, the session keeps it).
+        ("agent:build", [(1, False, True), (2, True, False)], "rejected", 0, True),
+        # The app kept the RunState with the approval: it stands, nobody is asked again, and
+        # the order is placed on an approval given before the restart.
+        ("agent:build_durable", [(1, False, True)], "succeeded", 1, False),
+        # The ledger knows the call never started: it asks again first (seed 000).
+        ("fixed:build", [(1, False, True), (2, True, False)], "rejected", 0, False),
+    ],
+)
+def test_a_crash_after_the_approval_is_what_the_sdk_does(
+    launcher: object,
+    tmp_path: Path,
+    factory: str,
+    asked: list[tuple[int, bool, bool]],
+    told: str,
+    orders: int,
+    unanswered: bool,
+) -> None:
+    """approvals/reapproval_rejected at after_approved: yes in life 1, no if asked again."""
+    module, _, name = factory.partition(":")
+    result = run_named(
+        launcher, module, name, "after_approved[call_desks]", tmp_path, "approvals/reapproval_rejected.yaml"
+    )
+    verdict = result.verdict  # type: ignore[attr-defined]
+    case_dir: Path = result.case_dir  # type: ignore[attr-defined]
+    assert _boundaries(case_dir, 1)[-1] == "after_approved"
+    assert [(a["life"], a["again"], a["approved"]) for a in _asked(case_dir)] == asked
+    assert verdict.observed.told["call_desks"] == told
+    assert verdict.observed.world["orders"] == orders
+    invariants = [v.invariant for v in verdict.violations]
+    assert ("one_tool_result_per_call" in invariants) is unanswered
+    assert (verdict.status == "passed") is (factory == "fixed:build")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("factory", "asks", "emails", "told"),
+    [
+        ("agent:build", 2, 2, "succeeded"),  # asked again, yes again: sent twice
+        ("agent:build_durable", 1, 2, "succeeded"),  # the kept approval reruns the send: twice
+        ("fixed:build", 1, 1, "uncertain"),  # the ledger says it was running: not sent again
+    ],
+)
+def test_an_approved_email_killed_after_the_send(
+    launcher: object, tmp_path: Path, factory: str, asks: int, emails: int, told: str
+) -> None:
+    """send_once.yaml with the email approved, killed after the send."""
+    scenario = tmp_path / "send_approved.yaml"
+    text = (SUITE / SEND_ONCE).read_text()
+    scenario.write_text(text.replace("\nturns:", '\napprovals: {send_email: "yes"}\nturns:', 1))
+    module, _, name = factory.partition(":")
+    result = run_named(launcher, module, name, "after_side_effect[call_mail]", tmp_path, str(scenario))
+    verdict = result.verdict  # type: ignore[attr-defined]
+    case_dir: Path = result.case_dir  # type: ignore[attr-defined]
+    assert len(_asked(case_dir)) == asks
+    assert verdict.observed.world["emails"] == emails
+    assert verdict.observed.told["call_mail"] == told
+
+
+def run_named(
+    launcher: object, module: str, factory: str, point: str, tmp_path: Path, scenario_file: str
+) -> object:
+    """One case of ``examples.openai_agents_agent.<module>:<factory>``."""
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    scenario = load_scenario(SUITE / scenario_file)  # an absolute path stays itself
+    return run_point(
+        scenario,
+        parse_point(point),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / f"{module}-{factory}",
+        agent=f"openai-agents:{EXAMPLE}.{module}:{factory}",
+        deadline=60.0,
+    )
