@@ -2,7 +2,9 @@
 in one line, the graph's model requests reaching crashmatrix's mocks, and a real crash after a
 tool's effect: LangGraph's default ToolNode agent sends the email again on resume, the example
 whose tools consult a ledger does not, and recovers by contract (a lookup by key, a file's
-hashes); the model-reply boundaries killed where they say, the resumed graph sending once."""
+hashes); the model-reply boundaries killed where they say, the resumed graph sending once;
+approvals answered through interrupt() / Command(resume=...), and what LangGraph does with a
+saved approval after a crash."""
 
 from __future__ import annotations
 
