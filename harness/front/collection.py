@@ -23,6 +23,7 @@ import pytest
 
 from crashmatrix.harness.agents.loading import capabilities_of, fork_preload, load_adapter
 from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, YamlError
@@ -163,6 +164,7 @@ def not_run(
     recovery: str = "",
     power: str = "",
     power_state: str = "deselected",
+    unpassed: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The scenario's points that get no item, and why (``reports.results.NotRun``):
 
@@ -174,7 +176,10 @@ def not_run(
       ``recovery_crashes: false``), for the points that would have had one;
     * ``power``: why no ``power@P`` case runs, as ``power_state``: ``deselected`` by
       ``--no-power-loss``, ``not_reachable`` where a power loss cannot act on this agent
-      (its fsyncs are not visible: ``harness.lives.power.power_target`` says why)."""
+      (its fsyncs are not visible: ``harness.lives.power.power_target`` says why);
+    * ``unpassed``: cover entries of boundaries this agent reaches only under some condition
+      that its clean run of this scenario never met (a framework's ``after_approved`` where no
+      call asks approval): not reachable here, with that reason."""
     calls = list(dict.fromkeys(p.tool_call_id for p in recorded))
     seen = {p.boundary for p in recorded}
     gaps: list[dict[str, Any]] = []
@@ -189,6 +194,20 @@ def not_run(
                     "points": calls,
                 }
             )
+    for entry in unpassed:
+        boundary = entry.partition("[")[0]
+        gaps.append(
+            {
+                "boundary": boundary,
+                "state": "not_reachable",
+                "why": (
+                    f"the scenario covers {entry}, which {adapter.name} reaches only under some "
+                    f"condition (e.g. a call that asks approval); its clean run of this scenario "
+                    "never passed it"
+                ),
+                "points": calls,
+            }
+        )
     kept = set(chosen)
     dropped: dict[tuple[str, str], list[str]] = {}
     for point in recorded:
@@ -265,10 +284,19 @@ class ScenarioFile(pytest.File):
         points = selected(enum.points, scenario, only)
         reached = {p.boundary for p in enum.points} | {p.id for p in enum.points}
         # A covered boundary this agent cannot be killed at is no error in the scenario: its
-        # cells say "not reachable" with why (not_run), as for any other agent's gap.
+        # cells say "not reachable" with why (not_run), as for any other agent's gap. Nor is
+        # one it reaches only under conditions this scenario lacks (a framework agent's
+        # after_approved, only where a call asks approval): the reference agent's clean run
+        # is what tells a scenario's author that a cover entry is wrong.
         unreachable = {*BOUNDARIES, TORN_WRITE} - set(reachable_boundaries(adapter))
+        judges_cover = isinstance(adapter, ReferenceAdapter)
+        unpassed = [
+            entry
+            for entry in scenario.cover
+            if entry not in reached and entry.partition("[")[0] not in unreachable and not judges_cover
+        ]
         for index, entry in enumerate(scenario.cover):
-            if entry not in reached and entry.partition("[")[0] not in unreachable:
+            if entry not in reached and entry.partition("[")[0] not in unreachable and judges_cover:
                 self.config.option.continue_on_collection_errors = True  # as for a broken file
                 raise ScenarioError(
                     f"{scenario.where(('cover', index))}: cover: {entry!r} is never reached by the clean run "
@@ -305,6 +333,7 @@ class ScenarioFile(pytest.File):
                     recovery=no_depth_two,
                     power=no_power,
                     power_state=power_state,
+                    unpassed=unpassed,
                 )
             ),
         )

@@ -101,3 +101,14 @@ def test_an_adapter_that_names_why_per_boundary_is_quoted() -> None:
     )
     assert unreachable_why(sdk, "after_approved") == "the SDK has no approval step before a tool runs"  # type: ignore[arg-type]
     assert "does not list before_tool_result" in unreachable_why(sdk, "before_tool_result")  # type: ignore[arg-type]
+
+
+def test_a_covered_boundary_an_agent_reaches_only_under_a_condition_is_not_reachable_with_why() -> None:
+    # A framework agent lists after_approved but passes it only where a call asks approval.
+    asks_sometimes: object = SimpleNamespace(name="sdk", boundaries=(*EDGES, "after_approved"))
+    gaps = not_run(asks_sometimes, SCENARIO, RECORDED, RECORDED, (), unpassed=["after_approved"])  # type: ignore[arg-type]
+    [gap] = [g for g in gaps if g["boundary"] == "after_approved"]
+    assert gap["state"] == "not_reachable" and gap["points"] == ["call_order"]
+    assert gap["why"].startswith(
+        "the scenario covers after_approved, which sdk reaches only under some condition"
+    )
