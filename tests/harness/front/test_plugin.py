@@ -129,8 +129,8 @@ def test_points_a_black_box_agent_cannot_reach_are_shown_not_reachable_with_why_
     assert table.count("🚫 not reachable") >= 3 and "✅" in table
     assert (
         "not reachable at **call pending** (`after_tool_call_pending`), **call saved** "
-        "(`after_tool_call_saved`), **approved** (`after_approved`), **during effect** (`during_side_effect`), "
-        "**before result** (`before_tool_result`), "
+        "(`after_tool_call_saved`), **approved** (`after_approved`), "
+        "**during effect** (`during_side_effect`), **before result** (`before_tool_result`), "
         "**after result** (`after_tool_result`) in order: kind 3 black box: the harness crashes it only "
         "at its model and service edges" in markdown
     )
