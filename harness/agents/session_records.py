@@ -8,7 +8,8 @@ JSONL file (seed 000's session, a kind-2/3 agent's own), ``SqliteRows`` the rows
 one-column query. An adapter whose agent keeps its session somewhere else (a framework's
 checkpoints) returns its own ``SessionRecords`` from ``session_records(case_dir)``; a fault
 its store cannot hold is ``CannotPlant`` (``not_applicable=True`` when no agent could show it
-there, e.g. a torn row of SQLite, which commits a row whole).
+there). A write cut short is a torn line in a file and a row never committed in SQLite, which
+commits a row whole.
 """
 
 from __future__ import annotations
@@ -130,6 +131,16 @@ class SqliteRows:
             conn.execute(f"UPDATE {self.table} SET {self.column} = ? WHERE rowid = ?", (text.decode(), rowid))
 
     def tear(self, number: int) -> str:
-        raise CannotPlant(
-            "its session is rows of SQLite, which commits a row whole: no line can tear", not_applicable=True
+        """SQLite commits a row whole: what a writer killed mid-write leaves is the row never
+        committed. Record ``number`` and every later one are deleted."""
+        rowid, _ = self._rowid(number)
+        with contextlib.closing(sqlite3.connect(self.path)) as conn:
+            query = f"SELECT rowid FROM {self.table} {self.rest}"
+            rowids = [int(r[0]) for r in conn.execute(query, self.parameters).fetchall()]
+        later = rowids[rowids.index(rowid) :]
+        with contextlib.closing(sqlite3.connect(self.path)) as conn, conn:
+            conn.executemany(f"DELETE FROM {self.table} WHERE rowid = ?", [(r,) for r in later])
+        return (
+            f"{self.name()}: row {number} (the final answer) never committed: deleted, "
+            f"{len(later) - 1} after it too"
         )

@@ -49,7 +49,7 @@ class Plant:
 
 PLANTS: tuple[Plant, ...] = (
     Plant("duplicate_effect", "non_idempotent_at_most_once", "a non-idempotent call's effect, twice"),
-    Plant("torn_last_line", "turn_ends_with_final", "the final answer's line torn in half"),
+    Plant("torn_last_line", "turn_ends_with_final", "the final answer's write cut short"),
     Plant("second_tool_result", "one_tool_result_per_call", "a Tool Result's line written twice"),
     Plant("ledger_in_prompt", "no_ledger_in_prompt", "a ledger record pasted into a system message"),
     Plant("tampered_argument", "no_result_for_other_arguments", "a saved tool call's argument changed"),

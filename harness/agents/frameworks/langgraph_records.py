@@ -5,7 +5,8 @@ checkpoint (``langgraph.conversation``: record n is the n-th message there), so 
 honestly planted in that same place: the checkpoint's row in the ``SqliteSaver``'s table,
 decoded with the saver's own serializer, changed, encoded and written back. A second Tool
 Result is the ``ToolMessage`` written again right after itself (a new message id, as a second
-observation of one call would have). No torn record: SQLite commits a row whole.
+observation of one call would have). A write cut short is the final answer never saved (SQLite
+commits a row whole: no half of it).
 """
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ class CheckpointMessages:
         self._edit(swap)
 
     def tear(self, number: int) -> str:
-        raise CannotPlant(
-            "its conversation is a checkpoint row of SQLite, which commits a row whole: nothing can tear",
-            not_applicable=True,
-        )
+        """A checkpoint row is committed whole: the write of the final answer cut short is
+        the answer never saved. Message ``number`` and every later one are removed."""
+
+        def cut(messages: list[Any]) -> None:
+            del messages[number - 1 :]
+
+        self._edit(cut)
+        return f"{self.name()}: message {number} (the final answer) never saved: removed with those after it"
