@@ -105,12 +105,12 @@ PREFERRED = (
 _SAY_NO = ("no", "n", "false")
 
 
-class _Cannot(Exception):
-    """A plant the harness cannot make on this agent; the message says why."""
+class _Cannot(CannotPlant):
+    """A plant the harness cannot make on this agent; the message says why. ``per_call``:
+    blind only for some calls (see ``PlantResult.per_call``)."""
 
     def __init__(self, why: str, *, state: State = BLIND, per_call: bool = False) -> None:
-        super().__init__(why)
-        self.state = state
+        super().__init__(why, not_applicable=state == NOT_APPLICABLE)
         self.per_call = per_call
 
 
@@ -216,13 +216,10 @@ def _try(plant: Plant, case: _Case, target: Path, baseline: Sequence[Any]) -> Pl
     clone_case(case.run.case_dir, target)
     try:
         where = _PLANTERS[plant.name](case, target)
-    except CannotPlant as cannot:
+    except CannotPlant as cannot:  # the doctor's own, or a session's records'
         state: State = NOT_APPLICABLE if cannot.not_applicable else BLIND
-        return PlantResult(plant.name, plant.check, state, f"cannot plant: {cannot}")
-    except _Cannot as cannot:
-        return PlantResult(
-            plant.name, plant.check, cannot.state, f"cannot plant: {cannot}", per_call=cannot.per_call
-        )
+        per_call = isinstance(cannot, _Cannot) and cannot.per_call
+        return PlantResult(plant.name, plant.check, state, f"cannot plant: {cannot}", per_call=per_call)
     planted = _observe(case.adapter, dataclasses.replace(case.run, case_dir=target))
     if planted.session is None and planted.session_problem:
         # The adapter could not read what was planted: the verdict fails such a case with

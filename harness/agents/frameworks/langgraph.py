@@ -79,6 +79,7 @@ import httpx
 
 from crashmatrix.harness.agents.frameworks.langgraph_records import CheckpointMessages
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
+from crashmatrix.harness.core.boundaries import BOUNDARIES as ALL_BOUNDARIES
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
@@ -117,19 +118,10 @@ NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 # Where the life notes each approval it answered: "asked before, in an earlier life" is read
 # from it (the person's memory, beside the case's trace; a copied case keeps it).
 APPROVALS_FILE = "langgraph-approvals.jsonl"
-# The boundaries this adapter reaches, in BOUNDARIES' order. torn_write: the checkpoint is
-# SQLite, there is no appended line to cut. after_approved only where a graph asks.
-BOUNDARIES = (
-    "after_model_reply",
-    "after_tool_call_pending",
-    "after_tool_call_saved",
-    "after_approved",
-    "after_running",
-    "during_side_effect",
-    "after_side_effect",
-    "before_tool_result",
-    "after_tool_result",
-)
+# The boundaries this adapter reaches: every named one (torn_write is not one: the
+# checkpoint is SQLite, there is no appended line to cut). after_approved only where a graph
+# asks.
+BOUNDARIES = ALL_BOUNDARIES
 # Its Tool Results are crashmatrix's shape (the mock tools' results, or the team's own in it),
 # but its recovery is LangGraph's, not crashmatrix's: the reference agent's outcome / code
 # vocabulary is not applicable (verdict._VOCABULARY), what the model was told is.

@@ -71,6 +71,7 @@ from crashmatrix.harness.agents.foreign_session import LedgerMap, _normalised, _
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.session_records import SqliteRows
+from crashmatrix.harness.core.boundaries import BOUNDARIES
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.dialect import NATIVE
@@ -331,30 +332,28 @@ def read_session(
 # -- the adapter ------------------------------------------------------------------------------
 
 
+# The SDK moments with no such state (OpenAIAgentsAdapter.unreachable).
+_UNREACHABLE: Mapping[str, str] = {
+    "after_tool_call_pending": (
+        "the SDK writes nothing of the model's reply before its tools ran (the step's "
+        "function_call items saved with their outputs, in one add_items) or it stopped for "
+        "an approval (the call saved to the session itself: after_tool_call_saved)"
+    ),
+    "before_tool_result": (
+        "no ledger: the moment after the effect and before the output is saved is after_side_effect"
+    ),
+}
+
+
 class OpenAIAgentsAdapter:
     """``AgentAdapter`` for an Agents SDK agent (see the module docstring)."""
 
     keeps_ledger = False  # the SDK keeps a conversation, no ledger of attempts
     dialect = NATIVE  # ctx.tools carry the suite's names and return crashmatrix's Tool Results
-    boundaries = (
-        "after_model_reply",
-        "after_tool_call_saved",
-        "after_approved",
-        "after_running",
-        "during_side_effect",
-        "after_side_effect",
-        "after_tool_result",
-    )
-    unreachable: Mapping[str, str] = {
-        "after_tool_call_pending": (
-            "the SDK writes nothing of the model's reply before its tools ran (the step's "
-            "function_call items saved with their outputs, in one add_items) or it stopped for "
-            "an approval (the call saved to the session itself: after_tool_call_saved)"
-        ),
-        "before_tool_result": (
-            "no ledger: the moment after the effect and before the output is saved is after_side_effect"
-        ),
-    }
+    # Said in the matrix where a column is "not reachable"; the agent reaches every other
+    # named boundary (derived, so the two cannot disagree).
+    unreachable = _UNREACHABLE
+    boundaries = tuple(b for b in BOUNDARIES if b not in _UNREACHABLE)
     tears_writes = False
     torn_write_unreachable = (
         "its session is a SQLite database (agents.SQLiteSession): SQLite writes rows through its own "

@@ -182,6 +182,24 @@ def test_a_power_only_mutant_is_killed_by_a_power_loss_and_survives_every_plain_
     assert plain.survivors == (mutant,), plain.render()
 
 
+def _other_first_crashes(
+    mutant: str, scenario_file: str, boundary: str, launcher: LifeLauncher, tmp_path: Path
+) -> tuple[int, list[str]]:
+    """Run the mutant at every first crash of the scenario but ``boundary``'s (its clean run
+    must pass): how many ran, and the ids of those that failed."""
+    scenario = load_scenario(SCENARIOS / scenario_file)
+    agent = mutant_spec(mutant)
+    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=agent)
+    assert enum.clean_verdict.passed, enum.clean_verdict
+    others = [p for p in enum.points if p.boundary != boundary and scenario.covers(p)]
+    failed = [
+        p.id
+        for n, p in enumerate(others)
+        if not run_point(scenario, p, launcher, tmp_path / f"case{n}", agent=agent).passed
+    ]
+    return len(others), failed
+
+
 # Mutants whose bug only a crash inside a multi-step effect can show: every boundary between
 # the steps of a tool call finds the file whole.
 DURING_ONLY = ("non_atomic_write_file",)
@@ -196,18 +214,10 @@ def test_a_during_only_mutant_is_killed_inside_an_effect_and_survives_every_othe
     assert row.first_kill is not None and row.first_kill.case.startswith("during_side_effect["), row
     assert row.first_kill.reason == "no_partial_file", row.first_kill
     # The same scenario's other first crashes (between the steps, torn writes) all pass.
-    scenario = load_scenario(SCENARIOS / row.first_kill.scenario)
-    agent = mutant_spec(mutant)
-    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=agent)
-    assert enum.clean_verdict.passed, enum.clean_verdict
-    others = [p for p in enum.points if p.boundary != "during_side_effect" and scenario.covers(p)]
-    assert len(others) > 5
-    failed = [
-        p.id
-        for n, p in enumerate(others)
-        if not run_point(scenario, p, launcher, tmp_path / f"case{n}", agent=agent).passed
-    ]
-    assert failed == []
+    ran, failed = _other_first_crashes(
+        mutant, row.first_kill.scenario, "during_side_effect", launcher, tmp_path
+    )
+    assert ran > 5 and failed == []
 
 
 # Mutants whose bug only a crash between the model's reply and its saving can show: every
@@ -224,15 +234,7 @@ def test_a_model_reply_only_mutant_is_killed_after_the_reply_and_survives_every_
     assert row.first_kill is not None, row
     assert row.first_kill.case.removeprefix("power@").startswith("after_model_reply["), row
     assert row.first_kill.reason == "turn_ends_with_final", row.first_kill
-    scenario = load_scenario(SCENARIOS / row.first_kill.scenario)
-    agent = mutant_spec(mutant)
-    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=agent)
-    assert enum.clean_verdict.passed, enum.clean_verdict
-    others = [p for p in enum.points if p.boundary != "after_model_reply" and scenario.covers(p)]
-    assert len(others) >= 4  # the first kill may be a read-only scenario: no ledger points
-    failed = [
-        p.id
-        for n, p in enumerate(others)
-        if not run_point(scenario, p, launcher, tmp_path / f"case{n}", agent=agent).passed
-    ]
-    assert failed == []
+    ran, failed = _other_first_crashes(
+        mutant, row.first_kill.scenario, "after_model_reply", launcher, tmp_path
+    )
+    assert ran >= 4 and failed == []  # the first kill may be a read-only scenario: no ledger points
