@@ -102,6 +102,33 @@ def _check_word(doc: Located, name: str, where: Key, option: Any) -> None:
                 )
 
 
+def _check_call(
+    doc: Located, where: Key, call_id: str, calls_of: Mapping[str, str], *, tool: str | None = None
+) -> None:
+    """``call_id`` is a call the model script makes (of ``tool``, when given)."""
+    listed = ", ".join(calls_of) or "none"
+    if call_id not in calls_of:
+        raise doc.error(where, f"no call {call_id!r} in this scenario's model script; calls: {listed}")
+    if tool is not None and calls_of[call_id] != tool:
+        raise doc.error(
+            where,
+            f"call {call_id!r} is a call of {calls_of[call_id]!r}, not of {tool!r}, so this fault "
+            f"would never act; name a call of {tool!r} ("
+            f"{', '.join(c for c, name in calls_of.items() if name == tool) or 'none in the script'})",
+        )
+
+
+def _check_point_call(doc: Located, where: Key, key: str, calls_of: Mapping[str, str]) -> None:
+    """A point id (``after_running[call_1]``, ``torn_write[call_1:running]``,
+    ``during_side_effect[call_1#2]``) names a call the script makes: one that names no such
+    call is never reached, so its expectation is never applied and its cover selects nothing."""
+    match = _POINT_ID.match(key)
+    if match is None:
+        return
+    call_id = re.split(r"[:#]", match["inner"], maxsplit=1)[0]
+    _check_call(doc, where, call_id, calls_of)
+
+
 def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> None:
     data = doc.data
     tools = list(data["tools"])
@@ -158,9 +185,18 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
     for index, name in enumerate(data.get("evals") or ()):
         if name not in SEED004_EVALS:
             raise doc.error(("evals", index), f"unknown eval {name!r}; known: {', '.join(SEED004_EVALS)}")
+    calls_of = {call["id"]: call["name"] for rule in data["model"] for call in rule["reply"].get("tool_calls") or ()}
     for index, fault in enumerate(data.get("faults") or ()):
         if fault["tool"] not in tools:
             raise doc.error(("faults", index, "tool"), f"fault on {fault['tool']!r}, which is not in tools")
+        if "call" in fault:
+            # A fault aimed at a call the script never makes never acts, and its cells would
+            # pass without the fault they claim to test.
+            _check_call(doc, ("faults", index, "call"), fault["call"], calls_of, tool=fault["tool"])
+    for index, action in enumerate(data.get("between_lives") or ()):
+        tamper = action.get("tamper_arguments")
+        if tamper is not None:
+            _check_call(doc, ("between_lives", index, "tamper_arguments", "call"), tamper["call"], calls_of)
     for index, entry in enumerate(data.get("cover") or ()):
         if not _known_key(entry) or entry in SPECIAL_KEYS:
             raise doc.error(
@@ -168,6 +204,7 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 f"unknown crash point {entry!r}; write a boundary ({', '.join((*BOUNDARIES, TORN_WRITE))}) "
                 "or a point id such as after_running[call_1]",
             )
+        _check_point_call(doc, ("cover", index), entry, calls_of)
     for key in data.get("expect") or {}:
         if not _known_key(key):
             raise doc.error(
@@ -175,6 +212,7 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 f"unknown expectation key {key!r}; write default, clean, recovery, a boundary name "
                 "or a point id such as after_running[call_1]",
             )
+        _check_point_call(doc, ("expect", key), key, calls_of)
         for name in ("told", "outcome", "ledger", "code"):
             for call_id, value in (data["expect"][key].get(name) or {}).items():
                 if call_id not in call_ids:
