@@ -400,8 +400,24 @@ def results_from_json(raw: Any, path: Path | str = "<results>") -> Results:
     )
 
 
+# A results file is crashmatrix's own output, every case with its timeline: a thousand cases
+# are a few MB. Past this it is not one (a dump, a log), and reading it whole would take
+# minutes and memory before any message.
+RESULTS_LIMIT = 256 * 1024 * 1024
+
+
 def load_results(path: Path | str) -> Results:
     path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0  # reading it says why
+    if size > RESULTS_LIMIT:
+        raise ResultsFileError(
+            path,
+            f"file is {size} bytes, over the {RESULTS_LIMIT} bytes a crashmatrix results file "
+            "reaches; is it the right file?",
+        )
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as error:

@@ -364,8 +364,12 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _import_mcp(args: argparse.Namespace) -> int:
+    from crashmatrix.harness.input.limits import oversize
     from crashmatrix.harness.input.mcp_import import contract_to_yaml, import_mcp
 
+    too_large = oversize(args.tools)
+    if too_large is not None:
+        raise InputError(f"{args.tools}: {too_large}")
     try:
         raw = json.loads(args.tools.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:

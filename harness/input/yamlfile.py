@@ -23,6 +23,7 @@ import yaml
 
 from crashmatrix.harness.core.scenario import Key
 from crashmatrix.harness.errors import YamlError
+from crashmatrix.harness.input.limits import oversize
 
 __all__ = ["ALIAS_LIMIT", "DEPTH_LIMIT", "Located", "load_schema", "load_yaml", "validate"]
 
@@ -231,6 +232,9 @@ def load_yaml(path: Path | str, text: str | None = None) -> Located:
     """
     path = Path(path)
     if text is None:
+        too_large = oversize(path)
+        if too_large is not None:
+            raise YamlError(path, 1, 1, too_large)
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as error:
