@@ -15,13 +15,19 @@ the kill matrix share it). Every case goes through the stages once, in order:
 4. ``run_recovery``: depth 2: crash at a point, then crash the restarted agent at each
    boundary it passes while recovering (until it asks the model again), and require the
    third start to end correctly.
+
+A case whose harness side fails (an exception from any stage: a copy, a reader, a bug of
+ours) is still a case: ``guarded`` makes it an ``error`` verdict with the cause in one line
+and the traceback in the case's ``harness-error.log``, so every report counts it, red,
+instead of a traceback beside a matrix that left it out.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +35,8 @@ from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, TraceEvent
-from crashmatrix.harness.lives.first_crash import SAME_LIVES, FirstCrashes, first_crash, power_after
+from crashmatrix.harness.errors import CrashmatrixError
+from crashmatrix.harness.lives.first_crash import SAME_LIVES, FirstCrashes, first_crash, own_copy, power_after
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
@@ -38,7 +45,23 @@ from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_fir
 from crashmatrix.harness.verdict.verdict import Verdict, judge
 from crashmatrix.reports.timeline import timeline_of
 
-__all__ = ["Enumeration", "enumerate_points", "run_point", "run_power", "run_recovery", "with_harness_faults"]
+__all__ = [
+    "HARNESS_ERROR_LOG",
+    "Enumeration",
+    "enumerate_points",
+    "guarded",
+    "harness_error",
+    "run_point",
+    "run_power",
+    "run_recovery",
+    "with_harness_faults",
+]
+
+# Beside a case whose harness side failed: the traceback (its record holds one line).
+HARNESS_ERROR_LOG = "harness-error.log"
+# A cause line longer than this is cut: the log file has all of it (a ``shutil.Error``
+# lists every file it could not copy).
+_CAUSE_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -155,11 +178,11 @@ def run_point(
     act: the case is not applicable with that reason, never passed (``with_harness_faults``).
 
     With ``shared``, the lives are those ``recovery@point`` also starts with, run once for
-    both (``harness/lives/first_crash.py``); the case directory is then the shared one."""
+    both (``harness/lives/first_crash.py``), and judged in a copy of their directory in
+    ``case_dir`` (``own_copy``: the shared one is only ever copied)."""
     started = time.monotonic()
     if shared is not None and point is not None and second is None and not power_loss:
-        run = shared.get(scenario, point, launcher, agent=agent, deadline=deadline).run
-        case_dir = run.case_dir
+        run = own_copy(shared.get(scenario, point, launcher, agent=agent, deadline=deadline).run, case_dir)
         started = _charged(run)
     else:
         run = run_case(
@@ -214,7 +237,7 @@ def run_power(
     found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
     if found.crashed is None:
         # Life 1 never crashed at P (not reached, hung, an error): neither did the power go.
-        run, reused = found.run, False
+        run, reused = own_copy(found.run, case_dir / "run"), False
     else:
         run, reused = power_after(found, scenario, point, launcher, case_dir, agent=agent, deadline=deadline)
     observation, verdict = _judged(run, scenario, point, agent)
@@ -290,6 +313,8 @@ def run_recovery(
         subs.append((second.id, verdict))
         sub_cases.append(SubCase(second.id, second_dir, timeline_of(observation)))
     failed = failures_first(subs)
+    if shared is not None:  # a published first crash is only ever copied (``own_copy``)
+        first = own_copy(first, case_dir / "first")
     first_observation, base = _judged(first, scenario, point, agent)
     if not seconds_points and base.status == "not_reached":
         verdict = base
@@ -327,3 +352,45 @@ def run_recovery(
         observation=shown[0] if shown else first_observation,
         sub_cases=tuple(sub_cases),
     )
+
+
+def harness_error(
+    scenario: Scenario,
+    point_id: str,
+    column: str,
+    case_dir: Path,
+    agent: str,
+    error: BaseException,
+    seconds: float = 0.0,
+) -> CaseResult:
+    """The case ``point_id`` whose harness side raised ``error``: status ``error``, its cause
+    in one line naming the log file that keeps the traceback. Not a verdict on the agent,
+    never a pass: every report counts it with the failures."""
+    case_dir.mkdir(parents=True, exist_ok=True)
+    log = case_dir / HARNESS_ERROR_LOG
+    log.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+    said = " ".join(str(error).split())
+    said = said if len(said) <= _CAUSE_CHARS else said[: _CAUSE_CHARS - 1] + "…"
+    if isinstance(error, CrashmatrixError):  # ours, on purpose: its message is the cause
+        cause = f"{said} (details: {log})"
+    else:
+        cause = f"the harness failed: {type(error).__name__}: {said or 'no message'} (traceback: {log})"
+    verdict = Verdict("error", None, {}, problems=(cause,))
+    return CaseResult(scenario, point_id, column, verdict, seconds, 0, case_dir, agent)
+
+
+def guarded(
+    run: Callable[[], CaseResult],
+    scenario: Scenario,
+    point_id: str,
+    column: str,
+    case_dir: Path,
+    agent: str,
+) -> CaseResult:
+    """``run()``'s case, or, when the harness raises while running it, that case as an
+    ``error`` (``harness_error``). An interrupt (Ctrl-C, SIGTERM) still stops the run."""
+    started = time.monotonic()
+    try:
+        return run()
+    except Exception as error:  # any harness failure is this case's error
+        return harness_error(scenario, point_id, column, case_dir, agent, error, time.monotonic() - started)

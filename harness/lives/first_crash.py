@@ -13,6 +13,13 @@ verdict depends on which item came first or on which worker ran it.
 Runs live under a directory every worker of the session sees; one ``flock`` per point
 makes the second item wait for the first instead of running the lives again. A worker that
 dies while holding the lock releases it, and the next item runs the lives itself.
+
+Once published (``runs.json`` written), a first crash is read only by copying it: every
+item judges its own copy (``own_copy``), never the shared directory. Observing a case opens
+its world's SQLite read-write, and closing the last connection checkpoints the WAL and
+deletes ``world.sqlite-wal`` and ``-shm``: done in the shared directory by ``P``'s item, it
+pulled those files from under ``power@P`` copying the same directory in another worker
+(``shutil.Error`` in ``clone_case``; ``tests/harness/lives/test_first_crash.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ from crashmatrix.harness.lives.casedir import clone_case
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.tracer import read_trace
 
-__all__ = ["FirstCrash", "FirstCrashes", "first_crash", "power_after"]
+__all__ = ["FirstCrash", "FirstCrashes", "first_crash", "own_copy", "power_after"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,16 @@ def _load(where: Path, data: dict[str, object]) -> FirstCrash:
         _case(where / "crashed", crashed) if isinstance(crashed, list) else None,
         _case(where / str(run["dir"]), run["lives"]),
     )
+
+
+def own_copy(run: CaseRun, case_dir: Path) -> CaseRun:
+    """A published run, copied to an item's own ``case_dir`` to be observed and judged there.
+
+    The shared directory is never opened: its world's SQLite, opened and closed, would lose
+    its WAL files in the middle of another worker's copy. A copy is the same case
+    (``clone_case``), so the verdict is the one the shared directory would have given."""
+    clone_case(run.case_dir, case_dir)
+    return CaseRun(case_dir, run.lives, read_trace(case_dir))
 
 
 # The note a power case carries when its lives after the crash are those of the crash's case.
