@@ -17,7 +17,7 @@ from pathlib import Path
 
 from crashmatrix.reports.causes import cause_code
 from crashmatrix.reports.html import MARKS as _HTML_MARKS
-from crashmatrix.reports.html import page, text
+from crashmatrix.reports.html import page, scorecard_legend, table_box, text
 from crashmatrix.reports.markdown import MARKS
 from crashmatrix.reports.matrix import (
     COLUMNS,
@@ -30,6 +30,7 @@ from crashmatrix.reports.matrix import (
     row_label,
 )
 from crashmatrix.reports.results import Results
+from crashmatrix.reports.scorecard import COUNTS as SCORECARD_COUNTS
 from crashmatrix.reports.scorecard import EvalRow
 
 __all__ = [
@@ -104,7 +105,6 @@ class EvalSet:
     @property
     def states(self) -> tuple[str, ...]:
         return tuple(row.state if row else _ABSENT for row in self.rows)
-
 
     @property
     def differs(self) -> bool:
@@ -186,8 +186,11 @@ def _top_cause(matrix: Matrix) -> str:
 # ---------------------------------------------------------------------------- Markdown
 
 
-def _md_eval(state: str) -> str:
-    return f"{MARKS[state]} {state}"
+def _eval_label(row: EvalRow | None, marks: dict[str, str]) -> str:
+    """A run's verdict on one eval with its count (``scorecard.COUNTS``): ``❌ fail 1/2``."""
+    if row is None:
+        return f"{marks[_ABSENT]} {_ABSENT.replace('_', ' ')}"
+    return f"{marks[row.state]} {row.state.replace('_', ' ')}" + (f" {row.ratio}" if row.cases else "")
 
 
 def _md_cell(cell: Cell | None) -> str:
@@ -225,12 +228,12 @@ def render_compare_markdown(comparison: Comparison) -> str:
             "|---|" + "---|" * len(letters) + "---|",
         ]
         for pair in c.evals:
-            shown = [_md_eval(state) for state in pair.states]
+            shown = [_eval_label(row, MARKS) for row in pair.rows]
             if pair.differs:
                 shown = [f"**{s}**" for s in shown]
             why = pair.why(letters).replace("|", "/")
             lines.append(f"| {pair.title} | " + " | ".join(shown) + f" | {why} |")
-        lines.append("")
+        lines += ["", SCORECARD_COUNTS, ""]
     if c.differing:
         lines += ["### Differing cells", ""]
         for row, cell in c.differing:
@@ -311,17 +314,21 @@ def render_compare_html(comparison: Comparison) -> str:
     eval_rows = "".join(
         f'<tr class="{"differs" if pair.differs else ""}"><th scope="row">{text(pair.title)}</th>'
         + "".join(
-            f'<td><span class="{state}">{_HTML_MARKS[state]} {text(state)}</span></td>'
-            for state in pair.states
+            f'<td class="eval {state}">{text(_eval_label(row, _HTML_MARKS))}</td>'
+            for state, row in zip(pair.states, pair.rows, strict=True)
         )
-        + f'<td class="dim">{text(pair.why(letters))}</td></tr>'
+        + f'<td class="why dim">{text(pair.why(letters))}</td></tr>'
         for pair in c.evals
     )
     letter_heads = "".join(f"<th>{letter}</th>" for letter in letters)
     scorecards = (
         f'<section id="scorecard"><h2>Scorecards side by side: {len(c.differing_evals)} evals differ</h2>'
-        f'<table class="matrix"><thead><tr><th>eval</th>{letter_heads}<th>why</th></tr></thead>'
-        f"<tbody>{eval_rows}</tbody></table></section>"
+        + scorecard_legend()
+        + table_box(
+            f'<table class="matrix scorecard"><thead><tr><th>eval</th>{letter_heads}<th>why</th></tr></thead>'
+            f"<tbody>{eval_rows}</tbody></table>"
+        )
+        + "</section>"
         if c.evals
         else ""
     )
@@ -337,9 +344,13 @@ def render_compare_html(comparison: Comparison) -> str:
         f'<section id="matrix"><h2>Matrix: {order} in every cell</h2><div class="legend"><span>'
         '<span class="swatch differs" style="outline:3px solid #e0a800">&nbsp;</span>'
         f'cell differs</span><span class="dim">{text(COUNTS)}</span></div>'
-        f'<table class="matrix"><thead><tr><th>scenario</th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody>"
-        f'<tfoot><tr id="totals"><th scope="row">total</th>{foot}</tr></tfoot></table></section>'
+        + table_box(
+            f'<table class="matrix"><thead><tr><th>scenario</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody>"
+            f'<tfoot><tr id="totals"><th scope="row">total</th>{foot}</tr></tfoot></table>',
+            tall=True,
+        )
+        + "</section>"
         + (differences if changed else "")
         + scorecards
     )

@@ -34,6 +34,7 @@ from crashmatrix.harness.core.evals import CRASH_QUESTIONS
 from crashmatrix.reports.causes import Causes, codes, reasons
 from crashmatrix.reports.matrix import COLUMNS, COUNTS, LABELS, Cell, Matrix
 from crashmatrix.reports.results import FAILING, CaseRecord, Results
+from crashmatrix.reports.scorecard import COUNTS as SCORECARD_COUNTS
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
 __all__ = [
@@ -46,6 +47,8 @@ __all__ = [
     "not_run_section",
     "page",
     "render_html",
+    "scorecard_legend",
+    "table_box",
     "text",
 ]
 
@@ -70,7 +73,7 @@ _STATE_NAMES = {
 
 CSS = """
 :root{--pass:#1b7f3b;--pass-bg:#e3f4e8;--fail:#b3261e;--fail-bg:#fde7e7;--ind:#8a6100;--ind-bg:#fff4d1;
---nr:#6b6b6b;--nr-bg:#f1f1f1;--line:#d9d9de;--dim:#6b6b75;--diff:#fff1b8}
+--nr:#6b6b6b;--nr-bg:#f1f1f1;--na:#5b4b8a;--na-bg:#ece8f6;--line:#d9d9de;--dim:#6b6b75;--diff:#fff1b8}
 *{box-sizing:border-box}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
 color:#1d1d22;background:#fafafb}
@@ -89,6 +92,10 @@ pre{background:#f3f3f6;padding:8px;border-radius:4px;white-space:pre-wrap;word-b
 .legend span{display:inline-flex;gap:6px;align-items:center}
 .swatch{display:inline-block;width:22px;height:16px;border-radius:3px;text-align:center;font-size:12px;line-height:16px}
 table.matrix{border-collapse:collapse;background:#fff;font-size:13px}
+.table-box{max-width:100%;overflow:auto;margin:0 0 10px}
+.table-box.tall{max-height:85vh}
+table.scorecard thead th{white-space:normal;min-width:6em}
+table.matrix td.why{white-space:normal;text-align:left;min-width:18em;overflow-wrap:anywhere}
 table.matrix th,table.matrix td{border:1px solid var(--line);padding:3px 6px;text-align:center;
 white-space:nowrap}
 table.matrix thead th{position:sticky;top:0;background:#fff;font-weight:600;font-size:12px}
@@ -101,18 +108,19 @@ td.cell a:hover{text-decoration:underline}
 .fail{background:var(--fail-bg);color:var(--fail);font-weight:700}
 .indeterminate{background:var(--ind-bg);color:var(--ind)}
 .not_reached{background:var(--nr-bg);color:var(--nr)}
-.not_applicable{background:var(--nr-bg);color:var(--nr);font-style:italic}
+.not_applicable{background:var(--na-bg);color:var(--na);font-style:italic}
 .not_reachable{background:repeating-linear-gradient(135deg,#f1f1f1 0 4px,#e2e2e6 4px 8px);color:#55555c}
 .deselected{background:#fff;color:var(--nr)}
 td.differs{outline:3px solid #e0a800;outline-offset:-3px}
 td.total{font-variant-numeric:tabular-nums}
 #failures ul{margin:0;padding-left:18px}
 #failures li{margin:2px 0}
-details.case{background:#fff;border:1px solid var(--line);border-left:5px solid var(--pass);
+details.case{background:#fff;border:1px solid var(--line);border-left:5px solid #aaa;
 border-radius:4px;margin:6px 0}
+details.case.state-pass{border-left-color:var(--pass)}
 details.case.state-fail{border-left-color:var(--fail)}
 details.case.state-indeterminate{border-left-color:#e0a800}
-details.case.state-not_reached,details.case.state-not_reachable{border-left-color:#aaa}
+details.case.state-not_applicable{border-left-color:var(--na);border-left-style:dashed}
 details.case:target{box-shadow:0 0 0 2px #4a7bd0}
 details.case>summary{cursor:pointer;padding:6px 10px;display:flex;gap:10px;align-items:baseline;
 flex-wrap:wrap}
@@ -279,6 +287,12 @@ def page(title: str, body: str, *, script: str = SCRIPT) -> str:
     )
 
 
+def table_box(table: str, *, tall: bool = False) -> str:
+    """A table in a box that scrolls sideways (and, ``tall``, down with its header kept in
+    sight): a wide matrix never widens the page past the window."""
+    return f'<div class="table-box{" tall" if tall else ""}">{table}</div>'
+
+
 def _legend() -> str:
     items = "".join(
         f'<span><span class="swatch {state}">{MARKS[state]}</span>{_STATE_NAMES[state]}</span>'
@@ -437,26 +451,52 @@ def not_run_section(matrix: Matrix) -> str:
 
 
 def _eval_cell(row: EvalRow | None, anchors: Mapping[str, str]) -> str:
+    """A row's mark and ``passed/cases`` (``scorecard.COUNTS``), its colour its state's; the
+    hover says why it is not a pass, or how many passed; the link opens its first failing
+    case (else its first case)."""
     if row is None:
-        return '<td class="dim" title="not asked of this class">—</td>'
-    label = MARKS[row.state] + (f" {len(row.failing)}/{len(row.cases)}" if row.state == "fail" else "")
-    tip = row.why or f"{len(row.cases)} cases"
+        return '<td class="eval-none dim" title="not asked of this class">—</td>'
+    label = MARKS[row.state] + (f" {row.ratio}" if row.cases else "")
+    tip = f"{_STATE_NAMES[row.state]}: {len(row.passed)} of {len(row.cases)} cases passed it"
+    if row.why:
+        tip += f"; {row.why}"
     target = row.failing[0] if row.failing else (row.cases[0] if row.cases else None)
     inner = (
         f'<a href="#{anchors[target]}" title="{text(tip)}">{text(label)}</a>'
         if target is not None and target in anchors
         else f'<span title="{text(tip)}">{text(label)}</span>'
     )
-    return f'<td class="eval {row.state}">{inner}</td>'
+    return (
+        f'<td class="eval {row.state}" data-eval="{text(row.id)}" data-passed="{len(row.passed)}" '
+        f'data-cases="{len(row.cases)}">{inner}</td>'
+    )
+
+
+_EVAL_STATES = ("pass", "fail", "not_applicable", "not_reached")
+
+
+def scorecard_legend() -> str:
+    """What a scorecard cell's colour, mark and count mean (also used by ``--compare``)."""
+    items = "".join(
+        f'<span><span class="swatch {state}">{MARKS[state]}</span>{_STATE_NAMES[state]}</span>'
+        for state in _EVAL_STATES
+    )
+    return (
+        f'<div class="legend" id="scorecard-legend">{items}<span><span class="swatch dim">—</span>'
+        f'not asked of this class</span><span class="dim">{text(SCORECARD_COUNTS)}; a crash case '
+        "answers the rows of the class of the call it crashed; running an idempotent or conditional "
+        "tool again is its contract, so no double effect is asked of non-idempotent calls only</span></div>"
+    )
 
 
 def scorecard_section(card: Scorecard, anchors: Mapping[str, str]) -> str:
-    """The named evals: seed 004's list, then the crash evals by crash point and class."""
+    """The named evals: seed 004's list, then the crash evals by crash point and the class
+    of the crashed call; each table in a box that scrolls, its "why" wrapped."""
     if not card.rows:
         return ""
     seed = "".join(
         f'<tr><th scope="row">{text(row.title)}</th>{_eval_cell(row, anchors)}'
-        f'<td>{len(row.cases)}</td><td class="dim">{text(row.why)}</td></tr>'
+        f'<td class="why dim">{text(row.why)}</td></tr>'
         for row in card.of_kind("seed004")
     )
     questions = "".join(f"<th>{text(q.title)}</th>" for q in CRASH_QUESTIONS.values())
@@ -466,14 +506,32 @@ def scorecard_section(card: Scorecard, anchors: Mapping[str, str]) -> str:
         + "</tr>"
         for column, cls, rows in card.crash_grid()
     )
+    failing = "".join(
+        f'<tr><th scope="row">{text(row.title)}</th>'
+        f'<td class="fail">{text(MARKS["fail"])} {row.ratio}</td><td class="why">{text(row.why)}</td></tr>'
+        for row in card.of_kind("crash")
+        if row.state == "fail"
+    )
+    why = (
+        table_box(
+            '<table class="matrix scorecard" id="scorecard-failing"><thead><tr><th>failing crash eval</th>'
+            f"<th>passed</th><th>why</th></tr></thead><tbody>{failing}</tbody></table>"
+        )
+        if failing
+        else ""
+    )
     return (
-        f'<section id="scorecard"><h2>Scorecard</h2><p>{text(card.summary)}</p>'
-        '<table class="matrix"><thead><tr><th>eval (seed 004)</th><th>verdict</th><th>cases</th>'
-        f"<th>why</th></tr></thead><tbody>{seed}</tbody></table>"
-        f'<table class="matrix"><thead><tr><th>crash point</th><th>class</th>{questions}</tr></thead>'
-        f"<tbody>{crash}</tbody></table>"
-        '<p class="dim">— not asked of this class: running an idempotent or conditional tool again '
-        "is its contract.</p></section>"
+        f'<section id="scorecard"><h2>Scorecard</h2><p>{text(card.summary)}</p>{scorecard_legend()}'
+        + table_box(
+            '<table class="matrix scorecard" id="scorecard-seed004"><thead><tr><th>eval (seed 004)</th>'
+            f"<th>passed</th><th>why</th></tr></thead><tbody>{seed}</tbody></table>"
+        )
+        + table_box(
+            '<table class="matrix scorecard" id="scorecard-crash"><thead><tr><th>crash point</th>'
+            f"<th>class of the crashed call</th>{questions}</tr></thead><tbody>{crash}</tbody></table>"
+        )
+        + why
+        + "</section>"
     )
 
 
@@ -685,7 +743,7 @@ def render_html(results: Results, matrix: Matrix) -> str:
     tools = [t for row in matrix.rows for t in row.tools]
     body.append(
         f'<section id="matrix"><h2>Matrix</h2>{_controls(tools, matrix.causes)}{_legend()}'
-        f"{matrix_table(matrix, anchors)}{not_run_section(matrix)}</section>"
+        f"{table_box(matrix_table(matrix, anchors), tall=True)}{not_run_section(matrix)}</section>"
     )
     body.append(_failures_section(matrix, anchors))
     body.append(scorecard_section(matrix.scorecard, anchors))

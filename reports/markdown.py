@@ -16,6 +16,7 @@ from crashmatrix.harness.verdict.expectations import show_value
 from crashmatrix.reports.causes import Causes, codes, reasons
 from crashmatrix.reports.matrix import COLUMNS, COUNTS, LABELS, Matrix, Row
 from crashmatrix.reports.results import CaseRecord
+from crashmatrix.reports.scorecard import COUNTS as SCORECARD_COUNTS
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 from crashmatrix.reports.timeline import summary
 
@@ -168,34 +169,38 @@ def _row_totals(matrix: Matrix) -> list[str]:
 
 
 def _eval_mark(row: EvalRow) -> str:
-    return MARKS[row.state]
+    """A row's mark and count, ``✅ 3/3`` / ``❌ 1/3`` (``scorecard.COUNTS``); a row with no
+    case has only its mark: ``0/0`` would say nothing."""
+    return MARKS[row.state] + (f" {row.ratio}" if row.cases else "")
 
 
 def _scorecard(card: Scorecard) -> list[str]:
     """The named evals: seed 004's list, then the crash evals as one line per crash column
-    and idempotency class with its three questions."""
+    and idempotency class with its questions."""
     if not card.rows:
         return []
     lines = [f"### Scorecard: {card.summary}", ""]
-    lines += ["| eval (seed 004) | verdict | cases | why |", "|---|---|---|---|"]
+    lines += ["| eval (seed 004) | verdict | passed | why |", "|---|---|---|---|"]
     for row in card.of_kind("seed004"):
-        verdict = f"{_eval_mark(row)} {row.state}"
-        lines.append(f"| {_escape(row.title)} | {verdict} | {len(row.cases)} | {_escape(row.why)} |")
+        verdict = f"{MARKS[row.state]} {row.state.replace('_', ' ')}"
+        lines.append(f"| {_escape(row.title)} | {verdict} | {row.ratio} | {_escape(row.why)} |")
     titles = [q.title for q in CRASH_QUESTIONS.values()]
-    lines += ["", "| crash point | class | " + " | ".join(titles) + " |"]
+    lines += ["", "| crash point | class of the crashed call | " + " | ".join(titles) + " |"]
     lines.append("|---|---|" + "---|" * len(titles))
     for column, cls, rows in card.crash_grid():
-        marks = [
-            "—"
-            if r is None
-            else _eval_mark(r) + (f" {len(r.failing)}/{len(r.cases)}" if r.state == "fail" else "")
-            for r in rows
-        ]
+        marks = ["—" if r is None else _eval_mark(r) for r in rows]
         lines.append(f"| {LABELS.get(column, column)} | {cls} | " + " | ".join(marks) + " |")
     lines += [
         "",
-        "— not asked of this class: running an idempotent or conditional tool again is its contract.",
+        f"{MARKS['pass']} pass · {MARKS['fail']} fail · {MARKS['not_applicable']} not applicable · "
+        f"{MARKS['not_reached']} not reached · {SCORECARD_COUNTS} · a case answers the rows of the "
+        "class of the call it crashed · — not asked of this class: running an idempotent or "
+        "conditional tool again is its contract.",
     ]
+    broken = [row for row in card.rows if row.state == "fail" and row.kind == "crash"]
+    if broken:
+        lines += ["", f"Failing crash evals ({len(broken)}):", ""]
+        lines += [f"- **{_escape(row.title)}** {row.ratio}: {_escape(row.why)}" for row in broken]
     return [*lines, ""]
 
 

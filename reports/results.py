@@ -22,6 +22,7 @@ from typing import Any
 
 import jsonschema
 
+from crashmatrix.harness.core.evals import crashed_call
 from crashmatrix.harness.verdict.explain import rerun_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
@@ -88,6 +89,12 @@ class CaseRecord:
     notes: tuple[str, ...] = ()
     not_applicable: tuple[str, ...] = ()  # "check: why" -- neither passed nor failed
     evals: tuple[str, ...] = ()  # the named evals its scenario shows (the scorecard)
+    # The call the crash point names, its tool and THAT call's idempotency class
+    # (``harness.core.evals.crashed_call``): the class whose crash evals the case answers.
+    # "" for a clean case, a point naming no call, or a file from before they were recorded.
+    crash_call: str = ""
+    crash_tool: str = ""
+    crash_class: str = ""
     # A depth-2 case's second crashes: {point, status, repro, case_dir, reasons, timeline}
     # each (``_second_crashes``); older files hold {point, status} only.
     recovery_points: tuple[Mapping[str, Any], ...] = ()
@@ -294,6 +301,7 @@ def record_from_result(
 ) -> CaseRecord:
     """The record of a finished case (the pytest plugin calls this right after the case)."""
     scenario = result.scenario
+    crashed = crashed_call(scenario, result.point_id)
     return CaseRecord(
         node_id=node_id,
         scenario=scenario.name,
@@ -301,6 +309,9 @@ def record_from_result(
         tools=tuple(scenario.tools),
         idempotency=tuple(scenario.idempotency_classes),
         evals=tuple(scenario.evals),
+        crash_call=crashed.call if crashed else "",
+        crash_tool=crashed.tool if crashed else "",
+        crash_class=crashed.idempotency if crashed else "",
         point=result.point_id,
         boundary=result.boundary,
         seconds=round(result.seconds, 3),

@@ -13,6 +13,7 @@ from __future__ import annotations
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
 from crashmatrix.reports.causes import Causes, first_reason
 from crashmatrix.reports.matrix import COLUMNS, LABELS, SHORT, Matrix
+from crashmatrix.reports.scorecard import COUNTS as SCORECARD_COUNTS
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
 
 __all__ = ["render_causes", "render_scorecard", "render_terminal", "symbols"]
@@ -93,7 +94,7 @@ def render_terminal(
         lines.append(f"scorecard: {card.summary}")
         broken = [eval_row for eval_row in card.rows if eval_row.state == "fail"]
         for eval_row in broken[:max_failures]:
-            lines.append(f"  {marks['fail']} {eval_row.title}: {eval_row.why}")
+            lines.append(f"  {marks['fail']} {eval_row.title} {eval_row.ratio}: {eval_row.why}")
         if len(broken) > max_failures:
             lines.append(f"  ... and {len(broken) - max_failures} more (see matrix.md)")
     # A column no row can reach (the reference agent's after_tool_call_pending, a black box's
@@ -163,33 +164,44 @@ def _not_run(matrix: Matrix, marks: dict[str, str]) -> list[str]:
 
 
 def _eval_mark(row: EvalRow | None, marks: dict[str, str]) -> str:
+    """A row's mark and count (``scorecard.COUNTS``): ``v 3/3``, ``X 1/3``; blank where the
+    question is not asked of the class, the mark alone where no case answers it."""
     if row is None:
         return " "
-    return marks[row.state] + (f"{len(row.failing)}" if row.state == "fail" else "")
+    return marks[row.state] + (f" {row.ratio}" if row.cases else "")
+
+
+_GRID = 10  # a crash-eval cell: a mark and a count up to "999/999"
+_NAME = 36  # "  before result, non_idempotent" and a gap: the grid fits 80 columns
 
 
 def render_scorecard(card: Scorecard, *, encoding: str | None = "utf-8") -> list[str]:
     """The whole scorecard as text (``crashmatrix eval``): seed 004's evals one per line with
-    the reason of any that is not a pass, then the crash evals as a grid."""
+    its count and the reason of any that is not a pass, then the crash evals as a grid."""
     marks = symbols(encoding)
     lines = [card.headline, "", "seed 004 evals:"]
     for row in card.of_kind("seed004"):
-        lines.append(f"  {marks[row.state]} {row.title}" + (f"  ({row.why})" if row.why else ""))
+        lines.append(f"  {_eval_mark(row, marks)} {row.title}" + (f"  ({row.why})" if row.why else ""))
     questions = list(CRASH_QUESTIONS.values())
-    lines += ["", "crash evals:".ljust(34) + "".join(q.title.split()[-1].ljust(8) for q in questions)]
+    lines += [
+        "",
+        "crash evals (crashed call's class):".ljust(_NAME)
+        + "".join(q.title.split()[-1].ljust(_GRID) for q in questions),
+    ]
     for column, cls, rows in card.crash_grid():
         name = f"  {LABELS.get(column, column)}, {cls}"
-        lines.append(name.ljust(34) + "".join(_eval_mark(r, marks).ljust(8) for r in rows))
+        lines.append(name.ljust(_NAME) + "".join(_eval_mark(r, marks).ljust(_GRID) for r in rows))
     lines.append("  columns: " + "; ".join(f"{q.title.split()[-1]} = {q.title}" for q in questions))
     lines.append(
-        f"  {marks['pass']} pass  {marks['fail']} fail (number: cases)  "
+        f"  {marks['pass']} pass  {marks['fail']} fail  "
         f"{marks['not_applicable']} not applicable  {marks['not_reached']} not reached  "
         "blank: not asked of this class"
     )
+    lines.append(f"  {SCORECARD_COUNTS}")
     broken = [row for row in card.rows if row.state == "fail"]
     if broken:
         lines += ["", f"failing evals ({len(broken)}):"]
         for row in broken:
-            lines.append(f"  {marks['fail']} {row.id}: {row.why}")
+            lines.append(f"  {marks['fail']} {row.id} {row.ratio}: {row.why}")
             lines.append(f"      rerun: {row.repro}")
     return lines

@@ -5,6 +5,16 @@ Two kinds. Seed 004's list ("Eval 里要测"), in its meaning, each named by sce
 declare it (``evals:`` in a scenario file). And the crash evals, one per crash column and
 idempotency class: no double effect (non-idempotent tools), the model was told the truth,
 the turn finished. Pure data; ``crashmatrix.reports.scorecard`` scores them.
+
+A crash case answers the crash evals of ONE class: the class of the call its crash point
+names (``after_running[call_x]``, and ``power@P`` / ``recovery@P`` by their P), under the
+contract that governs that call with its arguments (``ToolContract.for_call``:
+``run_command("ls")`` is idempotent, ``run_command("rm x")`` is not) -- never the classes
+of every tool its scenario has, or a crash on ``send_email`` would answer for
+``read_file``. ``after_model_reply`` and ``after_tool_call_pending`` name the reply's
+first call. A clean case, or one whose point names no call of its scenario (or a call id
+two of its rules use for calls of different classes), answers only the class-free rows:
+seed 004's list.
 """
 
 from __future__ import annotations
@@ -12,7 +22,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["CRASH_QUESTIONS", "SEED004_EVALS", "CrashQuestion", "Eval", "crash_eval_id"]
+from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.errors import InputError
+
+__all__ = [
+    "CRASH_QUESTIONS",
+    "SEED004_EVALS",
+    "CrashQuestion",
+    "CrashedCall",
+    "Eval",
+    "crash_eval_id",
+    "crashed_call",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +99,31 @@ CRASH_QUESTIONS: Mapping[str, CrashQuestion] = {
 
 def crash_eval_id(column: str, idempotency: str, question: str) -> str:
     return f"crash.{column}.{idempotency}.{question}"
+
+
+@dataclass(frozen=True, slots=True)
+class CrashedCall:
+    """The call a crash point names: its id, the suite's tool and that call's class."""
+
+    call: str
+    tool: str
+    idempotency: str  # "idempotent" | "conditional" | "non_idempotent"
+
+
+def crashed_call(scenario: Scenario, point_id: str) -> CrashedCall | None:
+    """The call that ``point_id`` crashed (see the module docstring); None for a clean case
+    or a point that names no call of the scenario's script with one class."""
+    try:
+        point = parse_point(point_id.rpartition("@")[2])  # power@P, recovery@P -> P
+    except InputError:
+        return None  # "clean"
+    found = {
+        (name, scenario.contracts[name].for_call(arguments).idempotency)
+        for rule in scenario.rules
+        for call_id, name, arguments in rule.reply.tool_calls
+        if call_id == point.tool_call_id and name in scenario.contracts
+    }
+    if len(found) != 1:
+        return None  # no such call, or one id for calls of two classes: no class to answer for
+    [(tool, idempotency)] = found
+    return CrashedCall(point.tool_call_id, tool, idempotency)

@@ -125,3 +125,33 @@ def test_the_package_exports_a_sorted_public_surface() -> None:
 
     assert reports.__all__ == sorted(reports.__all__)
     assert all(hasattr(reports, name) for name in reports.__all__)
+
+
+def test_a_record_names_the_crashed_calls_tool_and_that_calls_class(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The class the scorecard files a case under is the crashed call's under its contract
+    for its arguments (ls is read-only though run_command is declared non-idempotent);
+    a clean case names none."""
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.verdict.result import CaseResult
+    from crashmatrix.harness.verdict.verdict import Verdict
+    from crashmatrix.reports.results import record_from_result, results_from_json
+
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(root)
+    scenario = load_scenario(root / "scenarios" / "run_command" / "ls_replay.yaml")
+
+    def record(point: str, boundary: str) -> CaseRecord:
+        verdict = Verdict("passed", None, {})
+        result = CaseResult(scenario, point, boundary, verdict, 1.0, 2, Path("/tmp/c"), "x")
+        return record_from_result(result, f"ls_replay.yaml::{point}")
+
+    crashed = record("power@after_running[call_ls]", "power_loss")
+    named = (crashed.crash_call, crashed.crash_tool, crashed.crash_class)
+    assert named == ("call_ls", "run_command", "idempotent")
+    assert crashed.idempotency == ("non_idempotent",)  # the scenario's tools, as declared
+    clean = record("clean", "clean")
+    assert (clean.crash_call, clean.crash_tool, clean.crash_class) == ("", "", "")
+    raw = results_to_json(Results("x", (crashed, clean)))
+    assert results_from_json(raw).cases == (crashed, clean)  # fits the schema, reads back

@@ -36,12 +36,16 @@ def case(
     not_applicable: tuple[str, ...] = (),
     problems: tuple[str, ...] = (),
     scenario: str = "send_once",
+    crash_class: str | None = None,
+    tools: tuple[str, ...] = ("send_email",),
 ) -> CaseRecord:
+    # The crashed call's class: by default the scenario's one class, for a point naming a call.
+    crashed = "[" in point
     return CaseRecord(
         node_id=f"scenarios/{scenario}.yaml::{point}",
         scenario=scenario,
         scenario_path=f"scenarios/{scenario}.yaml",
-        tools=("send_email",),
+        tools=tools,
         idempotency=idempotency,
         point=point,
         boundary=boundary,
@@ -56,6 +60,9 @@ def case(
         not_applicable=not_applicable,
         problems=problems,
         evals=evals,
+        crash_call=point.rpartition("[")[2].split("]")[0].split(":")[0] if crashed else "",
+        crash_tool=tools[0] if crashed else "",
+        crash_class=(idempotency[0] if crash_class is None else crash_class) if crashed else "",
     )
 
 
@@ -185,7 +192,7 @@ def test_the_terminal_summary_names_the_failing_eval() -> None:
 def test_the_full_scorecard_text_has_a_grid_and_the_rerun_of_each_failing_eval() -> None:
     lines = render_scorecard(build_scorecard(RUN, "agent"), encoding="ascii")
     assert lines[0] == "scorecard, agent agent: " + build_scorecard(RUN, "agent").summary
-    assert f"  X {NO_DOUBLE}: send_once.yaml::after_running[call_mail]: invariant " in "\n".join(lines)
+    assert f"  X {NO_DOUBLE} 0/1: send_once.yaml::after_running[call_mail]: invariant " in "\n".join(lines)
     assert f"      rerun: {RUN[1].repro}" in lines
     # ASCII terminals get ASCII marks only.
     assert all(ord(ch) < 128 for line in lines for ch in line)
@@ -194,7 +201,11 @@ def test_the_full_scorecard_text_has_a_grid_and_the_rerun_of_each_failing_eval()
 def test_markdown_has_the_scorecard_tables_with_a_dash_where_a_question_is_not_asked() -> None:
     text = render_markdown(build_matrix(_results(RUN)))
     assert "### Scorecard: " in text
-    header = "| crash point | class | " + " | ".join(q.title for q in CRASH_QUESTIONS.values()) + " |"
+    header = (
+        "| crash point | class of the crashed call | "
+        + " | ".join(q.title for q in CRASH_QUESTIONS.values())
+        + " |"
+    )
     assert header in text and "no double effect | the model was told the truth |" in header
     idempotent = [line for line in text.splitlines() if "| idempotent |" in line]
     assert idempotent and all(line.split("|")[3].strip() == "—" for line in idempotent)
@@ -259,3 +270,125 @@ def test_a_failed_rows_why_is_its_cases_most_important_reason_an_invariant_first
     assert row.state == "fail"
     # The record lists the outcome mismatch first; the row names the double effect instead.
     assert "invariant non_idempotent_at_most_once" in row.why
+
+
+# -- a row's class is the crashed call's -------------------------------------------------------
+
+MIXED = ("idempotent", "non_idempotent")  # a scenario with read_file and send_email
+
+
+def test_a_crash_on_one_call_answers_only_the_rows_of_that_calls_class() -> None:
+    """A two-tool scenario: a crash on send_email answers the non-idempotent rows, never
+    read_file's, whether it passed or lied."""
+    truth_idem = crash_eval_id("after_running", "idempotent", "told_the_truth")
+    on_email = case(idempotency=MIXED, crash_class=EMAIL_NONE, tools=("read_file", "send_email"))
+    card = build_scorecard([on_email], "agent")
+    idem = card.row(truth_idem)
+    assert idem is not None and idem.state == "not_reached" and idem.cases == ()
+    assert state([on_email], TRUTH) == "pass"
+    lied = dataclasses.replace(on_email, status="failed", mismatches=(LIED,))
+    assert state([lied], truth_idem) == "not_reached"  # not a red on read_file's row
+    assert state([lied], TRUTH) == "fail"
+
+
+def test_run_command_ls_answers_the_idempotent_rows_though_its_scenario_says_non_idempotent() -> None:
+    ls = case(idempotency=(EMAIL_NONE,), crash_class="idempotent", tools=("run_command",))
+    assert state([ls], crash_eval_id("after_running", "idempotent", "turn_finished")) == "pass"
+    assert state([ls], NO_DOUBLE) == "not_reached"
+
+
+def test_a_case_whose_point_names_no_call_answers_no_crash_row() -> None:
+    unclassed = case(crash_class="")
+    row = build_scorecard([unclassed], "agent").row(NO_DOUBLE)
+    assert row is not None and row.state == "not_reached" and row.cases == ()
+    # Said so: a file from before the class was recorded reads as such, not as "nothing ran".
+    assert "name no call with a class" in row.why
+
+
+def test_a_record_carries_its_crashed_calls_class_through_the_results_file() -> None:
+    ls = case(idempotency=(EMAIL_NONE,), crash_class="idempotent", tools=("run_command",))
+    [again] = results_from_json(results_to_json(_results([ls]))).cases
+    crashed = (again.crash_call, again.crash_tool, again.crash_class)
+    assert crashed == ("call_mail", "run_command", "idempotent")
+
+
+# -- a failing row's why answers its own question ----------------------------------------------
+
+OUTCOME = {"field": "outcome[call_mail]", "expected": "completed", "observed": "replayed"}
+NO_FINAL = {"invariant": "turn_ends_with_final", "message": "the turn ended without a final answer"}
+
+
+def test_each_failing_row_names_what_broke_its_own_question_not_the_cases_first_cause() -> None:
+    # One case breaking three questions; its first cause (an invariant, by causes' ranking)
+    # is turn_ends_with_final, listed before the double effect.
+    bad = case(status="failed", violations=(NO_FINAL, DOUBLE), mismatches=(OUTCOME, LIED))
+    card = build_scorecard([bad], "agent")
+    rows = {key: card.row(key) for key in (NO_DOUBLE, TRUTH, FINISHED)}
+    assert all(row is not None and row.state == "fail" for row in rows.values())
+    double, truth, finished = (rows[k].why for k in (NO_DOUBLE, TRUTH, FINISHED))  # type: ignore[union-attr]
+    assert double.endswith("invariant non_idempotent_at_most_once: caused 2 side effects")
+    assert truth.endswith('told[call_mail]: expected "uncertain", observed "succeeded"')
+    assert finished.endswith("invariant turn_ends_with_final: the turn ended without a final answer")
+    assert "outcome[call_mail]" not in double + truth + finished
+
+
+def test_a_hung_case_fails_the_turn_with_its_problem_as_the_why() -> None:
+    hung = case(status="hung", problems=("life 2 hung past its 30 s deadline",))
+    row = build_scorecard([hung], "agent").row(FINISHED)
+    assert row is not None and row.why.endswith("hung: life 2 hung past its 30 s deadline")
+
+
+# -- counts are passed/total -------------------------------------------------------------------
+
+
+def test_a_rows_count_is_the_cases_that_passed_its_question_of_all_its_cases() -> None:
+    other = case("after_running[call_b]", status="failed", violations=(NO_FINAL,))  # fails elsewhere
+    double = case("after_running[call_c]", status="failed", violations=(DOUBLE,))
+    unreached = case("after_running[call_d]", status="not_reached")
+    hung = case("after_running[call_e]", status="hung", problems=("life 2 hung",))
+    card = build_scorecard([case(), other, double, unreached, hung], "agent")
+    row = card.row(NO_DOUBLE)
+    assert row is not None and row.state == "fail"
+    # Passed it: the clean pass and the case that failed on another check; not the double
+    # effect, the unreached case or the hung one (no verdict on the effect).
+    assert row.passed == (case().node_id, other.node_id)
+    assert row.ratio == "2/5" and row.to_json()["passed"] == list(row.passed)
+    finished = card.row(FINISHED)
+    assert finished is not None and finished.ratio == "2/5"  # other broke it; hung broke it
+
+
+def test_a_seed004_rows_count_is_its_passed_cases() -> None:
+    eval_id = "npm_publish_never_replays"
+    shown = case(evals=(eval_id,), scenario="npm_publish_never")
+    failed = dataclasses.replace(shown, node_id="x", status="failed")
+    row = build_scorecard([shown, failed], "agent").row(eval_id)
+    assert row is not None and row.ratio == "1/2"
+
+
+COUNTED = [case(), case("after_running[call_b]", status="failed", violations=(DOUBLE,))]
+
+
+def test_every_view_shows_a_rows_count_as_passed_of_total() -> None:
+    results = _results(COUNTED)
+    matrix = build_matrix(results)
+    # Markdown: the crash grid's non-idempotent after_running line.
+    markdown = render_markdown(matrix).splitlines()
+    [line] = [ln for ln in markdown if ln.startswith("| running | non_idempotent |")]
+    assert line.split("|")[3].strip() == "❌ 1/2"  # no double effect: 1 of 2 passed it
+    assert line.split("|")[4].strip() == "✅ 2/2"
+    # Terminal: the summary and the full scorecard.
+    assert any("no double effect 1/2:" in ln for ln in render_terminal(matrix))
+    grid = render_scorecard(matrix.scorecard, encoding="ascii")
+    [row] = [ln for ln in grid if ln.startswith("  running, non_idempotent")]
+    assert row.split()[2:4] == ["X", "1/2"]
+    # HTML: the eval cell's text and data.
+    page = render_html(results, matrix)
+    assert f'data-eval="{NO_DOUBLE}" data-passed="1" data-cases="2">' in page
+    assert "✗ 1/2</a>" in page
+    # Compare: each run's count.
+    fixed = [dataclasses.replace(c, status="passed", violations=()) for c in COUNTED]
+    comparison = compare(results, _results(fixed, "reference"), "mutant", "reference")
+    markdown = render_compare_markdown(comparison).splitlines()
+    [md] = [ln for ln in markdown if ln.startswith("| after_running, non_idempotent: no double")]
+    assert "1/2" in md.split("|")[2] and "2/2" in md.split("|")[3]
+    assert "✗ fail 1/2" in render_compare_html(comparison)
