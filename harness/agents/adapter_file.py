@@ -472,5 +472,53 @@ def _catalogue(doc: Located, raw: Any, contracts: Mapping[str, ToolContract]) ->
                     f"the agent's argument {theirs!r} already holds {taken[theirs]!r}; map each once",
                 )
             taken[theirs] = argument
-        tools[suite] = ToolName(name, arguments)
+        only = _only(doc, key, suite, entry.get("only"), parameters, arguments)
+        shell = entry.get("shell", "simulated")
+        if "shell" in entry and suite != "run_command":
+            raise doc.error((*key, "shell"), "shell: says what runs run_command; only its entry has it")
+        served = doc.data.get("tools", "harness") == "harness" or suite in (doc.data.get("intercept") or {})
+        if shell == "real" and served:
+            # The harness's simulator runs the tool then, whatever the agent would do.
+            raise doc.error(
+                (*key, "shell"),
+                "shell: real, but the harness runs run_command for this agent (tools: harness or "
+                "intercept:); write tools: agent without intercepting it, or drop shell: real",
+            )
+        tools[suite] = ToolName(name, arguments, only, shell)
     return ToolMap(tools)
+
+
+def _only(
+    doc: Located,
+    key: tuple[str | int, ...],
+    suite: str,
+    raw: Any,
+    parameters: set[str],
+    arguments: Mapping[str, str],
+) -> dict[str, tuple[str, ...]]:
+    """``only:``: the patterns each argument's value must match, keyed by the agent's name
+    of the argument (what a scripted call holds once the catalogue renamed it)."""
+    if raw is None:
+        return {}
+    listed = isinstance(raw, list)
+    if listed:
+        if len(parameters) != 1:
+            raise doc.error(
+                (*key, "only"),
+                f"a list names no argument, and {suite} has {len(parameters)} "
+                f"({', '.join(sorted(parameters))}); write only: {{argument: [patterns]}}",
+            )
+        raw = {next(iter(parameters)): raw}
+    only: dict[str, tuple[str, ...]] = {}
+    for argument, patterns in raw.items():
+        where: tuple[str | int, ...] = (*key, "only") if listed else (*key, "only", argument)
+        if parameters and argument not in parameters:
+            raise doc.error(
+                where,
+                f"{suite} has no argument {argument!r}; only: names the suite's arguments, as "
+                f"arguments: does ({', '.join(sorted(parameters))})",
+            )
+        for index, pattern in enumerate(patterns):
+            _regex(doc, (*where, index), pattern)
+        only[arguments.get(argument, argument)] = tuple(patterns)
+    return only

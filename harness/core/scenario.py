@@ -16,11 +16,16 @@ from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.script import Rule
 
-__all__ = ["SPECIAL_KEYS", "Key", "Scenario"]
+__all__ = ["NEEDS", "SIMULATED_PROGRAMS", "SPECIAL_KEYS", "Key", "Scenario"]
 
 # A position in a YAML document: the keys and indices from the root, e.g. ("model", 0, "when").
 Key = tuple[str | int, ...]
 SPECIAL_KEYS = ("default", "clean", "recovery")
+# Programs run_command's simulator provides that a real shell in a case workspace lacks
+# (mock_tools/command_tools.py: npm test writes artifacts, npm publish a release).
+SIMULATED_PROGRAMS = ("npm",)
+# What a scenario can need (``needs:``): those programs, or the simulated shell itself.
+NEEDS = (*SIMULATED_PROGRAMS, "simulated_shell")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,9 @@ class Scenario:
     description: str = ""
     tags: tuple[str, ...] = ()
     evals: tuple[str, ...] = ()  # the named evals (harness.core.evals) this scenario shows
+    # What its commands need that only crashmatrix's simulated shell gives (``npm``, or
+    # ``simulated_shell`` itself): not applicable to an agent running a real shell.
+    needs: tuple[str, ...] = ()
     positions: Mapping[Key, tuple[int, int]] = field(default_factory=dict)
 
     def where(self, key: Key) -> str:

@@ -23,7 +23,7 @@ from crashmatrix.harness.core.categories import CATEGORIES
 from crashmatrix.harness.core.contracts import RECOVERY_OUTCOMES, ToolContract
 from crashmatrix.harness.core.evals import SEED004_EVALS
 from crashmatrix.harness.core.ledger import STATUSES
-from crashmatrix.harness.core.scenario import SPECIAL_KEYS, Key, Scenario
+from crashmatrix.harness.core.scenario import NEEDS, SIMULATED_PROGRAMS, SPECIAL_KEYS, Key, Scenario
 from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.core.tools import CODES
 from crashmatrix.harness.input.contract_files import load_contracts
@@ -45,6 +45,30 @@ def _rule(raw: Mapping[str, Any], line: int) -> Rule:
         category = when["category"]
         when["category"] = (category,) if isinstance(category, str) else tuple(category)
     return Rule(When(**when), Reply(content=reply.get("content", ""), tool_calls=calls), line)
+
+
+def _runs(command: str, program: str) -> bool:
+    """Whether a command runs ``program``: its word where a command starts (the start, or
+    after ``;``, ``&``, ``|``, ``(``, a backquote), alone or in a compound command."""
+    return re.search(rf"(?:^|[;&|(`])\s*{re.escape(program)}(?:\s|$|[;&|)`])", command) is not None
+
+
+def _commands(data: Mapping[str, Any]) -> list[str]:
+    """The command of every run_command call in the model's script."""
+    return [
+        str((call.get("arguments") or {}).get("command", ""))
+        for rule in data["model"]
+        for call in rule["reply"].get("tool_calls") or ()
+        if call["name"] == "run_command"
+    ]
+
+
+def _needs(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """The scenario's needs: those it lists, then each simulated program a command runs
+    unlisted (generated scenarios, such as ``crashmatrix explore``'s, list none)."""
+    commands = _commands(data)
+    found = [p for p in SIMULATED_PROGRAMS if any(_runs(command, p) for command in commands)]
+    return tuple(dict.fromkeys([*(data.get("needs") or ()), *found]))
 
 
 def _known_key(key: str) -> bool:
@@ -185,6 +209,17 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
     for index, name in enumerate(data.get("evals") or ()):
         if name not in SEED004_EVALS:
             raise doc.error(("evals", index), f"unknown eval {name!r}; known: {', '.join(SEED004_EVALS)}")
+    commands = _commands(data)
+    for index, need in enumerate(data.get("needs") or ()):
+        if need not in NEEDS:
+            raise doc.error(("needs", index), f"unknown need {need!r}; write one of {', '.join(NEEDS)}")
+        if need in SIMULATED_PROGRAMS and not any(_runs(command, need) for command in commands):
+            # A need no command has would make the scenario not applicable to real shells
+            # for nothing (a typo, or a command since changed).
+            raise doc.error(
+                ("needs", index),
+                f"no run_command call of the model runs {need}; drop it or call run_command with {need}",
+            )
     calls_of = {call["id"]: call["name"] for rule in data["model"] for call in rule["reply"].get("tool_calls") or ()}
     for index, fault in enumerate(data.get("faults") or ()):
         if fault["tool"] not in tools:
@@ -266,5 +301,6 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
         description=data.get("description", ""),
         tags=tuple(data.get("tags") or ()),
         evals=tuple(data.get("evals") or ()),
+        needs=_needs(data),
         positions=dict(doc.positions),
     )

@@ -178,3 +178,47 @@ def test_tool_maps_are_frozen_values() -> None:
         TEAM.tools = None  # type: ignore[misc]
     with pytest.raises(dataclasses.FrozenInstanceError):
         ToolName("x").name = "y"  # type: ignore[misc]
+
+
+# --- what the agent's tool is: a real shell, the values it accepts -------------------------
+
+SHELL = ToolMap(
+    {
+        "run_command": ToolName(
+            "run_bash", {"command": "cmd"}, {"cmd": (r"^echo .* >> audit\.log$",)}, "real"
+        ),
+        "create_order": ToolName("order", {"quantity": "qty"}, {"qty": ("^[1-9]$",)}),
+        "send_email": ToolName("send_mail"),
+    }
+)
+
+
+def test_only_a_tool_declared_shell_real_is_a_real_shell() -> None:
+    assert SHELL.real_shell("run_command")
+    assert not SHELL.real_shell("send_email")
+    assert not SHELL.real_shell("read_file")  # not in the catalogue at all
+    assert not ToolMap.identity().real_shell("run_command")  # the reference agent: the simulator
+
+
+def test_a_call_inside_only_is_accepted() -> None:
+    assert SHELL.outside("run_command", {"command": "echo sent >> audit.log"}) == []
+    assert SHELL.outside("create_order", {"item": "pens", "quantity": 3}) == []
+
+
+def test_a_call_outside_only_names_the_argument_as_the_agent_calls_it() -> None:
+    [outside] = SHELL.outside("run_command", {"command": "npm publish"})
+    assert (outside.argument, outside.value, outside.patterns) == (
+        "cmd",
+        "npm publish",
+        (r"^echo .* >> audit\.log$",),
+    )
+
+
+def test_only_sees_a_value_that_is_not_text_as_json() -> None:
+    [outside] = SHELL.outside("create_order", {"item": "pens", "quantity": 12})
+    assert (outside.argument, outside.value) == ("qty", "12")
+
+
+def test_a_tool_without_only_accepts_every_call() -> None:
+    assert SHELL.outside("send_email", {"to": "x", "subject": "y", "body": "z"}) == []
+    assert ToolMap.identity().outside("run_command", {"command": "npm publish"}) == []

@@ -182,6 +182,72 @@ def test_several_noes_give_one_reason() -> None:
     assert not_applicable(noes, NO_PROMPT) == (APPROVAL_REASON,)
 
 
+# --- commands: a real shell, a tool that accepts only some values ---------------------------
+
+PUBLISH = (
+    Rule(When(role="user"), Reply(tool_calls=(("call_pub", "run_command", {"command": "npm publish"}),))),
+)
+AUDIT = (
+    Rule(
+        When(role="user"),
+        Reply(tool_calls=(("call_log", "run_command", {"command": "echo a >> audit.log"}),)),
+    ),
+)
+SHELL = dataclasses.replace(
+    BASE, tools=("run_command",), contracts={"run_command": ToolContract(name="run_command")}
+)
+ONLY_AUDIT = {"cmd": (r"^echo .* >> audit\.log$",)}
+REAL = Capabilities(tools=ToolMap({"run_command": ToolName("run_bash", {"command": "cmd"}, shell="real")}))
+REAL_ONLY_AUDIT = Capabilities(
+    tools=ToolMap({"run_command": ToolName("run_bash", {"command": "cmd"}, ONLY_AUDIT, "real")})
+)
+NPM_REASON = (
+    "the scenario needs npm (needs:), which crashmatrix's simulated shell provides; "
+    "this agent runs run_bash in a real shell (shell: real)"
+)
+OUTSIDE_REASON = (
+    "call_pub calls run_bash with cmd 'npm publish', which matches none of the catalogue's "
+    "only: '^echo .* >> audit\\.log$'"
+)
+
+
+def test_a_scenario_needing_npm_does_not_apply_to_a_real_shell() -> None:
+    assert not_applicable(dataclasses.replace(SHELL, rules=PUBLISH, needs=("npm",)), REAL) == (NPM_REASON,)
+
+
+def test_a_scenario_needing_npm_applies_to_the_simulator() -> None:
+    # The reference agent and any agent the harness runs run_command for: the simulator has npm.
+    npm = dataclasses.replace(SHELL, rules=PUBLISH, needs=("npm",))
+    assert not_applicable(npm, NATIVE_CAPABILITIES) == ()
+    simulated = Capabilities(tools=ToolMap({"run_command": ToolName("run_bash", {"command": "cmd"})}))
+    assert not_applicable(npm, simulated) == ()
+
+
+def test_a_scenario_needing_nothing_applies_to_a_real_shell() -> None:
+    assert not_applicable(dataclasses.replace(SHELL, rules=AUDIT), REAL) == ()
+
+
+def test_a_call_outside_only_names_the_call_the_argument_and_the_patterns() -> None:
+    both = not_applicable(dataclasses.replace(SHELL, rules=PUBLISH, needs=("npm",)), REAL_ONLY_AUDIT)
+    assert both == (NPM_REASON, OUTSIDE_REASON)
+    assert not_applicable(dataclasses.replace(SHELL, rules=AUDIT), REAL_ONLY_AUDIT) == ()
+
+
+def test_only_holds_every_call_of_the_script_not_just_the_first() -> None:
+    rules = (
+        *AUDIT,
+        Rule(When(role="tool"), Reply(tool_calls=(("call_pub", "run_command", {"command": "npm publish"}),))),
+    )
+    assert not_applicable(dataclasses.replace(SHELL, rules=rules), REAL_ONLY_AUDIT) == (OUTSIDE_REASON,)
+
+
+def test_a_tool_the_agent_lacks_gives_no_only_reason() -> None:
+    # read_file's calls are not judged against anything: the missing tool already says why.
+    reading = (Rule(When(role="user"), Reply(tool_calls=(("call_r", "read_file", {"path": "a"}),))),)
+    only = Capabilities(tools=ToolMap({"send_email": ToolName("send_mail", only={"to": ("^x$",)})}))
+    assert not_applicable(dataclasses.replace(BASE, rules=reading), only) == ("the agent has no read_file",)
+
+
 # --- everything at once ---------------------------------------------------------------------
 
 
@@ -237,3 +303,33 @@ def test_a_loaded_scenario_with_a_fault_a_tamper_and_a_no_gives_each_reason(tmp_
     assert not_applicable(scenario, NATIVE_CAPABILITIES) == ()
     assert not_applicable(scenario, BARE) == (FAULT_REASON, TAMPER_REASON, APPROVAL_REASON)
     assert not_applicable(scenario, Capabilities(tools=ToolMap({}))) == ("the agent has no send_email",)
+
+
+@pytest.mark.parametrize(
+    ("stem", "needs"),
+    [
+        ("npm_publish_never", ("npm",)),
+        ("compound_ls_publish_never", ("npm",)),
+        ("npm_test_again_yes", ("npm",)),
+        ("echo_audit_append", ()),
+        ("ls_replay", ()),
+    ],
+)
+def test_the_suites_npm_scenarios_need_npm(stem: str, needs: tuple[str, ...]) -> None:
+    scenario = load_scenario(Path(__file__).parents[3] / "scenarios" / "run_command" / f"{stem}.yaml")
+    assert scenario.needs == needs
+    assert bool(not_applicable(scenario, REAL)) == bool(needs)
+    assert not_applicable(scenario, NATIVE_CAPABILITIES) == ()
+
+
+def test_a_command_running_npm_needs_it_even_unlisted(tmp_path: Path) -> None:
+    # crashmatrix explore writes scenarios without needs:; their npm commands still need npm.
+    path = tmp_path / "explored.yaml"
+    path.write_text(
+        "name: explored\ntools: [run_command]\nturns: [go]\nmodel:\n"
+        "  - when: {role: user}\n"
+        "    reply: {tool_calls: [{id: c1, name: run_command, arguments: {command: 'ls; npm test'}}]}\n"
+        "  - when: {role: tool}\n    reply: {content: done}\n",
+        encoding="utf-8",
+    )
+    assert load_scenario(path).needs == ("npm",)
