@@ -17,7 +17,18 @@ bounds cannot tell, the check says so instead of guessing.
 
 Identities: a JSONL effect is its line (number and content), a SQLite effect its row's
 first column, a file effect its path, content, inode and modification time: a file
-written twice, even with the same content, is two effects.
+written twice, even with the same content, is two effects. A file a probe saw that is gone
+at the next one is an effect too (``change: deleted``), or, when its bytes reappear under a
+new path, one rename (``change: renamed``): ``rm -rf`` and ``mv`` are seen like writes.
+
+Each probe diffs against what the sources held at the last probe (``_Held``, replayed from
+the world's events). The harness writes to the agent's world too -- the scenario's seeded
+files, a colleague's edit between lives, a power loss rolling files back -- and each such
+writer probes right after its write with ``by=`` naming itself (``harness_wrote``): what it
+added or removed is recorded as the harness's (``HARNESS_KIND``, never an agent effect), so
+the next probe diffs against the state the harness left. A power loss that takes an effect
+the agent made says which (``detail.erases``): the world no longer holds it, and the checks
+that count effects do not count it.
 """
 
 from __future__ import annotations
@@ -33,13 +44,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 from crashmatrix.harness.agents.readonly_db import connect_readonly
+from crashmatrix.harness.core.world_events import HARNESS_EFFECT_KIND
 from crashmatrix.harness.errors import HarnessError
 
-__all__ = ["EFFECT_KIND", "EXISTING_KIND", "EffectProbe", "EffectSpec", "Found", "count_effects", "scan"]
+__all__ = [
+    "EFFECT_KIND",
+    "EXISTING_KIND",
+    "HARNESS_KIND",
+    "EffectProbe",
+    "EffectSpec",
+    "Found",
+    "count_effects",
+    "harness_wrote",
+    "scan",
+]
 
 EFFECT_KIND = "effect"
 # What a source already showed before the agent's first life (seeded files): not an effect.
 EXISTING_KIND = "effect_existing"
+# What the harness itself added to or removed from a source (between lives, a power loss):
+# shown in the timeline, never the agent's effect (harness.core.world_events).
+HARNESS_KIND = HARNESS_EFFECT_KIND
+# ``detail.change`` of a probe's event: a new record (the default), a file gone, a file moved.
+ADDED, DELETED, RENAMED, REMOVED = "added", "deleted", "renamed", "removed"
 # What of a found record an event keeps (the timeline and failure texts show it).
 _RECORD_CHARS = 300
 
@@ -184,8 +211,32 @@ def count_effects(specs: Iterable[EffectSpec], workspace: Path) -> dict[str, int
     return counts
 
 
+def _path_of(identity: str) -> str:
+    """A file effect's path: its identity is ``path:sha:mtime|inode=N``."""
+    return identity.partition(_INODE)[0].rsplit(":", 2)[0]
+
+
+def _sha_of(identity: str) -> str:
+    return identity.partition(_INODE)[0].rsplit(":", 2)[1]
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """One record a source showed at the last probe, as the world's events tell it."""
+
+    source: str  # the spec's label (files:notes/*, jsonl:outbox.jsonl, ...)
+    seq: int  # the event that recorded it
+    kind: str  # EFFECT_KIND (the agent's), EXISTING_KIND or HARNESS_KIND
+    copied: bool  # recorded in another directory (a copied case): matched without its inode
+
+    @property
+    def is_file(self) -> bool:
+        return self.source.startswith("files:")
+
+
 class EffectProbe:
-    """Finds the effects that appeared since the last probe and records them as world events.
+    """Finds the effects that appeared (and the files that went) since the last probe and
+    records them as world events.
 
     ``session_size`` gives the agent's session size now, in the coordinates the verdict
     reads it in (the normalised session). ``recorded`` is called with the size at each probe
@@ -207,7 +258,7 @@ class EffectProbe:
         self.session_size = session_size
         self.last_bytes = last_bytes
         self.recorded = recorded
-        self._seen: set[str] | None = None
+        self._held: dict[str, _Held] | None = None
         self._busy = False  # a probe's own reads must not probe again (fsync wrapper)
 
     def _here(self) -> str:
@@ -219,68 +270,196 @@ class EffectProbe:
             return ""
         return f"{info.st_dev}:{info.st_ino}"
 
-    def _known(self) -> set[str]:
-        """The identities already recorded. One recorded in another directory (the first life
-        of a copied case) is known without its inode part: same path, bytes and mtime."""
-        if self._seen is None:
+    def _holding(self) -> dict[str, _Held]:
+        """What the sources held at the last probe: the world's probe events replayed in
+        order (added, deleted, renamed, removed by the harness). A file recorded in another
+        directory (the first life of a copied case) is matched without its inode part: same
+        path, bytes and mtime."""
+        if self._held is None:
             here = self._here()
-            self._seen = set()
-            for kind in (EFFECT_KIND, EXISTING_KIND):
-                for event in self.world.events(kind):
-                    if not isinstance(event.detail, Mapping):
-                        continue
-                    identity = str(event.detail.get("identity"))
-                    self._seen.add(identity)
+            self._held = {}
+            for event in self.world.events():
+                if event.kind in (EFFECT_KIND, EXISTING_KIND, HARNESS_KIND) and isinstance(
+                    event.detail, Mapping
+                ):
                     copied = event.detail.get("workspace", here) != here
-                    if copied and str(event.detail.get("source", "")).startswith("files:"):
-                        self._seen.add(identity.partition(_INODE)[0])
-        return self._seen
+                    self._apply(event.kind, event.seq, event.detail, copied=copied)
+        return self._held
 
-    def _is_known(self, found: Found, known: set[str]) -> bool:
-        if found.identity in known:
+    def _apply(self, kind: str, seq: int, detail: Mapping[str, Any], *, copied: bool = False) -> None:
+        """One probe event, applied to what the sources hold."""
+        assert self._held is not None
+        held = self._held
+        identity = str(detail.get("identity"))
+        source = str(detail.get("source", ""))
+        change = detail.get("change", ADDED)
+        if change in (DELETED, REMOVED):
+            held.pop(identity, None)
+            return
+        if change == RENAMED:
+            held.pop(str(detail.get("from_identity")), None)
+        if source.startswith("files:"):
+            # A file holds one content at a time: a new write of a path supersedes the last.
+            path = _path_of(identity)
+            for old in [i for i, h in held.items() if h.source == source and _path_of(i) == path]:
+                del held[old]
+        held[identity] = _Held(source, seq, kind, copied)
+
+    def _matches(self, found: Found, held: Mapping[str, _Held], copied: set[str]) -> bool:
+        if found.identity in held:
             return True
-        return found.spec.source == "files" and found.identity.partition(_INODE)[0] in known
+        return found.spec.source == "files" and found.identity.partition(_INODE)[0] in copied
 
-    def probe(self, where: str, *, pid: int | None = None, baseline: bool = False) -> None:
-        """Record, as world events, the effects not seen before. ``baseline``: what the
-        sources show is the world before the agent's first life (files the scenario seeded),
-        recorded as such, never as the agent's effects."""
+    def probe(
+        self,
+        where: str,
+        *,
+        pid: int | None = None,
+        baseline: bool = False,
+        by: str = "",
+        erases: bool = False,
+    ) -> None:
+        """Record, as world events, what changed in the sources since the last probe.
+
+        ``baseline``: what the sources show is the world before the agent's first life
+        (files the scenario seeded), recorded as such, never as the agent's effects. ``by``:
+        the harness just wrote to the agent's world (``external_write``, ``power_loss``):
+        what it added or removed is recorded as the harness's, so the next probe of a life
+        diffs against it; ``erases``: what it removed of the agent's effects was never made
+        durable (a power loss), so those effects are no longer in the world."""
         if not self.specs or self._busy:
             return
         self._busy = True
         try:
-            known = self._known()
-            fresh = [
-                f for spec in self.specs for f in scan(spec, self.workspace) if not self._is_known(f, known)
-            ]
+            held = self._holding()
+            found = [f for spec in self.specs for f in scan(spec, self.workspace)]
+            copied = {i.partition(_INODE)[0] for i, h in held.items() if h.copied and h.is_file}
+            fresh = [f for f in found if not self._matches(f, held, copied)]
+            labels = {spec.label for spec in self.specs}
+            now_ids = {f.identity for f in found}
+            now_stripped = {f.identity.partition(_INODE)[0] for f in found if f.spec.source == "files"}
+            gone = {
+                i: h
+                for i, h in held.items()
+                if h.source in labels
+                and i not in now_ids
+                and not (h.copied and i.partition(_INODE)[0] in now_stripped)
+            }
+            events = self._changes(found, fresh, gone, baseline=baseline, by=by, erases=erases)
             here = self._here()
             now = self.session_size()
-            if fresh:
+            if events:
                 with self.world.transaction() as conn:
-                    for found in fresh:
-                        self.world.record_event(
+                    for kind, spec, found_one, detail in events:
+                        detail = {
+                            **detail,
+                            "workspace": here,
+                            "source": spec.label,
+                            "counts": spec.counts,
+                            "seen_at": where,
+                            "seen_at_bytes": now,
+                        }
+                        if by:
+                            detail["by"] = by
+                        seq = self.world.record_event(
                             conn,
-                            EXISTING_KIND if baseline else EFFECT_KIND,
-                            found.spec.tool,
-                            tool_call_id=found.id_field("tool_call_id"),
-                            execution_id=found.id_field("execution_id"),
-                            idempotency_key=found.id_field("idempotency_key"),
-                            detail={
-                                "identity": found.identity,
-                                "workspace": here,
-                                "source": found.spec.label,
-                                "counts": found.spec.counts,
-                                "seen_at": where,
-                                "seen_at_bytes": now,
-                                "record": json.dumps(found.record, default=str, ensure_ascii=False)[
-                                    :_RECORD_CHARS
-                                ],
-                            },
-                            session_bytes=self.last_bytes,
+                            kind,
+                            spec.tool,
+                            tool_call_id=found_one.id_field("tool_call_id") if found_one else None,
+                            execution_id=found_one.id_field("execution_id") if found_one else None,
+                            idempotency_key=found_one.id_field("idempotency_key") if found_one else None,
+                            detail=detail,
+                            # The harness wrote while no life ran: the session's size now.
+                            session_bytes=now if by else self.last_bytes,
                             pid=pid,
                         )
-                        known.add(found.identity)
+                        self._apply(kind, seq, detail)
             self.last_bytes = now
             self.recorded(now)
         finally:
             self._busy = False
+
+    def _changes(
+        self,
+        found: Sequence[Found],
+        fresh: Sequence[Found],
+        gone: Mapping[str, _Held],
+        *,
+        baseline: bool,
+        by: str,
+        erases: bool,
+    ) -> list[tuple[str, EffectSpec, Found | None, dict[str, Any]]]:
+        """(kind, spec, the record if there is one, detail) for each change found."""
+        by_label = {spec.label: spec for spec in self.specs}
+        out: list[tuple[str, EffectSpec, Found | None, dict[str, Any]]] = []
+        if baseline or by:
+            kind = HARNESS_KIND if by else EXISTING_KIND
+            for identity, held in gone.items():
+                detail: dict[str, Any] = {"identity": identity, "change": REMOVED}
+                if erases and held.kind == EFFECT_KIND:
+                    detail["erases"] = held.seq
+                out.append((kind, by_label[held.source], None, detail))
+            out += [
+                (kind, f.spec, f, {"identity": f.identity, "change": ADDED, "record": _record(f)})
+                for f in fresh
+            ]
+            return out
+        # The agent's own probe. A JSONL line or a row that went is the agent's business (a
+        # relay consumed it, a torn tail was cut): only files are effects when they go.
+        present = {_path_of(f.identity) for f in found if f.spec.source == "files"}
+        renamed: set[str] = set()
+        for identity, held in gone.items():
+            path = _path_of(identity) if held.is_file else ""
+            if not held.is_file or path in present:
+                continue  # not a file, or rewritten (the new write is the effect)
+            spec = by_label[held.source]
+            moved = next(
+                (
+                    f
+                    for f in fresh
+                    if f.spec.label == held.source
+                    and f.identity not in renamed
+                    and _sha_of(f.identity) == _sha_of(identity)
+                ),
+                None,
+            )
+            if moved is not None:
+                renamed.add(moved.identity)
+                detail = {
+                    "identity": moved.identity,
+                    "change": RENAMED,
+                    "from_identity": identity,
+                    "record": _record(moved, {"from": path}),
+                }
+                out.append((EFFECT_KIND, spec, moved, detail))
+            else:
+                record = json.dumps({"path": path, "deleted": True})
+                out.append(
+                    (EFFECT_KIND, spec, None, {"identity": identity, "change": DELETED, "record": record})
+                )
+        out += [
+            (EFFECT_KIND, f.spec, f, {"identity": f.identity, "change": ADDED, "record": _record(f)})
+            for f in fresh
+            if f.identity not in renamed
+        ]
+        return out
+
+
+def _record(found: Found, extra: Mapping[str, Any] | None = None) -> str:
+    """What of a found record an event keeps (the timeline and failure texts show it)."""
+    return json.dumps({**found.record, **(extra or {})}, default=str, ensure_ascii=False)[:_RECORD_CHARS]
+
+
+def harness_wrote(
+    specs: Sequence[EffectSpec],
+    workspace: Path,
+    world: Any,
+    session_size: Callable[[], int],
+    by: str,
+    *,
+    erases: bool = False,
+) -> None:
+    """After the harness wrote to the agent's world (``by``: ``external_write``,
+    ``power_loss``): what changed in the sources is recorded as the harness's, so no probe of
+    the agent's lives takes it for an effect of the agent."""
+    EffectProbe(specs, workspace, world, session_size).probe(f"after {by}", by=by, erases=erases)

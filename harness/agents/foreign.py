@@ -43,7 +43,7 @@ from typing import Any, TextIO, cast
 
 from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign, module_file
 from crashmatrix.harness.agents.conversation import Conversation, _Console, check_approvals
-from crashmatrix.harness.agents.effects import EffectProbe, count_effects
+from crashmatrix.harness.agents.effects import EffectProbe, count_effects, harness_wrote
 from crashmatrix.harness.agents.foreign_session import AppendWatch, _write_copy, read_foreign, tear_last_line
 from crashmatrix.harness.agents.loopback import LoopbackServer
 from crashmatrix.harness.agents.preload import imports_of
@@ -244,6 +244,22 @@ class ForeignAdapter:
         with World(case_dir / "world") as world:
             probe = self._probe(case_dir, world, probes[-1] if probes else -1, lambda size: None)
             probe.probe(f"after life {life.life} ({life.status})", pid=pids[-1] if pids else None)
+
+    def harness_wrote(self, case_dir: Path, by: str, *, erases: bool = False) -> None:
+        """In the harness's process, right after the harness wrote to the agent's world (a
+        colleague's edit between lives, a power loss's rollback): what that changed in the
+        ``effects:`` sources is recorded as the harness's, never as the agent's effect."""
+        if not self.spec.effects:
+            return
+        with World(case_dir / "world") as world:
+            harness_wrote(
+                self.spec.effects,
+                self.workspace(case_dir),
+                world,
+                lambda: self._session_size(case_dir),
+                by,
+                erases=erases,
+            )
 
     def _hooked(self, hook: BoundaryHook, probe: EffectProbe) -> BoundaryHook:
         """The life's hook, with a probe first: the moment the agent passed a boundary is a

@@ -14,12 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["NON_SIDE_EFFECT_KINDS", "WorldEvent"]
+__all__ = ["HARNESS_EFFECT_KIND", "NON_SIDE_EFFECT_KINDS", "WorldEvent"]
 
+# A change the harness made to the agent's own world (a colleague's edit between lives, a
+# power loss rolling files back), found by an effect probe right after it: never the agent's.
+HARNESS_EFFECT_KIND = "effect_harness"
 # Event kinds that are not a side effect of the agent's tools: an armed fault firing,
-# another writer touching the workspace, a read, and what the agent's own world already held
-# before its first life (``effect_existing``: the baseline of an effect probe).
-NON_SIDE_EFFECT_KINDS = frozenset({"fault", "external_write", "read", "effect_existing"})
+# another writer touching the workspace, a read, what the agent's own world already held
+# before its first life (``effect_existing``: the baseline of an effect probe), and what the
+# harness changed in it.
+NON_SIDE_EFFECT_KINDS = frozenset({"fault", "external_write", "read", "effect_existing", HARNESS_EFFECT_KIND})
 
 
 @dataclass(frozen=True, slots=True)

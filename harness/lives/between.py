@@ -11,10 +11,27 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import split_lines
 from crashmatrix.harness.lives.casedir import session_path_of
 
-__all__ = ["apply_between_lives", "logged_so_far"]
+__all__ = ["apply_between_lives", "harness_wrote", "logged_so_far"]
 
 
-def apply_between_lives(case_dir: Path, scenario: Scenario, *, session_editable: bool = True) -> None:
+def harness_wrote(case_dir: Path, agent: str | None, by: str, *, erases: bool = False) -> None:
+    """The harness just wrote to the case's world (``by``: ``external_write``,
+    ``power_loss``): an adapter that probes the agent's own world for effects
+    (``harness_wrote(case_dir, by, erases=)``) records what changed as the harness's, so the
+    agent's next probe diffs against what the harness left and never counts it as the
+    agent's effect. ``erases``: the write took back what the agent had not made durable."""
+    if agent is None:
+        return
+    from crashmatrix.harness.agents.loading import adapter_for
+
+    method = getattr(adapter_for(agent), "harness_wrote", None)
+    if callable(method):
+        method(case_dir, by, erases=erases)
+
+
+def apply_between_lives(
+    case_dir: Path, scenario: Scenario, *, session_editable: bool = True, agent: str | None = None
+) -> None:
     """Faults that are not crashes, done after the crash and before the restart.
 
     What the judge needs to read the edited evidence is kept in ``between_lives.json``:
@@ -25,7 +42,10 @@ def apply_between_lives(case_dir: Path, scenario: Scenario, *, session_editable:
 
     ``session_editable``: False for an agent whose session is its own file (a foreign
     adapter): crashmatrix's normalised copy is rebuilt from it, so an edit of the copy would
-    do nothing; the tamper is recorded as not having acted."""
+    do nothing; the tamper is recorded as not having acted.
+
+    ``agent``: whose world it is; what an edit changed in that agent's own effect sources
+    is the harness's (``harness_wrote``), not an effect the agent's next life is blamed for."""
     if not scenario.between_lives:
         return
     from crashmatrix.mock_tools.world import World
@@ -40,6 +60,7 @@ def apply_between_lives(case_dir: Path, scenario: Scenario, *, session_editable:
             if "external_write" in step:
                 edit = step["external_write"]
                 world.external_write(edit["path"], edit["content"])
+                harness_wrote(case_dir, agent, "external_write")
                 mark["applied"].append(
                     {"fault": "external_write", "acted": True, "detail": f"wrote {edit['path']}"}
                 )

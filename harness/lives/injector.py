@@ -227,7 +227,7 @@ def run_case(
             # a colleague's edit or a tampered line, as it would in the world.
             # A foreign adapter's agent reads its own session, not crashmatrix's copy.
             editable = getattr(adapter_for(agent), "edits_native_session", True)
-            apply_between_lives(case_dir, scenario, session_editable=editable)
+            apply_between_lives(case_dir, scenario, session_editable=editable, agent=agent)
         crash = plan[index - 1] if index <= len(plan) else None
         record, trace = launcher.run(
             LifeSpec(

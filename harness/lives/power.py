@@ -43,7 +43,9 @@ Two halves, one on each side of the process boundary:
 * ``cut_power`` (in the harness, after the life died) rebuilds the tracked trees to the
   chosen outcome (SQLite files left alone), keeps what was lost next to the case
   (``power-lost-<life>.bin`` the session's lost bytes, ``power-lost-<life>/`` every other
-  file's content before the cut) and writes the ``fault`` event saying what it did.
+  file's content before the cut) and writes the ``fault`` event saying what it did. What
+  the rollback changed in the agent's own effect sources (``effects:``) is recorded as the
+  harness's (``harness.lives.between.harness_wrote``), and an effect it took back as erased.
 
 Which file is the session, and whether a power loss can act at all, is the adapter's to say
 (``power_target``; an adapter's ``power_session(case_dir)``):
@@ -849,6 +851,12 @@ def cut_power(
             )
         picked = outcomes[chosen]
         changes = _apply(case_dir, crashed, crashed_bytes, picked, case_dir / f"power-lost-{life}")
+        if changes:
+            # The rollback is the harness's write, and what it took of the agent's effects
+            # never became durable: neither is an effect of the agent's next life.
+            from crashmatrix.harness.lives.between import harness_wrote
+
+            harness_wrote(case_dir, agent, "power_loss", erases=True)
         loss = _session_loss(
             case_dir, target, crashed, crashed_bytes, picked, changes, chosen, len(outcomes), life
         )

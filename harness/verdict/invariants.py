@@ -48,7 +48,7 @@ from crashmatrix.harness.core.ledger import (
 )
 from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry
 from crashmatrix.harness.core.session_log import prompt_view
-from crashmatrix.harness.core.world_events import NON_SIDE_EFFECT_KINDS
+from crashmatrix.harness.core.world_events import HARNESS_EFFECT_KIND, NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.errors import InputError
 
 __all__ = [
@@ -274,6 +274,18 @@ def _named_execution(content: Mapping[str, Any]) -> str | None:
 
 def _is_side_effect(event: WorldEventLike) -> bool:
     return event.kind not in NON_SIDE_EFFECT_KINDS
+
+
+def _erased(events: Sequence[WorldEventLike]) -> frozenset[int]:
+    """The seqs of the agent's effects a power loss took back (``detail.erases`` of the
+    harness's event, ``harness.agents.effects``): never made durable, not in the world."""
+    return frozenset(
+        int(event.detail["erases"])
+        for event in events
+        if event.kind == HARNESS_EFFECT_KIND
+        and isinstance(event.detail, Mapping)
+        and isinstance(event.detail.get("erases"), int)
+    )
 
 
 # ---------------------------------------------------------------------------- the checks
@@ -548,8 +560,11 @@ def _effects_by_call(evidence: Evidence) -> tuple[list[_Scope], dict[int, list[i
             if _record(entries, index).idempotency_key:
                 by_key.setdefault(_record(entries, index).idempotency_key or "", scopes.index(scope))
     counted: dict[int, list[int]] = {}
+    # What a power loss took back is not in the world: counted neither as a second effect
+    # nor as what the model was told about.
+    erased = _erased(evidence.events)
     for event in evidence.events:
-        if not _is_side_effect(event):
+        if not _is_side_effect(event) or event.seq in erased:
             continue
         key = by_execution.get(event.execution_id or "")
         if key is None and event.idempotency_key:

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.agents.effects import EFFECT_KIND, EffectProbe, EffectSpec, count_effects, scan
+from crashmatrix.harness.agents.effects import (
+    EFFECT_KIND,
+    EXISTING_KIND,
+    HARNESS_KIND,
+    EffectProbe,
+    EffectSpec,
+    count_effects,
+    harness_wrote,
+    scan,
+)
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.mock_tools.world import World
 
@@ -200,3 +209,140 @@ def test_a_note_file_written_twice_by_a_black_box_turns_every_case_red(
         assert case.verdict.observed is not None
         notes = [path for path in case.verdict.observed.world["files"] if path.startswith("notes/")]
         assert len(notes) == (2 if red else 1)
+
+
+# ---------------------------------------------------------------------------- deletions, renames
+
+
+def _changes(world: World) -> list[tuple[str, str, str]]:
+    """(kind, change, path) of every probe event, in order."""
+    out = []
+    for event in world.events():
+        if event.kind in (EFFECT_KIND, EXISTING_KIND, HARNESS_KIND):
+            record = json.loads(event.detail["record"]) if "record" in event.detail else {}
+            path = record.get("path") or event.detail["identity"].partition("|")[0].rsplit(":", 2)[0]
+            out.append((event.kind, event.detail.get("change", "added"), path))
+    return out
+
+
+def test_a_file_the_probe_saw_that_is_gone_is_a_deletion_effect(world: World) -> None:
+    # rm -rf dist: the probe saw dist/app.js (seeded) and it is gone: that is the effect.
+    (world.workspace / "dist").mkdir()
+    (world.workspace / "dist" / "app.js").write_text("bundle")
+    spec = EffectSpec("run_command", "files", "dist/*")
+    probe = EffectProbe([spec], world.workspace, world, lambda: 10)
+    probe.probe("start of life 1", baseline=True)
+    shutil.rmtree(world.workspace / "dist")
+    probe.probe("after_side_effect[call_rm]")
+    probe.probe("before_tool_result[call_rm]")  # gone already: not a second deletion
+    assert _changes(world) == [
+        (EXISTING_KIND, "added", "dist/app.js"),
+        (EFFECT_KIND, "deleted", "dist/app.js"),
+    ]
+    deleted = world.events(EFFECT_KIND)[0]
+    assert deleted.tool == "run_command" and deleted.detail["seen_at"] == "after_side_effect[call_rm]"
+
+
+def test_a_file_moved_is_one_rename_effect_not_a_write_and_a_deletion(world: World) -> None:
+    spec = EffectSpec("write_file", "files", "*.txt")
+    (world.workspace / "draft.txt").write_text("text")
+    probe = EffectProbe([spec], world.workspace, world, lambda: 10)
+    probe.probe("start of life 1", baseline=True)
+    os.rename(world.workspace / "draft.txt", world.workspace / "final.txt")
+    probe.probe("after_side_effect[call_mv]")
+    assert _changes(world)[1:] == [(EFFECT_KIND, "renamed", "final.txt")]
+    assert json.loads(world.events(EFFECT_KIND)[0].detail["record"])["from"] == "draft.txt"
+    # Moved out of what the probe watches: gone, as a deletion.
+    os.rename(world.workspace / "final.txt", world.workspace / "final.bak")
+    probe.probe("after_side_effect[call_mv2]")
+    assert _changes(world)[-1] == (EFFECT_KIND, "deleted", "final.txt")
+
+
+def test_a_file_rewritten_is_one_write_not_a_deletion(world: World) -> None:
+    spec = EffectSpec("write_file", "files", "*.txt")
+    probe = EffectProbe([spec], world.workspace, world, lambda: 10)
+    (world.workspace / "notes.txt").write_text("one")
+    probe.probe("after_side_effect[call_1]")
+    (world.workspace / "notes.txt").write_text("two, longer")
+    probe.probe("after_side_effect[call_2]")
+    assert _changes(world) == [(EFFECT_KIND, "added", "notes.txt")] * 2
+
+
+def test_a_line_or_row_that_goes_is_no_effect_of_the_agent(world: World) -> None:
+    # A relay consumed the outbox, a torn tail was cut: the agent's business, not an effect.
+    spec = EffectSpec("send_email", "jsonl", "outbox.jsonl")
+    _line(world.workspace / "outbox.jsonl", {"to": "a"})
+    probe = EffectProbe([spec], world.workspace, world, lambda: 10)
+    probe.probe("after_side_effect[call_1]")
+    (world.workspace / "outbox.jsonl").write_text("")
+    probe.probe("after_tool_result[call_1]")
+    assert [(kind, change) for kind, change, _ in _changes(world)] == [(EFFECT_KIND, "added")]
+
+
+def test_a_copied_case_sees_a_deletion_of_a_file_recorded_before_the_copy(tmp_path: Path) -> None:
+    first = World.create(tmp_path / "first" / "world", session_path=tmp_path / "first" / "s.jsonl")
+    spec = EffectSpec("run_command", "files", "dist/*")
+    (first.workspace / "dist").mkdir()
+    (first.workspace / "dist" / "app.js").write_text("bundle")
+    EffectProbe([spec], first.workspace, first, lambda: 10).probe("start of life 1", baseline=True)
+    first.close()
+    shutil.copytree(tmp_path / "first", tmp_path / "case", symlinks=True)
+    with World(tmp_path / "case" / "world") as case:
+        probe = EffectProbe([spec], case.workspace, case, lambda: 10)
+        probe.probe("start of life 2")  # the same file, a new inode: nothing changed
+        assert case.events(EFFECT_KIND) == []
+        (case.workspace / "dist" / "app.js").unlink()
+        probe.probe("after_side_effect[call_rm]")
+        assert [e.detail["change"] for e in case.events(EFFECT_KIND)] == ["deleted"]
+
+
+# ---------------------------------------------------------------------------- the harness's own writes
+
+
+def test_a_colleagues_edit_between_lives_is_the_harnesss_never_the_agents(world: World) -> None:
+    spec = EffectSpec("write_file", "files", "*.txt")
+    (world.workspace / "notes.txt").write_text("draft\n")
+    EffectProbe([spec], world.workspace, world, lambda: 0).probe("start of life 1", baseline=True)
+    world.external_write("notes.txt", "edited by a colleague\n")
+    harness_wrote([spec], world.workspace, world, lambda: 300, "external_write")
+    # The next life's first probe diffs against what the harness left: nothing is new.
+    EffectProbe([spec], world.workspace, world, lambda: 300).probe("start of life 2")
+    assert world.events(EFFECT_KIND) == []
+    edit = [e for e in world.events(HARNESS_KIND) if e.detail["change"] == "added"]
+    assert len(edit) == 1 and edit[0].detail["by"] == "external_write"
+    assert edit[0].session_bytes == 300 and "erases" not in edit[0].detail
+    # The agent's own write after it is its effect, as ever.
+    (world.workspace / "notes.txt").write_text("final\n")
+    EffectProbe([spec], world.workspace, world, lambda: 400).probe("after_side_effect[call_notes]")
+    assert len(world.events(EFFECT_KIND)) == 1
+
+
+def test_what_a_power_loss_took_back_is_erased_and_a_later_same_line_is_a_new_effect(world: World) -> None:
+    spec = EffectSpec("send_email", "jsonl", "outbox.jsonl", counts="emails")
+    outbox = world.workspace / "outbox.jsonl"
+    _line(outbox, {"to": "a"})
+    EffectProbe([spec], world.workspace, world, lambda: 100).probe("after_side_effect[call_1]")
+    [sent] = world.events(EFFECT_KIND)
+    outbox.write_text("")  # the power loss: the line was never synced
+    harness_wrote([spec], world.workspace, world, lambda: 80, "power_loss", erases=True)
+    [gone] = world.events(HARNESS_KIND)
+    assert (gone.detail["change"], gone.detail["erases"], gone.detail["by"]) == (
+        "removed",
+        sent.seq,
+        "power_loss",
+    )
+    # The agent, restarted, sends it again: the same bytes at the same line are a new effect.
+    _line(outbox, {"to": "a"})
+    EffectProbe([spec], world.workspace, world, lambda: 200).probe("after_side_effect[call_1]")
+    assert len(world.events(EFFECT_KIND)) == 2
+
+
+def test_a_harness_write_that_replaces_an_agents_file_erases_it_only_for_a_power_loss(world: World) -> None:
+    spec = EffectSpec("write_file", "files", "*.txt")
+    (world.workspace / "notes.txt").write_text("final\n")
+    EffectProbe([spec], world.workspace, world, lambda: 100).probe("after_side_effect[call_notes]")
+    world.external_write("notes.txt", "edited by a colleague\n")
+    harness_wrote([spec], world.workspace, world, lambda: 100, "external_write")
+    removed = [e for e in world.events(HARNESS_KIND) if e.detail["change"] == "removed"]
+    # Overwritten by a colleague, the agent's write still happened: not erased.
+    assert len(removed) == 1 and "erases" not in removed[0].detail

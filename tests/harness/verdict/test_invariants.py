@@ -1186,3 +1186,18 @@ def test_an_effect_whose_running_record_a_power_loss_took_is_said_never_made_dur
     # Without the mark it is the plain missing-record message.
     plain = only_violation(evidence(lines, [sent]), "running_before_side_effect", naming="seq 1")
     assert "has no running record for its execution" in plain.message
+
+
+def test_an_effect_a_power_loss_took_back_is_not_counted_as_a_second_one() -> None:
+    # The agent appended the mail to its outbox, never synced it; the power loss took the
+    # line back (the harness's event says which effect it erased); restarted, the agent
+    # sent it once more. The world holds one email.
+    lines = email_session(
+        [("exec_1", ["approved", "running", "unknown"]), ("exec_2", ["approved", "running", "succeeded"])]
+    )
+    first = probed(1, "send_email", at_least=size(lines, 4), at_most=size(lines, 4), tool_call_id="call_mail")
+    erased = Event(2, "effect_harness", "send_email", None, None, size(lines, 4), detail={"erases": 1})
+    again = probed(3, "send_email", at_least=size(lines, 7), at_most=size(lines, 7), tool_call_id="call_mail")
+    assert "non_idempotent_at_most_once" not in names(check_all(evidence(lines, [first, erased, again])))
+    # Without the harness's word, the same two effects are two emails.
+    only_violation(evidence(lines, [first, again]), "non_idempotent_at_most_once", naming="call_mail")
