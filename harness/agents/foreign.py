@@ -63,11 +63,12 @@ from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog, prompt_view
 from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
-from crashmatrix.harness.errors import HarnessError, InputError
+from crashmatrix.harness.errors import HarnessError, InputError, SessionCorruption
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.observation.reading import read_observation, read_requests
+from crashmatrix.harness.session_file import read_session
 from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.mock_tools.world import World
 
@@ -185,10 +186,17 @@ class ForeignAdapter:
         return read_foreign(self.spec.source, self.workspace(case_dir))[0]
 
     def _session_size(self, case_dir: Path) -> int:
-        """The session's size in the normalised copy's coordinates, now (-1: unreadable)."""
+        """The session's size in the normalised copy's coordinates, now (-1: unreadable).
+
+        A session the agent left unreadable (a line appended after a torn one) is a size
+        not known, never an exception: a probe runs in its life and after it, and the
+        verdict names the bad line once the case is over (``reading.unreadable_session``)."""
         if not self.spec.source.readable:
             return -1
-        return self.read_session(case_dir).size
+        try:
+            return self.read_session(case_dir).size
+        except SessionCorruption:
+            return -1
 
     def observe(self, run: CaseRun) -> Observation:
         """The case as the verdict sees it: the agent's own session mapped onto our records,
@@ -209,7 +217,12 @@ class ForeignAdapter:
         return dataclasses.replace(observation, world=world)
 
     def _sync(self, ctx: LifeContext) -> SessionLog:
-        log, lines = read_foreign(self.spec.source, self.workspace(ctx.case_dir))
+        try:
+            log, lines = read_foreign(self.spec.source, self.workspace(ctx.case_dir))
+        except SessionCorruption:
+            # The agent made its own session unreadable (its bug: the verdict says where):
+            # its life goes on, with the copy as it could last be read.
+            return read_session(ctx.session_path)
         if self.spec.source.readable:
             _write_copy(ctx.session_path, lines)
         return log

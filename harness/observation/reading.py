@@ -25,7 +25,14 @@ from crashmatrix.harness.observation.observation import (
 )
 from crashmatrix.harness.session_file import read_session
 
-__all__ = ["SessionSource", "native_session", "read_observation", "read_requests", "read_world"]
+__all__ = [
+    "SessionSource",
+    "native_session",
+    "read_observation",
+    "read_requests",
+    "read_world",
+    "unreadable_session",
+]
 
 # How an adapter reads its agent's session as our records, from the case directory.
 SessionSource = Callable[[Path], SessionLog]
@@ -34,6 +41,18 @@ SessionSource = Callable[[Path], SessionLog]
 def native_session(case_dir: Path) -> SessionLog:
     """Seed 000's JSONL where the harness told the agent to keep it (``LifeContext.session_path``)."""
     return read_session(session_path_of(case_dir))
+
+
+def unreadable_session(error: SessionCorruption, case_dir: Path) -> str:
+    """Where and why the agent's session cannot be read, in one line: its path in the case's
+    workspace, the line (and byte) and what is wrong there. Not ``str(error)``: that tells a
+    person to repair a file, and this file is one the agent wrote in a case directory the
+    harness made -- what is wrong with it is a verdict on the agent, not an input to fix."""
+    workspace = case_dir / "world" / "workspace"
+    where = error.path.relative_to(workspace) if error.path.is_relative_to(workspace) else error.path
+    if error.line <= 0:
+        return f"{where}: {error.problem}"
+    return f"{where}:{error.line} (byte {error.byte}): {error.problem}"
 
 
 def read_world(case_dir: Path) -> WorldView:
@@ -71,16 +90,17 @@ def read_observation(
     dialect: Dialect = NATIVE,
 ) -> Observation:
     """Everything ``run`` left, with the session read by ``session``. A session that cannot
-    be read (corruption) is no session plus the reason, never an exception: the verdict
-    reports it, and the rest of the evidence is still judged. ``session_unavailable``: the
-    adapter cannot read this agent's session at all (why); none is read."""
+    be read (corruption: a line the agent wrote after a torn one) is no session plus where
+    and why (``unreadable_session``), never an exception: the verdict fails the case with it,
+    and the rest of the evidence is still judged. ``session_unavailable``: the adapter cannot
+    read this agent's session at all (why); none is read."""
     problem = ""
     log: SessionLog | None = None
     if not session_unavailable:
         try:
             log = session(run.case_dir)
         except SessionCorruption as error:
-            problem = str(error)
+            problem = unreadable_session(error, run.case_dir)
     return Observation(
         case_dir=run.case_dir,
         lives=tuple(run.lives),

@@ -57,11 +57,11 @@ class Verdict:
 
 
 def _conversation(observation: Observation, scenario: Scenario) -> SessionLog | None:
-    """The session the checks read: the agent's own, or (when the adapter cannot read one)
-    the conversation the model saw, from its requests."""
+    """The session the checks read: the agent's own, or (when the adapter cannot read one,
+    or the agent left its own unreadable) the conversation the model saw, from its requests."""
     if observation.session is not None:
         return observation.session
-    if observation.session_unavailable:
+    if observation.session_unavailable or observation.session_problem:
         return conversation_from_requests(
             observation.requests_for_session(), scenario.rules, dialect=observation.dialect
         )
@@ -152,6 +152,11 @@ def judge(
         )
         skipped.append(f"ledger: {why}")
         notes.append(f"ledger: not applicable ({why})")
+    if observation.session is None and observation.session_problem and "ledger" in expected:
+        # The agent left its own session unreadable (a verdict on it, below): its ledger
+        # cannot be judged; what the model was told and the world still are.
+        del expected["ledger"]
+        skipped.append("ledger: the agent left its session unreadable")
     status = observation.status
     if status == "not_reached":
         return Verdict(
@@ -184,7 +189,10 @@ def judge(
         if not fault.acted
     ]
     skipped += [f"between_lives.{text}" for text in idle]
-    ok = not mismatches and not violations and status == "ok"
+    if observation.session is None and observation.session_problem:
+        # The agent's own doing (a torn line it wrote after): it fails the case.
+        problems.insert(0, f"the agent left its session unreadable: {observation.session_problem}")
+    ok = not mismatches and not violations and status == "ok" and not observation.session_problem
     if status not in ("ok", "hung", "error", "died"):
         problems.append(f"the case did not finish: {status}")
     verdict_status = {"hung": "hung", "error": "error", "died": "error"}.get(

@@ -92,15 +92,34 @@ def test_the_world_still_counts_without_a_session() -> None:
     assert [m.field for m in verdict.mismatches] == ["world.emails"]
 
 
-def test_a_session_the_adapter_reads_is_judged_as_before() -> None:
-    # Without session_unavailable, a missing session is not silently replaced by requests.
-    seen = Observation(
+def _left_unreadable(*requests: dict[str, Any], emails: int = 1) -> Observation:
+    """An agent whose session the adapter reads, left unreadable by the agent itself (a line
+    appended after a torn one): no session, and where it went wrong."""
+    return Observation(
         case_dir=Path("/nonexistent"),
         lives=(LifeRecord(1, None, "exited", 0, 0.1),),
         trace=(),
         session=None,
-        world=WorldView(),
-        session_problem="s.jsonl:3: (byte 90) line is not JSON",
+        world=WorldView({"emails": emails}, {}, tuple(_email(seq) for seq in range(1, emails + 1))),
+        requests=requests,
+        session_problem="s.jsonl:3 (byte 90): line is not JSON",
     )
-    verdict = judge(seen, SCENARIO, None)
-    assert verdict.status == "failed" and verdict.problems == ("s.jsonl:3: (byte 90) line is not JSON",)
+
+
+def test_a_session_the_agent_left_unreadable_fails_the_case_first_with_where() -> None:
+    # Never passed on the requests alone: the agent broke its own session, a verdict on it.
+    verdict = judge(_left_unreadable(_request(USER), _request(USER, ASKED, _result())), SCENARIO, None)
+    assert verdict.status == "failed"
+    assert (
+        verdict.problems[0] == "the agent left its session unreadable: s.jsonl:3 (byte 90): line is not JSON"
+    )
+    assert "ledger: the agent left its session unreadable" in verdict.not_applicable
+
+
+def test_the_rest_of_a_case_whose_session_is_unreadable_is_still_judged() -> None:
+    # Its double send is still seen: the world and what the model was told are judged.
+    verdict = judge(
+        _left_unreadable(_request(USER), _request(USER, ASKED, _result()), emails=2), SCENARIO, None
+    )
+    assert verdict.status == "failed"
+    assert [m.field for m in verdict.mismatches] == ["world.emails"]
