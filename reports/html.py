@@ -77,7 +77,7 @@ CSS = """
 *{box-sizing:border-box}
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;
 color:#1d1d22;background:#fafafb}
-header,section{padding:12px 24px}
+header,section{padding:12px 16px}
 header{background:#fff;border-bottom:1px solid var(--line)}
 h1{font-size:20px;margin:0 0 4px}
 h2{font-size:16px;margin:16px 0 8px}
@@ -96,10 +96,12 @@ table.matrix{border-collapse:collapse;background:#fff;font-size:13px}
 .table-box.tall{max-height:85vh}
 table.scorecard thead th{white-space:normal;min-width:6em}
 table.matrix td.why{white-space:normal;text-align:left;min-width:18em;overflow-wrap:anywhere}
-table.matrix th,table.matrix td{border:1px solid var(--line);padding:3px 6px;text-align:center;
+table.matrix th,table.matrix td{border:1px solid var(--line);padding:3px 4px;text-align:center;
 white-space:nowrap}
-table.matrix thead th{position:sticky;top:0;background:#fff;font-weight:600;font-size:12px}
-table.matrix th[scope=row]{text-align:left;font-weight:500}
+table.matrix thead th{position:sticky;top:0;z-index:2;background:#fff;font-weight:600;font-size:12px;
+white-space:normal}
+table.matrix th[scope=row]{text-align:left;font-weight:500;position:sticky;left:0;z-index:1;background:#fff}
+table.matrix tfoot th[scope=row]{background:#f6f6f8}
 table.matrix tr.group th{text-align:left;background:#f0f0f4;font-weight:600;font-size:12px;color:#44444c}
 table.matrix tfoot th,table.matrix tfoot td{background:#f6f6f8;font-weight:600}
 td.cell a,td.eval a{display:block;color:inherit;text-decoration:none;min-width:42px}
@@ -128,6 +130,8 @@ flex-wrap:wrap}
 .case-body{display:grid;grid-template-columns:minmax(360px,1fr) minmax(360px,1fr);gap:18px;
 padding:0 14px 12px}
 @media (max-width:900px){.case-body{grid-template-columns:1fr}}
+.case-body>div{min-width:0}
+.case-body code,#failures code{overflow-wrap:anywhere}
 ol.timeline{list-style:none;margin:0;padding:0;
 font:12.5px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 ol.timeline li{padding:1px 8px;border-left:4px solid transparent;white-space:pre-wrap}

@@ -12,6 +12,7 @@ missing (``.ci/run`` installs both when apt can).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from crashmatrix.reports.compare import compare_runs, write_comparison
 from crashmatrix.reports.results import load_results
 from crashmatrix.reports.writer import write_report
 
@@ -264,3 +266,103 @@ def test_a_matrix_cell_opens_its_case(browser: webdriver.Chrome, tmp_path: Path)
     )
     assert _moments(case)[0] == "▶ life 1 starts"
     assert browser.get_log("browser") == []
+
+
+# -- the page fits a 1280 px window; each state has its own colour -------------------------------
+
+NARROW = (1280, 900)  # a laptop's window: the tables scroll inside their box, never the page
+
+
+def _compare_page(tmp_path: Path) -> str:
+    runs = [load_results(path) for path in PAGES]
+    _, page = write_comparison(compare_runs(runs, [path.name for path in PAGES]), tmp_path / "compare")
+    return page.as_uri()
+
+
+def _overflow(browser: webdriver.Chrome) -> tuple[int, int, list[str]]:
+    """The document's width, the window's, and what sticks out of the window outside a
+    table's scrolling box (tag, id or class, text), for the message."""
+    width, window = browser.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    out = browser.execute_script(
+        "return Array.from(document.querySelectorAll('body *')).filter(function(e){"
+        "return e.getBoundingClientRect().right>document.documentElement.clientWidth+1"
+        "&&!e.closest('.table-box');}).slice(0,5).map(function(e){"
+        "return e.tagName+'#'+e.id+'.'+e.className+': '+e.textContent.slice(0,60);})"
+    )
+    return int(width), int(window), [str(item) for item in out]
+
+
+@pytest.mark.parametrize("which", [*(p.stem for p in PAGES), "compare"])
+def test_the_page_fits_a_1280_px_window_its_tables_scroll_inside_their_box(
+    browser: webdriver.Chrome, tmp_path: Path, which: str
+) -> None:
+    url = _compare_page(tmp_path) if which == "compare" else _page(tmp_path, DATA / f"{which}.json")
+    browser.set_window_size(*NARROW)
+    try:
+        assert _open(browser, url) == []
+        width, window, out = _overflow(browser)
+        assert width <= window, f"{which}: the page is {width} px wide in a {window} px window: {out}"
+        # Every table of the matrix, the scorecard and the comparison is in a box that scrolls.
+        tables = browser.find_elements(By.CSS_SELECTOR, "table.matrix")
+        assert tables and all(
+            browser.execute_script("return !!arguments[0].closest('.table-box')", table) for table in tables
+        )
+        shot = tmp_path / f"{which}-1280.png"
+        assert browser.save_screenshot(str(shot)) and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        browser.set_window_size(1400, 1000)
+
+
+def _with_a_scenario_not_applicable(tmp_path: Path) -> Path:
+    raw = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    skipped = {
+        **raw["cases"][0],
+        "node_id": "scenarios/mcp/create_issue.yaml::clean",
+        "scenario": "mcp_create_issue",
+        "scenario_path": "scenarios/mcp/create_issue.yaml",
+        "tools": ["create_issue"],
+        "idempotency": ["conditional"],  # the fixture's only scenario of its class: its rows n.a.
+        "status": "not_applicable",
+        "problems": ["agent has no create_issue"],
+        "timeline": [],
+    }
+    raw["cases"].append(skipped)
+    path = tmp_path / "with_na.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
+    return path
+
+
+def _colour(browser: webdriver.Chrome, selector: str, prop: str) -> str:
+    element = browser.find_element(By.CSS_SELECTOR, selector)
+    return str(browser.execute_script(f"return getComputedStyle(arguments[0]).{prop}", element))
+
+
+def test_not_applicable_and_not_reached_have_their_own_colours_never_the_pass_colour(
+    browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    assert _open(browser, _page(tmp_path, _with_a_scenario_not_applicable(tmp_path))) == []
+    # The matrix's cells and the scorecard's rows.
+    for table in ("td.cell", "#scorecard-crash td.eval"):
+        fill = {
+            state: _colour(browser, f"{table}.{state}", "backgroundColor")
+            for state in ("pass", "not_reached")
+        }
+        assert fill["pass"] != fill["not_reached"], table
+    na_cell = _colour(browser, "td.cell.not_applicable", "backgroundColor")
+    na_eval = _colour(browser, "#scorecard td.eval.not_applicable", "backgroundColor")
+    assert na_cell == na_eval
+    passed = _colour(browser, "td.cell.pass", "backgroundColor")
+    reached = _colour(browser, "td.cell.not_reached", "backgroundColor")
+    assert na_cell not in (passed, reached)
+    # A case's border says its state: not applicable and not reached are not drawn as a pass.
+    border = {
+        state: _colour(browser, f"details.case.state-{state}", "borderLeftColor")
+        for state in ("pass", "not_applicable", "not_reached")
+    }
+    assert len(set(border.values())) == 3, border
+    # Each has a swatch in the scorecard's legend, coloured as its cells.
+    legend = "#scorecard-legend .swatch"
+    assert _colour(browser, f"{legend}.not_applicable", "backgroundColor") == na_eval
+    assert _colour(browser, f"{legend}.not_reached", "backgroundColor") == reached
