@@ -79,7 +79,9 @@ class ForeignSpec:
     approval_yes: str = "y"
     approval_no: str = "n"
     session: str = DEFAULT_SESSION
-    keeps_ledger: bool = True
+    # True: the agent keeps a ledger (declared, or a ledger mapping given), judged in every case;
+    # False: it keeps none; None (not declared): each case's session decides (foreign.py).
+    keeps_ledger: bool | None = None
     ledger: LedgerMap = field(default_factory=LedgerMap)
     rules: tuple[BoundaryRule, ...] = ()
     source: SessionSource = field(default_factory=SessionSource)
@@ -228,7 +230,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         approval_yes=approvals.get("approve", "y"),
         approval_no=approvals.get("deny", "n"),
         session=session_path,
-        keeps_ledger=session.get("keeps_ledger", True) and source.readable,
+        keeps_ledger=_keeps_ledger(session) if source.readable else False,
         ledger=ledger,
         rules=tuple(rules),
         source=source,
@@ -237,6 +239,15 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         intercepts=intercepts,
         dialect=dialect,
     )
+
+
+def _keeps_ledger(session: Mapping[str, Any]) -> bool | None:
+    """``session.keeps_ledger`` as declared; a ledger mapping (``ledger_type``, ``fields``,
+    ``statuses``) declares one too. None: not declared, the case's session decides."""
+    declared = session.get("keeps_ledger")
+    if declared is None and any(key in session for key in ("ledger_type", "fields", "statuses")):
+        return True
+    return None if declared is None else bool(declared)
 
 
 def _inside_workspace(doc: Located, key: tuple[str | int, ...], relative: str) -> None:

@@ -117,7 +117,8 @@ class ForeignAdapter:
     def __init__(self, spec: ForeignSpec) -> None:
         self.spec = spec
         self.name = spec.name
-        self.keeps_ledger = spec.keeps_ledger
+        # Not declared (None): judged with a ledger where a case's session shows one (observe).
+        self.keeps_ledger = spec.keeps_ledger is not False
         self.dialect = spec.dialect
         served: frozenset[str] | None = None
         if spec.tools != "harness":
@@ -214,7 +215,32 @@ class ForeignAdapter:
         for key, value in counts.items():
             merged[key] = merged.get(key, 0) + value
         world = dataclasses.replace(observation.world, counts=merged, watched=self.spec.watched)
-        return dataclasses.replace(observation, world=world)
+        return dataclasses.replace(observation, world=world, **self._ledger_of(observation))
+
+    def _ledger_of(self, observation: Observation) -> dict[str, Any]:
+        """Whether this case is judged with a ledger, and why not.
+
+        Declared (``session.keeps_ledger``, or a ledger mapping): as declared, in every case, so
+        a ledgered agent that lost its ledger lines is red (no running record), never excused.
+        Not declared: the case's session decides. One that holds a ledger record is judged as a
+        ledger; one with none (a naive agent: a conversation and nothing else) is judged on the
+        world, its Tool Results and its conversation, the ledger checks not applicable with
+        this reason -- never red for a ledger it never claimed, never green for one it lacks."""
+        if not self.keeps_ledger:
+            if not self.spec.source.readable:
+                return {}  # the session cannot be read: read_observation says so
+            return {"no_ledger": f"adapter {self.name} says session.keeps_ledger: false"}
+        if self.spec.keeps_ledger is not None or observation.session is None:
+            return {}
+        if any(isinstance(entry, ExecutionRecord) for entry in observation.session.entries):
+            return {}
+        return {
+            "keeps_ledger": False,
+            "no_ledger": (
+                f"its session holds no {self.spec.ledger.ledger_type!r} record and adapter "
+                f"{self.name} does not declare session.keeps_ledger"
+            ),
+        }
 
     def _sync(self, ctx: LifeContext) -> SessionLog:
         try:

@@ -42,7 +42,7 @@ from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
 from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
 from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_first
-from crashmatrix.harness.verdict.verdict import Verdict, judge
+from crashmatrix.harness.verdict.verdict import Verdict, judge, unjudged_in_every
 from crashmatrix.reports.timeline import timeline_of
 
 __all__ = [
@@ -337,6 +337,7 @@ def run_recovery(
             base.observed,
             base.expected,
             notes=(f"{len(subs)} recovery crash points, all recovered",),
+            not_applicable=unjudged_in_every(v for _, v in subs),
         )
     return CaseResult(
         scenario,

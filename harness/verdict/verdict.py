@@ -8,12 +8,13 @@ later from its observation alone, by new checks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.categories import told_for_code
+from crashmatrix.harness.core.ledger import tool_call_sites
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import SessionLog
 from crashmatrix.harness.observation.conversation import conversation_from_requests
@@ -27,7 +28,7 @@ from crashmatrix.harness.verdict.invariants import (
     undecided_effects,
 )
 
-__all__ = ["Verdict", "evidence", "judge"]
+__all__ = ["Verdict", "evidence", "judge", "unjudged_in_every"]
 
 # Which ledger-tier fields apply to an agent, by the vocabulary of its Tool Results: the
 # exact ledger sequences, recovery outcomes and error codes a scenario expects at each point
@@ -80,6 +81,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         turns=scenario.turns,
         contracts=scenario.contracts,
         has_ledger=observation.keeps_ledger and has_session,
+        no_ledger=observation.no_ledger,
         has_session=has_session,
         tool_names=observation.dialect.tools.suite_names(),
         argument_names=observation.dialect.tools.suite_argument_names(),
@@ -91,6 +93,40 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         files=observation.world.files,
         seed_files=scenario.files,
     )
+
+
+def _without_ledger(told: Any, call_id: str, facts: Evidence) -> Any:
+    """The told a ``code:`` implies, for an agent judged without a ledger.
+
+    ``SIDE_EFFECT_UNCERTAIN`` is what the reference agent must say when its ledger shows the
+    call running and nothing after: it cannot know. An agent without a ledger has no running
+    record to draw that line with -- killed after the effect, or while writing the Tool Result
+    it was publishing, it finds the same things on restart -- but it may look at the effect
+    itself (its own outbox) and tell what it finds. So where ``told_the_truth`` judges the
+    call against the world (a non-idempotent call of a watched tool, the check not blind),
+    telling that it happened (succeeded, replayed) is allowed beside uncertain: the world
+    then fails it if nothing happened. Anywhere else the scenario's told stands."""
+    options = list(told["in"]) if isinstance(told, Mapping) else [told]
+    if facts.has_ledger or "uncertain" not in options or "told_the_truth" in facts.blind:
+        return told
+    calls = [site.call for site in tool_call_sites(facts.entries) if site.call.id == call_id]
+    if not calls or not all(
+        facts.sees(call.name)
+        and facts.contract(call.name).for_call(call.parsed_arguments()).idempotency == "non_idempotent"
+        for call in calls
+    ):
+        return told
+    return {"in": [*options, *(c for c in ("succeeded", "replayed") if c not in options)]}
+
+
+def unjudged_in_every(verdicts: Iterable[Verdict]) -> tuple[str, ...]:
+    """What a depth-2 case whose second crashes all passed could not judge: each check that
+    none of them judged (say, the ledger checks of an agent without a ledger), with the
+    first one's reason. Its pass then claims only what some second crash judged."""
+    listed = [dict((entry.partition(":")[0], entry) for entry in v.not_applicable) for v in verdicts]
+    if not listed:
+        return ()
+    return tuple(entry for check, entry in listed[0].items() if all(check in other for other in listed[1:]))
 
 
 def _survivors(observation: Observation) -> tuple[str, ...] | None:
@@ -148,6 +184,8 @@ def judge(
         why = (
             "the agent's session cannot be read"
             if observation.session_unavailable
+            else f"the agent keeps no ledger ({observation.no_ledger})"
+            if observation.no_ledger
             else "the agent keeps no ledger"
         )
         skipped.append(f"ledger: {why}")
@@ -174,11 +212,15 @@ def judge(
     if log is None:
         return Verdict("failed", None, expected, problems=(*problems, observation.session_problem))
     observed = project(log, observation.world.as_expected(), observation.dialect.results)
-    implied = {call_id: told for call_id, told in implied.items() if call_id in observed.told}
+    facts = evidence(observation, scenario)
+    implied = {
+        call_id: _without_ledger(told, call_id, facts)
+        for call_id, told in implied.items()
+        if call_id in observed.told
+    }
     if implied:
         expected["told"] = {**implied, **(expected.get("told") or {})}
     mismatches, indeterminate = compare(expected, observed)
-    facts = evidence(observation, scenario)
     # Invariants run even when a life hung or failed: the evidence often says why.
     violations = check_all(facts)
     skipped += [f"{name}: {why}" for name, why in not_applicable(facts)]

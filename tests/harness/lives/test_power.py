@@ -104,6 +104,50 @@ def test_power_loss_without_a_session_file_or_any_change_does_nothing(tmp_path: 
     assert cut_power(tmp_path, "reference", 1) is None
 
 
+# ---------------------------------------------------------------- the agent's own effects
+
+GOLDEN = ROOT / "tests" / "golden" / "harness_writes" / "adapter.yaml"
+
+
+def test_a_rollback_of_the_agents_own_world_is_the_harnesss_and_erases_what_it_took(tmp_path: Path) -> None:
+    # A kind-2 agent with effects: (its outbox) appends a mail and never syncs it, nor the new
+    # file's directory; the power loss takes the file. That is the harness's write: the next
+    # life's probe finds nothing new, and the mail the agent appended is erased, not counted.
+    from crashmatrix.harness.agents.effects import EFFECT_KIND, HARNESS_KIND, EffectProbe
+    from crashmatrix.harness.agents.foreign import load_foreign_adapter
+    from crashmatrix.harness.lives.casedir import fresh_case
+    from crashmatrix.mock_tools.world import World
+
+    agent = str(GOLDEN)
+    adapter = load_foreign_adapter(GOLDEN)
+    fresh_case(tmp_path / "case", load_scenario(ROOT / "scenarios" / "send_email" / "send_once.yaml"))
+    case = tmp_path / "case"
+    workspace = adapter.workspace(case)
+
+    def probe(where: str) -> None:
+        with World(case / "world") as world:
+            EffectProbe(adapter.spec.effects, workspace, world, lambda: 0).probe(where)
+
+    restore = record_for(agent, case)
+    assert restore is not None
+    try:
+        (workspace / "outbox.jsonl").write_text('{"to": "a", "call": "call_mail"}\n')
+        probe("after_side_effect[call_mail]")
+    finally:
+        restore()
+    loss = cut_power(case, agent, 1)
+    assert loss is not None and not (workspace / "outbox.jsonl").exists()
+    probe("start of life 2")
+    with World(case / "world") as world:
+        [sent] = world.events(EFFECT_KIND)
+        [took] = world.events(HARNESS_KIND)
+    assert (took.detail["by"], took.detail["change"], took.detail["erases"]) == (
+        "power_loss",
+        "removed",
+        sent.seq,
+    )
+
+
 # ---------------------------------------------------------------- end to end (forked lives)
 
 

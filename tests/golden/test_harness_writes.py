@@ -1,0 +1,105 @@
+"""The harness's own writes are never the agent's effects (issue 25, part B).
+
+tests/golden/harness_writes/agent.py is a small correct kind-2 agent with its own world: the
+files it writes, its outbox (JSONL) and its orders database (SQLite), all declared under
+``effects:``. It writes a file atomically and, recovering a write left ``running``, checks
+the file's hash first: the hash it meant to write -> already applied, the one it started
+from -> written again, anything else -> CONFLICT, the file left alone.
+
+On ``scenarios/write_file/external_change_conflict.yaml`` a colleague rewrites notes.txt
+between the crash and the restart. That edit lands in the agent's own probed world; it is
+recorded as the harness's (``effect_harness``, ``by: external_write``), so the agent's next
+life is never blamed for it: every case, every power loss and every recovery crash is green.
+Its twin (``HARNESS_WRITES_BUG=blind_overwrite``) writes notes.txt again whatever it holds:
+it fails exactly where it overwrote the colleague's edit, and only for that -- no invariant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.harness.agents.effects import EFFECT_KIND, EXISTING_KIND, HARNESS_KIND
+from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.verdict.result import CaseResult
+from crashmatrix.mock_tools.world import World
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent / "harness_writes"
+CONFLICT = load_scenario(ROOT / "scenarios" / "write_file" / "external_change_conflict.yaml")
+# Where a crash leaves the write running: recovery finds the colleague's text in notes.txt.
+OVERWRITES = {
+    "after_running[call_notes]",
+    "after_side_effect[call_notes]",
+    "torn_write[call_notes:succeeded]",
+}
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[LifeLauncher]:
+    yield LifeLauncher("fork", preload=["crashmatrix.mock_tools.toolbox"])
+
+
+def _matrix(adapter: Path, launcher: LifeLauncher, work: Path) -> dict[str, CaseResult]:
+    """Every case ``crashmatrix run`` runs for the scenario: clean, each point, power@ each
+    point that is not a torn write, recovery@ the two points whose restart has work to do."""
+    agent = str(adapter)
+    enum = enumerate_points(CONFLICT, launcher, work / "clean", agent=agent)
+    cases = {"clean": enum.clean_case()}
+    for point in enum.points:
+        cases[point.id] = run_point(CONFLICT, point, launcher, work / point.id, agent=agent)
+        if point.boundary != "torn_write":
+            cases[f"power@{point.id}"] = run_point(
+                CONFLICT, point, launcher, work / f"power-{point.id}", agent=agent, power_loss=True
+            )
+        if point.boundary in ("after_approved", "after_running"):
+            cases[f"recovery@{point.id}"] = run_recovery(
+                CONFLICT, point, launcher, work / f"recovery-{point.id}", agent=agent
+            )
+    return cases
+
+
+def _checks(case: CaseResult) -> set[str]:
+    return {v.invariant for v in case.verdict.violations} | {m.field for m in case.verdict.mismatches}
+
+
+def test_a_correct_agent_with_its_own_world_is_green_with_a_colleagues_edit_between_lives(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    cases = _matrix(HERE / "adapter.yaml", launcher, tmp_path)
+    assert {"after_approved[call_notes]", "power@after_side_effect[call_notes]"} <= set(cases)
+    failed = {name: _checks(case) for name, case in cases.items() if not case.passed}
+    assert failed == {}
+    for name, case in cases.items():
+        if name.startswith("recovery@"):
+            continue  # its second crashes are judged inside it; its directory holds them
+        with World(case.case_dir / "world") as world:
+            effects = world.events(EFFECT_KIND)
+            harness = world.events(HARNESS_KIND)
+            seeded = world.events(EXISTING_KIND)
+        # The seeded draft is the world before the agent; the colleague's edit, the
+        # harness's; the agent's effects are only its own writes, each seen while it ran.
+        assert len(seeded) == 1, name
+        assert all(not e.detail["seen_at"].startswith("start of life") for e in effects), (name, effects)
+        assert len(effects) <= 1, (name, effects)
+        if name != "clean":
+            assert {e.detail["by"] for e in harness} == {"external_write"}, name
+
+
+def test_its_twin_that_overwrites_the_edit_fails_exactly_where_it_overwrote_it(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    cases = _matrix(HERE / "adapter-twin.yaml", launcher, tmp_path)
+    failed = {name: _checks(case) for name, case in cases.items() if not case.passed}
+    where = OVERWRITES | {f"power@{p}" for p in OVERWRITES if not p.startswith("torn_write")}
+    where |= {"recovery@after_running[call_notes]"}
+    assert set(failed) == where
+    # Told success over the colleague's text, which is gone: never an invariant about effects.
+    for name in where - {"recovery@after_running[call_notes]"}:
+        assert failed[name] == {"told[call_notes]", "world.files[notes.txt]"}, name
