@@ -225,7 +225,8 @@ class ForeignAdapter:
         Not declared: the case's session decides. One that holds a ledger record is judged as a
         ledger; one with none (a naive agent: a conversation and nothing else) is judged on the
         world, its Tool Results and its conversation, the ledger checks not applicable with
-        this reason -- never red for a ledger it never claimed, never green for one it lacks."""
+        this reason: never red for a ledger it never claimed, never passed on one it lacks (a
+        ledgered agent that lost every ledger line of a case is n.a. there unless it declares)."""
         if not self.keeps_ledger:
             if not self.spec.source.readable:
                 return {}  # the session cannot be read: read_observation says so

@@ -93,6 +93,9 @@ class Observation:
     requests: tuple[Mapping[str, Any], ...] = ()  # every chat-completion request body, in order
     between_lives: BetweenLives = field(default_factory=BetweenLives)
     keeps_ledger: bool = True  # False: the agent keeps no ledger the adapter can map
+    # Why it is judged without one (the adapter's words: declared so, or none in this case's
+    # session); every check and expectation left unjudged for it says this. "": the default.
+    no_ledger: str = ""
     session_problem: str = ""
     # Why the adapter cannot read this agent's session at all ("" when it can). The verdict
     # then judges the conversation the model saw, from its request log.

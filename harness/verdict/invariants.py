@@ -55,6 +55,7 @@ __all__ = [
     "INVARIANTS",
     "LEDGER_INVARIANTS",
     "NON_SIDE_EFFECT_KINDS",
+    "WITHOUT_LEDGER",
     "Evidence",
     "Violation",
     "WorldEventLike",
@@ -103,6 +104,9 @@ class Evidence:
     turns: Sequence[str]  # the user messages the scenario sends, in order
     contracts: Mapping[str, ToolContract]  # by tool name; missing => default_contract
     has_ledger: bool = True  # False: the agent keeps no ledger, ledger invariants do not apply
+    # Why it has none, in the adapter's words (declared so, or none in this case's session):
+    # part of every not-applicable reason of a ledger invariant. "": no more to say.
+    no_ledger: str = ""
     # False: the adapter cannot read the agent's session; ``entries`` are the conversation as
     # the model saw it (its last request and its answer), with no byte offsets (-1).
     has_session: bool = True
@@ -1195,6 +1199,25 @@ LEDGER_INVARIANTS: frozenset[str] = frozenset(
     }
 )
 
+# What each ledger invariant cannot judge on an agent without a ledger, and what still is.
+# The order of an effect is not judged from the saved tool call instead of a running record:
+# an agent may keep its intent where the adapter maps nothing (a ledger inside its tools, a
+# framework's own store), and such an agent's late-saved call is no defect; the harm a wrong
+# order leads to, a second effect after a crash, is judged in the world for every agent.
+WITHOUT_LEDGER: Mapping[str, str] = MappingProxyType(
+    {
+        "legal_transitions": "no execution statuses to follow",
+        "executions_closed": "no execution to close",
+        "running_before_side_effect": (
+            "no running record orders its effects (its saved tool call is not taken for one: an "
+            "agent may keep its intent where the adapter maps nothing); a second effect after a "
+            "crash is still judged (non_idempotent_at_most_once)"
+        ),
+        "no_result_for_other_arguments": "no execution a Tool Result could name",
+        "unknown_never_succeeded": "no execution status a Tool Result could contradict",
+    }
+)
+
 
 def check_all(evidence: Evidence, *, only: Iterable[str] | None = None) -> list[Violation]:
     """Run every invariant (or those named in ``only``) in ``INVARIANTS`` order.
@@ -1229,11 +1252,11 @@ def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for name in INVARIANTS:
         if name in LEDGER_INVARIANTS and not evidence.has_ledger:
-            why = (
-                "the agent's session cannot be read (judged on the model's requests)"
-                if not evidence.has_session
-                else "the agent keeps no ledger the adapter maps"
-            )
+            if not evidence.has_session:
+                why = "the agent's session cannot be read (judged on the model's requests)"
+            else:
+                detail = f" ({evidence.no_ledger})" if evidence.no_ledger else ""
+                why = f"the agent keeps no ledger the adapter maps{detail}: {WITHOUT_LEDGER[name]}"
             out.append((name, why))
     if evidence.files is None:
         out.append(("no_partial_file", "the workspace's files were not observed"))

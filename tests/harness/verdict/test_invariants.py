@@ -29,6 +29,7 @@ from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.verdict.invariants import (
     INVARIANTS,
     LEDGER_INVARIANTS,
+    WITHOUT_LEDGER,
     Evidence,
     Violation,
     check_all,
@@ -1038,6 +1039,26 @@ def test_agents_without_a_ledger_are_not_judged_on_ledger_invariants() -> None:
     # The other invariants still apply.
     doubled = [*lines[:7], lines[6], lines[7]]
     assert names(check_all(evidence(doubled, events, has_ledger=False))) == {"one_tool_result_per_call"}
+
+
+def test_without_a_ledger_each_ledger_invariant_says_why_and_what_is_still_judged() -> None:
+    lines = list(NORMAL)
+    facts = replace(
+        evidence(lines, normal_events(lines, after_line=1), has_ledger=False),
+        no_ledger="adapter mailer says session.keeps_ledger: false",
+    )
+    reasons = dict(not_applicable(facts))
+    assert {name for name in reasons if name in LEDGER_INVARIANTS} == LEDGER_INVARIANTS
+    for name in LEDGER_INVARIANTS:
+        assert reasons[name] == (
+            "the agent keeps no ledger the adapter maps (adapter mailer says session.keeps_ledger: "
+            f"false): {WITHOUT_LEDGER[name]}"
+        )
+    # What the order protects is named: the double effect, judged in the world.
+    assert "non_idempotent_at_most_once" in reasons["running_before_side_effect"]
+    # An unreadable session says that instead (judged on the model's requests).
+    unread = replace(facts, has_session=False)
+    assert dict(not_applicable(unread))["legal_transitions"].startswith("the agent's session cannot be read")
 
 
 def test_only_selects_invariants_and_rejects_unknown_names() -> None:
