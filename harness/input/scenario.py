@@ -220,6 +220,11 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 ("needs", index),
                 f"no run_command call of the model runs {need}; drop it or call run_command with {need}",
             )
+        if not commands:
+            raise doc.error(
+                ("needs", index),
+                f"{need} is about run_command's shell, and the model never calls run_command; drop it",
+            )
     calls_of = {call["id"]: call["name"] for rule in data["model"] for call in rule["reply"].get("tool_calls") or ()}
     for index, fault in enumerate(data.get("faults") or ()):
         if fault["tool"] not in tools:

@@ -333,3 +333,21 @@ def test_a_command_running_npm_needs_it_even_unlisted(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert load_scenario(path).needs == ("npm",)
+
+
+def test_a_scenario_relying_on_the_simulated_shell_itself_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "simulated.yaml"
+    path.write_text(
+        "name: simulated\ntools: [run_command]\nneeds: [simulated_shell]\nturns: [go]\nmodel:\n"
+        "  - when: {role: user}\n"
+        "    reply: {tool_calls: [{id: c1, name: run_command, arguments: {command: pwd}}]}\n"
+        "  - when: {role: tool}\n    reply: {content: done}\n",
+        encoding="utf-8",
+    )
+    scenario = load_scenario(path)
+    assert scenario.needs == ("simulated_shell",)
+    assert not_applicable(scenario, REAL) == (
+        "the scenario needs simulated_shell (needs:), which crashmatrix's simulated shell provides; "
+        "this agent runs run_bash in a real shell (shell: real)",
+    )
+    assert not_applicable(scenario, NATIVE_CAPABILITIES) == ()
