@@ -15,7 +15,12 @@ Hooks a browser test may rely on (kept stable): ``#causes`` (``tr.cause[data-cau
 ``#boundary-filter``, ``#cause-filter``, ``#failure-search``; the matrix rows ``tr.row``
 with cells ``td.cell[data-col][data-passed][data-cases][data-failed][data-causes]`` and
 ``td.row-total``; the totals row ``tr#totals`` (``td[data-col]``, ``td#grand-total``);
-``#failures`` with ``li.failure`` and ``#failures-shown``; ``details.case`` and ``#shown``.
+``#failures`` with ``li.failure`` and ``#failures-shown``; ``details.case`` and ``#shown``;
+the scorecard ``#scorecard`` with ``#scorecard-legend``, ``table#scorecard-seed004`` and
+``table#scorecard-crash`` (cells ``td.eval[data-eval][data-passed][data-cases]``, counts
+``passed/cases`` as ``scorecard.COUNTS`` says) and ``#scorecard-failing`` (each failing
+crash eval with its why). Every table stands in a ``div.table-box`` that scrolls, so the
+page fits a 1280 px window; not applicable and not reached have colours of their own.
 
 Every case has a detail view: its timeline (each life's start, the crash, each restart,
 session lines and world events in the order they happened), expected vs observed, the
