@@ -12,6 +12,11 @@ Where each step runs, under xdist (``-n 2``):
 
 A worker never writes: it has only its share of the cases, and N workers would race.
 
+The report is never greener than pytest's exit status: a crash case pytest failed outside
+its verdict (a harness error in setup, teardown or while its record was made, a worker
+that died) is an ``error`` case (``MatrixReporter.failed``), and so is a scenario file that
+failed to collect (``MatrixReporter.not_collected``): each counted, red, with its cause.
+
 A scenario's clean case also carries its plan (``plan``: the agent's reachable boundaries,
 and the points with no case -- not reachable by this agent, or deselected -- with why),
 which ``harness.front.collection`` computed from the clean run; the controller lifts it
@@ -21,6 +26,7 @@ cannot reach would produce no case and no cell would say so.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import sys
@@ -31,17 +37,72 @@ from typing import Any
 
 import pytest
 
+from crashmatrix.harness.plan.schedule import repro_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.reports.matrix import COLUMNS, Matrix
-from crashmatrix.reports.results import CaseRecord, NotRun, Results, record_from_result, with_world_diffs
+from crashmatrix.reports.results import (
+    FAILING,
+    CaseRecord,
+    NotRun,
+    Results,
+    record_from_result,
+    with_world_diffs,
+)
 from crashmatrix.reports.terminal import render_terminal
 from crashmatrix.reports.timeline import timeline_of
 from crashmatrix.reports.writer import append_step_summary, write_report
 
-__all__ = ["MatrixReporter", "case_record", "junit_properties"]
+__all__ = ["MatrixReporter", "case_record", "cause_line", "junit_properties"]
 
 
 _PLAN = "plan"  # the key of a clean record's plan in the string that travels
+# A cause longer than this is cut (pytest's text or the log file has all of it).
+_CAUSE_CHARS = 300
+
+
+def cause_line(text: str) -> str:
+    """The one line that says why, from pytest's failure text: its last ``E`` line (the
+    exception raised), else its last non-empty line."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = [line[1:].strip() for line in lines if line.startswith("E ")]
+    said = " ".join((raised or lines or ["no failure text"])[-1].split())
+    return said if len(said) <= _CAUSE_CHARS else said[: _CAUSE_CHARS - 1] + "…"
+
+
+def _column(point: str) -> str:
+    """The matrix column of a case named ``point`` (the item's name)."""
+    if point.startswith("power@"):
+        return "power_loss"
+    if point.startswith("recovery@"):
+        return "recovery"
+    return point.partition("[")[0] or "clean"
+
+
+def _error_record(node_id: str, path: Path, cause: str, like: CaseRecord | None) -> CaseRecord:
+    """An ``error`` case known only by its node id (pytest failed it with no record, or its
+    file failed to collect), in its file's row (``like``: a record of the same scenario, whose
+    name, tools and classes it shares) and its item's column."""
+    point = node_id.partition("::")[2] or "clean"
+    try:  # relative to where the run stands, as every record's path is
+        shown = str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        shown = str(path)
+    return CaseRecord(
+        node_id=node_id,
+        scenario=like.scenario if like else path.stem,
+        scenario_path=shown,
+        tools=like.tools if like else (),
+        idempotency=like.idempotency if like else (),
+        evals=like.evals if like else (),
+        point=point,
+        boundary=_column(point),
+        status="error",
+        indeterminate=False,
+        seconds=0.0,
+        lives=0,
+        repro=repro_command(Path(shown), point),
+        problems=(cause,),
+    )
 
 
 def case_record(
@@ -114,6 +175,31 @@ class MatrixReporter:
             self.not_run[record.scenario_path] = tuple(NotRun.from_json(gap) for gap in plan["not_run"])
             items = plan.get("items", ())
             self.items[record.scenario_path] = tuple((str(a), str(b), str(c)) for a, b, c in items)
+
+    def failed(self, node_id: str, path: Path, text: str, when: str) -> None:
+        """pytest failed the crash case ``node_id`` of the scenario file ``path`` (in its
+        ``when`` phase) with ``text``: whatever its record said, the case is an ``error``
+        unless the record already fails it, so no report counts as passed what pytest did
+        not."""
+        record = self.records.get(node_id)
+        cause = f"pytest failed the case in its {when}: {cause_line(text)}"
+        if record is None:
+            self.records[node_id] = _error_record(node_id, path, cause, self._sibling(node_id))
+        elif record.status not in FAILING:
+            self.records[node_id] = dataclasses.replace(
+                record, status="error", indeterminate=False, problems=(cause, *record.problems)
+            )
+
+    def not_collected(self, node_id: str, path: Path, text: str) -> None:
+        """The scenario file ``path`` failed to collect: one ``error`` case for it (its clean
+        cell), so the matrix has a red row instead of no row."""
+        cause = f"the scenario was not collected: {cause_line(text)}"
+        self.records[node_id] = _error_record(node_id, path, cause, None)
+
+    def _sibling(self, node_id: str) -> CaseRecord | None:
+        """A record of the same scenario file as ``node_id``, if one arrived."""
+        file = node_id.partition("::")[0]
+        return next((r for r in self.records.values() if r.node_id.partition("::")[0] == file), None)
 
     def results(self, *, incomplete: bool = False) -> Results:
         order = {column: index for index, column in enumerate(COLUMNS)}

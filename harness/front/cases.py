@@ -49,6 +49,7 @@ __all__ = [
     "HARNESS_ERROR_LOG",
     "Enumeration",
     "enumerate_points",
+    "error_cause",
     "guarded",
     "harness_error",
     "run_point",
@@ -361,23 +362,28 @@ def harness_error(
     column: str,
     case_dir: Path,
     agent: str,
-    error: BaseException,
+    cause: str,
+    details: str,
     seconds: float = 0.0,
 ) -> CaseResult:
-    """The case ``point_id`` whose harness side raised ``error``: status ``error``, its cause
-    in one line naming the log file that keeps the traceback. Not a verdict on the agent,
-    never a pass: every report counts it with the failures."""
+    """The case ``point_id`` whose harness side failed: status ``error``, ``cause`` in one
+    line naming the log file that keeps ``details`` (a traceback). Not a verdict on the
+    agent, and never a pass: every report counts it with the failures."""
     case_dir.mkdir(parents=True, exist_ok=True)
     log = case_dir / HARNESS_ERROR_LOG
-    log.write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+    log.write_text(details, encoding="utf-8")
+    verdict = Verdict("error", None, {}, problems=(f"{cause} (details: {log})",))
+    return CaseResult(scenario, point_id, column, verdict, seconds, 0, case_dir, agent)
+
+
+def error_cause(error: BaseException) -> str:
+    """``error`` in one line: our own errors' message is the cause (one line on purpose);
+    any other exception is the harness failing, named by its type."""
     said = " ".join(str(error).split())
     said = said if len(said) <= _CAUSE_CHARS else said[: _CAUSE_CHARS - 1] + "…"
-    if isinstance(error, CrashmatrixError):  # ours, on purpose: its message is the cause
-        cause = f"{said} (details: {log})"
-    else:
-        cause = f"the harness failed: {type(error).__name__}: {said or 'no message'} (traceback: {log})"
-    verdict = Verdict("error", None, {}, problems=(cause,))
-    return CaseResult(scenario, point_id, column, verdict, seconds, 0, case_dir, agent)
+    if isinstance(error, CrashmatrixError):
+        return said
+    return f"the harness failed: {type(error).__name__}: {said or 'no message'}"
 
 
 def guarded(
@@ -389,9 +395,12 @@ def guarded(
     agent: str,
 ) -> CaseResult:
     """``run()``'s case, or, when the harness raises while running it, that case as an
-    ``error`` (``harness_error``). An interrupt (Ctrl-C, SIGTERM) still stops the run."""
+    ``error`` (``harness_error``, the traceback in its log). An interrupt (Ctrl-C, SIGTERM)
+    still stops the run: it is no ``Exception``."""
     started = time.monotonic()
     try:
         return run()
     except Exception as error:  # any harness failure is this case's error
-        return harness_error(scenario, point_id, column, case_dir, agent, error, time.monotonic() - started)
+        details = "".join(traceback.format_exception(error))
+        cause, seconds = error_cause(error), time.monotonic() - started
+        return harness_error(scenario, point_id, column, case_dir, agent, cause, details, seconds)

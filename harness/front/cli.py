@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -166,6 +169,7 @@ def _run(args: argparse.Namespace) -> int:
     from crashmatrix.harness.front.doctor import blind_checks
 
     blind_checks(args.agent)  # what a cached doctor found blind on it: n.a. in its verdicts too
+    from crashmatrix.harness.lives.casedir import templates_under
     from crashmatrix.harness.lives.power import chosen_outcome
 
     # cut_power, in this process, leaves that outcome of each power loss (0 when not told).
@@ -175,6 +179,7 @@ def _run(args: argparse.Namespace) -> int:
         # Without --keep the case directories are scratch: removed however the run ends (the
         # failure text says so; each rerun line carries its own --keep).
         base = Path(tempfile.mkdtemp(prefix="crashmatrix-run-"))
+        templates_under(base / "templates")  # one directory to remove, however the run ends
         try:
             return _run_in(args, scenario, crash, second, base)
         finally:
@@ -191,7 +196,7 @@ def _run_in(
 ) -> int:
     """The cases ``crashmatrix run`` was asked for, their directories under ``base``."""
     from crashmatrix.harness.agents.loading import fork_preload
-    from crashmatrix.harness.front.cases import enumerate_points, run_point, run_power, run_recovery
+    from crashmatrix.harness.front.cases import enumerate_points, guarded, run_point, run_power, run_recovery
     from crashmatrix.harness.lives.first_crash import FirstCrashes
     from crashmatrix.harness.lives.injector import LifeLauncher
     from crashmatrix.harness.lives.power import power_target
@@ -237,15 +242,26 @@ def _run_in(
         name = f"power@{name}" if power else name
         name += f" then {second.id}" if second else ""
         print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
-        result = run_point(
+        case_dir = base / name.replace(" ", "_")
+        # A harness failure in one case is that case's error (one line, its log file): the
+        # rest of the matrix still runs.
+        result = guarded(
+            functools.partial(
+                run_point,
+                scenario,
+                point,
+                launcher,
+                case_dir,
+                agent=args.agent,
+                power_loss=power,
+                second=second,
+                shared=shared if point in recovery_points or point in power_points_ else None,
+            ),
             scenario,
-            point,
-            launcher,
-            base / name.replace(" ", "_"),
-            agent=args.agent,
-            power_loss=power,
-            second=second,
-            shared=shared if point in recovery_points or point in power_points_ else None,
+            name.partition(" ")[0],
+            "power_loss" if power and point else (point.boundary if point else "clean"),
+            case_dir,
+            args.agent,
         )
         if second:  # run_point names the case by its first crash; the rerun line needs both
             result = dataclasses.replace(result, extra={**result.extra, SECOND: second.id})
@@ -256,19 +272,30 @@ def _run_in(
     for point in power_points_:
         name = f"power@{point.id}"
         print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
-        result = run_power(scenario, point, launcher, base / name, agent=args.agent, shared=shared)
+        result = guarded(
+            functools.partial(
+                run_power, scenario, point, launcher, base / name, agent=args.agent, shared=shared
+            ),
+            scenario,
+            name,
+            "power_loss",
+            base / name,
+            args.agent,
+        )
         print(result.verdict.status)
         results.append(result)
     for point in recovery_points:
         name = f"recovery@{point.id}"
         print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
-        result = run_recovery(
+        result = guarded(
+            functools.partial(
+                run_recovery, scenario, point, launcher, base / name, agent=args.agent, shared=shared
+            ),
             scenario,
-            point,
-            launcher,
+            name,
+            "recovery",
             base / name,
-            agent=args.agent,
-            shared=shared,
+            args.agent,
         )
         print(result.verdict.status)
         results.append(result)
@@ -484,6 +511,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "import-mcp": _import_mcp,
         "report": _report,
     }
+    # SIGTERM (a cancelled CI job, a timeout) ends Python without running ``finally`` or exit
+    # handlers: as an interrupt, the run's scratch directory and fork servers go as on Ctrl-C.
+    terminate = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    )
+    if terminate:
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         return handlers[args.command](args)
     except CrashmatrixError as error:
@@ -492,6 +527,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("crashmatrix: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if terminate:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _terminate_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,18 @@ from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, YamlError
-from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_point, run_power, run_recovery
+from crashmatrix.harness.front.cases import (
+    Enumeration,
+    enumerate_points,
+    error_cause,
+    guarded,
+    harness_error,
+    run_point,
+    run_power,
+    run_recovery,
+)
 from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.casedir import templates_under
 from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.lives.power import power_target
@@ -62,6 +73,9 @@ _FIRST_CRASHES_KEY = pytest.StashKey[FirstCrashes]()
 
 def launcher_for(config: pytest.Config) -> LifeLauncher:
     if _LAUNCHER_KEY not in config.stash:
+        factory = getattr(config, "_tmp_path_factory", None)
+        if factory is not None:  # beside the case directories: never loose in $TMPDIR
+            templates_under(factory.getbasetemp() / "crashmatrix-templates")
         agent = config.getoption("agent")
         config.stash[_LAUNCHER_KEY] = LifeLauncher(
             config.getoption("isolation"),
@@ -273,13 +287,18 @@ class ScenarioFile(pytest.File):
             return
         launcher = launcher_for(config)
         stem = self.path.stem
-        enum = enumerate_points(
-            scenario,
-            launcher,
-            work_dir(config, f"w{os.getpid()}", stem, "enumerate"),
-            agent=agent_spec,
-            deadline=config.getoption("case_deadline"),
-        )
+        where = work_dir(config, f"w{os.getpid()}", stem, "enumerate")
+        try:
+            enum = enumerate_points(
+                scenario, launcher, where, agent=agent_spec, deadline=config.getoption("case_deadline")
+            )
+        except Exception as error:
+            # The clean run's harness side failed: one line and the traceback's file, never
+            # a traceback; the report shows the scenario as an error (``not_collected``).
+            details = "".join(traceback.format_exception(error))
+            failed = harness_error(scenario, "clean", "clean", where, agent_spec, error_cause(error), details)
+            self.config.option.continue_on_collection_errors = True  # as for a broken file
+            raise ScenarioError(failed.verdict.problems[0]) from error
         only = config.getoption("crash_boundary")
         points = selected(enum.points, scenario, only)
         reached = {p.boundary for p in enum.points} | {p.id for p in enum.points}
@@ -475,14 +494,24 @@ class CrashCase(pytest.Item):
                 if self.kind == POWER_COLUMN
                 else run_point
             )
-            result = runner(
+            # A harness failure in any stage is this case's ``error`` (one line, the traceback
+            # in its log file): counted and red in every report, never a traceback beside a
+            # matrix that left the case out.
+            result = guarded(
+                lambda: runner(
+                    self.scenario,
+                    self.point,
+                    launcher,
+                    case_dir,
+                    agent=agent,
+                    deadline=deadline,
+                    shared=first_crashes(config) if self.shares_first_crash else None,
+                ),
                 self.scenario,
-                self.point,
-                launcher,
+                self.name,
+                self.kind,
                 case_dir,
-                agent=agent,
-                deadline=deadline,
-                shared=first_crashes(config) if self.shares_first_crash else None,
+                agent,
             )
         if not config.getoption("no_report"):
             from crashmatrix.reports.collector import case_record
@@ -515,6 +544,19 @@ class CrashCase(pytest.Item):
             pytest.skip(prefix + why)
         if not result.passed:
             raise CaseFailed(result)
+
+    def error_record(self, text: str, when: str) -> str:
+        """The record of this case when pytest failed it outside its verdict (in setup or
+        teardown, or its record could not be made): an ``error``, its cause in one line,
+        pytest's text in the case's log file."""
+        from crashmatrix.reports.collector import case_record, cause_line
+
+        agent = self.config.getoption("agent")
+        case_dir = work_dir(self.config, f"w{os.getpid()}", self.path.stem, self.name.replace("/", "_"))
+        cause = f"pytest failed the case in its {when}: {cause_line(text)}"
+        return case_record(
+            harness_error(self.scenario, self.name, self.kind, case_dir, agent, cause, text), self.nodeid
+        )
 
     def _not_reachable(self, agent: str, case_dir: Path) -> None:
         assert self.point is not None

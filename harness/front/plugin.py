@@ -27,6 +27,7 @@ printed at the end of the terminal summary: each case's record rides on its test
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import re
@@ -175,8 +176,8 @@ class _Reporter:
         self.started = time.monotonic()
         self.real: Any = None
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.real is None and isinstance(getattr(report, REPORT_ATTR, None), str):
+    def _real(self) -> Any:
+        if self.real is None:
             from crashmatrix.reports.collector import MatrixReporter
 
             out = self.config.getoption("report_dir")
@@ -187,9 +188,26 @@ class _Reporter:
                 Path(summary) if summary else None,
                 started=self.started,
             )
+        return self.real
+
+    def _file(self, nodeid: str) -> Path:
+        return self.config.rootpath / nodeid.partition("::")[0]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         raw = getattr(report, REPORT_ATTR, None)
-        if self.real is not None and isinstance(raw, str):
-            self.real.add(raw)
+        if isinstance(raw, str):
+            self._real().add(raw)
+        # Never greener than pytest: a crash case it failed without a failing record (a
+        # worker that died with it, an error outside its verdict) is an error case.
+        file = self._file(report.nodeid)
+        if report.failed and (isinstance(raw, str) or _is_scenario(file, self.config)):
+            self._real().failed(report.nodeid, file, report.longreprtext, str(report.when))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        # A scenario file that failed to collect has no case: one error case says why.
+        file = self._file(report.nodeid)
+        if report.failed and report.nodeid and "::" not in report.nodeid and _is_scenario(file, self.config):
+            self._real().not_collected(report.nodeid, file, report.longreprtext)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if self.real is not None:
@@ -400,9 +418,18 @@ def pytest_collection_modifyitems(
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
     report = yield
     record = getattr(item, "report_record", None)
-    if call.when == "call" and getattr(item, "is_crash_case", False) and record is not None:
+    if not getattr(item, "is_crash_case", False):
+        return report
+    if call.when == "call" and record is not None:
         # A plain attribute of a TestReport travels with it from an xdist worker.
         setattr(report, REPORT_ATTR, record)
+    elif getattr(report, "failed", False) and record is None:
+        # Failed before it had a record (in setup, or the record could not be made): still
+        # a record, an error with the cause. Failing after it (teardown) turns the record it
+        # has into an error on the controller (``MatrixReporter.failed``), which also makes
+        # a bare error record if this one cannot be made.
+        with contextlib.suppress(Exception):
+            setattr(report, REPORT_ATTR, item.error_record(report.longreprtext, call.when))  # type: ignore[attr-defined]
     return report
 
 
