@@ -78,6 +78,9 @@ class ForeignSpec:
     approval_where: str = ""  # path:line:col of approvals.prompt, for messages at run time
     approval_yes: str = "y"
     approval_no: str = "n"
+    # (suite tool, regex): a prompt whose text the regex finds is about that tool
+    # (``approvals.prompts``), for prompts that do not name their tool.
+    approval_prompts: tuple[tuple[str, str], ...] = ()
     session: str = DEFAULT_SESSION
     # True: the agent keeps a ledger (declared, or a ledger mapping given), judged in every case;
     # False: it keeps none; None (not declared): each case's session decides (foreign.py).
@@ -138,9 +141,9 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         raise doc.error(("boundaries",), "boundaries wrap Python functions: only a 'python:' agent has them")
     approvals = data.get("approvals") or {}
     if approvals:
-        # A prompt may leave the tool unnamed: it is then answered by the scenario's '*'
-        # alone, and a scenario that approves tool by tool is refused when a life starts
-        # (conversation.check_approvals), where the scenario is known.
+        # A prompt may leave the tool unnamed (no (?P<tool>...) group, no prompts: entry it
+        # matches): it is then answered only where the scenario gives every tool one answer,
+        # else the case is not applicable (conversation.py), which only a life can tell.
         _regex(doc, ("approvals", "prompt"), approvals["prompt"])
     prompt = (data.get("input") or {}).get("prompt", "> ")
     _regex(doc, ("input", "prompt"), prompt)
@@ -167,6 +170,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
     )
     if intercepts and python is None:
         raise doc.error(("intercept",), "intercept replaces Python functions: only a 'python:' agent has it")
+    prompts = _approval_prompts(doc, approvals.get("prompts") or {}, dialect.tools, contracts)
     # Functions named for wrapping must exist: read from the agent's source, nothing of it runs.
     names = _top_level_names(script if script is not None else module_file(module or "", here))
     if names is not None:
@@ -229,6 +233,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         approval_where=f"{doc.path}:{':'.join(map(str, doc.where(('approvals', 'prompt'))))}",
         approval_yes=approvals.get("approve", "y"),
         approval_no=approvals.get("deny", "n"),
+        approval_prompts=prompts,
         session=session_path,
         keeps_ledger=_keeps_ledger(session) if source.readable else False,
         ledger=ledger,
@@ -248,6 +253,30 @@ def _keeps_ledger(session: Mapping[str, Any]) -> bool | None:
     if declared is None and any(key in session for key in ("ledger_type", "fields", "statuses")):
         return True
     return None if declared is None else bool(declared)
+
+
+def _approval_prompts(
+    doc: Located, raw: Mapping[str, str], tools: ToolMap, contracts: Mapping[str, ToolContract]
+) -> tuple[tuple[str, str], ...]:
+    """``approvals.prompts``: {the suite's or the agent's tool: a regex found in its prompt}."""
+    agent_names = tools.suite_names()
+    prompts: dict[str, str] = {}
+    given: dict[str, str] = {}  # suite tool -> the name its entry used
+    for name, text in raw.items():
+        key: tuple[str | int, ...] = ("approvals", "prompts", name)
+        suite = agent_names.get(name, name)
+        if suite not in contracts or not tools.has(suite):
+            known = [
+                tool if tools.agent_name(tool) == tool else f"{tool} ({tools.agent_name(tool)})"
+                for tool in sorted(contracts)
+                if tools.has(tool)
+            ]
+            raise doc.error(key, f"the agent has no tool {name!r}; name one of its tools: {', '.join(known)}")
+        if suite in given:
+            raise doc.error(key, f"{suite} has a prompt already (as {given[suite]}); give each tool one")
+        _regex(doc, key, text)
+        prompts[suite], given[suite] = text, name
+    return tuple(prompts.items())
 
 
 def _inside_workspace(doc: Located, key: tuple[str | int, ...], relative: str) -> None:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign, module_file
-from crashmatrix.harness.agents.conversation import Conversation, _Console, check_approvals
+from crashmatrix.harness.agents.conversation import Conversation, _Console
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects, harness_wrote
 from crashmatrix.harness.agents.foreign_session import AppendWatch, _write_copy, read_foreign, tear_last_line
 from crashmatrix.harness.agents.loopback import LoopbackServer
@@ -436,9 +436,6 @@ class ForeignAdapter:
         )
 
     def run_life(self, ctx: LifeContext) -> None:
-        # Before the agent starts: approvals it could not be told are the life's error, not
-        # answers from '*' that look tested.
-        check_approvals(self.spec, ctx.scenario)
         log = self._conversation(ctx, self._sync(ctx))
         received = sum(1 for e in log.entries if isinstance(e, MessageEntry) and e.message.role == "user")
         conversation = Conversation(self.spec, ctx.scenario.turns[received:], ctx)
@@ -607,6 +604,8 @@ class ForeignAdapter:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
         pump.join(5)
+        if conversation.unanswered is not None:
+            raise conversation.unanswered  # the pump killed it: an approval no answer fits
         if code < 0:
             # Killed by a signal nobody planned (a tool that kills it, the OOM killer): the
             # agent died, as in a crash. Its life dies with it, so the injector restarts it

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, Conversation
+from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, Conversation, UnansweredApproval
 from crashmatrix.harness.lives.descendants import kill_adopted, tracking
 
 __all__ = []
@@ -61,7 +61,14 @@ def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Pat
             copy.write(chunk)
             copy.flush()
             pending = (pending + chunk.decode("utf-8", "replace"))[-_PROMPT_WINDOW:]
-            line = conversation.answer(pending, waiting=False)
+            try:
+                line = conversation.answer(pending, waiting=False)
+            except UnansweredApproval:
+                # No answer is truthful: the agent goes, unanswered; the life raises it once
+                # the agent is gone (conversation.unanswered), not as an unplanned death.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                return
             if line is None:
                 continue
             pending = ""

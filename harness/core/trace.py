@@ -7,7 +7,9 @@ line: ``{"life": N, "event": "start" | "boundary" | "append" | "model_request" |
 written by the life itself; ``ended`` is the harness's, after a life that did not end as
 planned or normally (an unplanned death, an error, a hang): its status, exit status and the
 last boundary it passed; ``survivors`` names the processes the agent left running when its
-life ended (killed by the harness).
+life ended (killed by the harness); ``approval_unanswered`` (``UNANSWERED_APPROVAL``) is a
+foreign agent's approval prompt the scenario does not answer for its tool, with ``prompt``
+and ``why``: the case is not applicable (``harness.agents.conversation``, the verdict).
 """
 
 from __future__ import annotations
@@ -17,9 +19,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LIFE_STATUSES", "CaseRun", "LifeRecord", "TraceEvent", "case_status", "stderr_name"]
+__all__ = [
+    "LIFE_STATUSES",
+    "UNANSWERED_APPROVAL",
+    "CaseRun",
+    "LifeRecord",
+    "TraceEvent",
+    "case_status",
+    "stderr_name",
+]
 
 LIFE_STATUSES = ("exited", "crashed", "not_reached", "error", "hung", "died")
+UNANSWERED_APPROVAL = "approval_unanswered"
 TraceEvent = Mapping[str, Any]
 
 

@@ -17,6 +17,7 @@ from crashmatrix.harness.core.categories import told_for_code
 from crashmatrix.harness.core.ledger import tool_call_sites
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.trace import UNANSWERED_APPROVAL
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.expectations import Mismatch, Observed, compare, project
@@ -196,6 +197,19 @@ def judge(
         del expected["ledger"]
         skipped.append("ledger: the agent left its session unreadable")
     status = observation.status
+    # An approval the scenario does not answer for the tool it was about ended the case
+    # (harness.agents.conversation): the agent was never put to this test, whatever it did.
+    unanswered = tuple(
+        dict.fromkeys(str(e.get("why")) for e in observation.trace if e.get("event") == UNANSWERED_APPROVAL)
+    )
+    if unanswered:
+        return Verdict(
+            "not_applicable",
+            None,
+            expected,
+            problems=unanswered,
+            not_applicable=tuple(f"approvals: {why}" for why in unanswered),
+        )
     if status == "not_reached":
         return Verdict(
             "not_reached", None, expected, problems=(f"{point.id if point else 'clean'}: never reached",)
