@@ -15,7 +15,7 @@ from pathlib import Path
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import stderr_name
 
-__all__ = ["clone_case", "fresh_case", "prepare_case", "remove_templates"]
+__all__ = ["clone_case", "fresh_case", "prepare_case", "remove_templates", "templates_under"]
 
 
 def session_path_of(case_dir: Path) -> Path:
@@ -53,6 +53,7 @@ class _Templates:
         self._root: Path | None = None
         self._made: dict[str, Path] = {}
         self._names = itertools.count()
+        self.base: Path | None = None  # None: $TMPDIR
 
     def get(self, scenario: Scenario) -> Path:
         key = json.dumps([dict(scenario.files), [dict(f) for f in scenario.faults]], sort_keys=True)
@@ -60,7 +61,9 @@ class _Templates:
             template = self._made.get(key)
             if template is None or not template.exists():
                 if self._root is None or not self._root.exists():
-                    self._root = Path(tempfile.mkdtemp(prefix="crashmatrix-templates-"))
+                    if self.base is not None:
+                        self.base.mkdir(parents=True, exist_ok=True)
+                    self._root = Path(tempfile.mkdtemp(prefix="crashmatrix-templates-", dir=self.base))
                     atexit.register(_remove_own, self._root, os.getpid())
                 template = self._root / str(next(self._names))
                 _create_world(template, scenario)
@@ -91,6 +94,13 @@ def remove_templates() -> None:
     one). Exit removes them too; a process that may not reach its exit handlers (an xdist
     worker, which execnet can end with ``os._exit``) calls this at session finish."""
     _TEMPLATES.remove()
+
+
+def templates_under(directory: Path) -> None:
+    """Make this process's world templates under ``directory`` from now on (pytest's
+    basetemp, a CLI run's scratch directory): a run SIGKILLed before its exit handlers
+    leaves them where its case directories are, never loose in $TMPDIR."""
+    _TEMPLATES.base = directory
 
 
 def prepare_case(case_dir: Path, scenario: Scenario) -> None:

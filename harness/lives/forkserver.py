@@ -9,7 +9,8 @@ one server per interpreter whatever preload list later callers ask for.
 This module is a small fork server without those costs (the same design as CPython's):
 
 * The harness starts ``python -c 'from crashmatrix.harness.lives.forkserver import serve; serve()'`` with a
-  listening Unix socket it created, and sends it ``sys.path`` and the modules to preload.
+  listening Unix socket it created (on Linux in the abstract namespace: no file to leave
+  behind), and sends it ``sys.path`` and the modules to preload.
   The server ties its life to the harness (``parent_death``), imports the modules once
   (``harness.lives.warmup`` runs one throwaway life, so caches are warm), then waits.
 * Each life is one connection: the harness sends the pickled ``(target, args, cwd)``; the
@@ -34,6 +35,7 @@ import io
 import json
 import os
 import pickle
+import secrets
 import selectors
 import shutil
 import signal
@@ -204,6 +206,9 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
         for key, _ in selector.select():
             if key.fileobj is listener:
                 conn, _ = listener.accept()
+                if not _same_user(conn):
+                    conn.close()
+                    continue
                 try:
                     request = _recv(conn)
                 except (EOFError, OSError):
@@ -261,6 +266,30 @@ def _socket_dir() -> str:
     return tempfile.mkdtemp(prefix="crashmatrix-forkserver-", dir="/tmp")
 
 
+def _listen_address() -> tuple[str, str | None]:
+    """Where a new server listens, and the directory to remove when it stops (None: none).
+
+    On Linux, a name in the abstract socket namespace: no file at all, so nothing is left in
+    $TMPDIR however the harness ends (an xdist worker ended with ``os._exit``, a SIGTERM, a
+    SIGKILL), and the name vanishes with the server. Such a name has no file permissions,
+    so the server serves only its own user (``_same_user``). Elsewhere, a socket file in a
+    fresh private directory (mode 0700), removed when the server stops."""
+    if sys.platform.startswith("linux"):
+        return f"\0crashmatrix-forkserver-{os.getpid()}-{secrets.token_hex(8)}", None
+    where = _socket_dir()
+    return os.path.join(where, "socket"), where
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Whether the process at the other end of ``conn`` runs as this user: an abstract
+    socket can be reached by anyone on the machine, and a request is code to run."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return True  # not Linux: the socket's directory (0700) keeps others out
+    credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", credentials)
+    return uid == os.getuid()
+
+
 class ForkServer:
     """A warm process that forks lives on request. Started lazily; one per preload list
     (``shared``), stopped at exit. Dies with the harness even when the harness is
@@ -293,8 +322,7 @@ class ForkServer:
             if not restart and self._process is not None and self._process.poll() is None:
                 return self._address
             self._stop_locked()
-            self._dir = _socket_dir()
-            self._address = os.path.join(self._dir, "socket")
+            self._address, self._dir = _listen_address()
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 listener.bind(self._address)

@@ -115,3 +115,50 @@ def test_crashmatrix_run_without_keep_leaves_nothing_in_tmpdir_and_says_so(tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().endswith("case directories removed (--keep DIR keeps them)")
     assert _left(tmpdir) == []
+
+
+@pytest.mark.slow
+def test_crashmatrix_run_ended_by_sigterm_mid_case_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
+    """A cancelled CI job or a timeout sends SIGTERM: the run stops as on Ctrl-C (exit 130),
+    its scratch directory, templates and fork server with it."""
+    import signal
+
+    from ...waiting import wait_until
+
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    crashmatrix = Path(sys.executable).with_name("crashmatrix")
+    # This mutant's second life blocks for ever once it has set the torn line aside: the
+    # signal lands mid-case, with a life only a deadline would end.
+    run = subprocess.Popen(
+        [
+            str(crashmatrix),
+            "run",
+            str(SCENARIO),
+            "--crash",
+            "torn_write[call_mail:running]",
+            "--agent",
+            "crashmatrix.reference_agent.mutants:torn_tail_blocks_forever",
+        ],
+        env={**os.environ, "TMPDIR": str(tmpdir)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+
+        def second_life_started() -> bool:
+            return run.poll() is not None or any(
+                '"life": 2' in trace.read_text(encoding="utf-8", errors="replace")
+                for trace in tmpdir.rglob("trace.jsonl")
+            )
+
+        assert wait_until(second_life_started, within=SUBPROCESS_TIMEOUT), _left(tmpdir)
+        assert run.poll() is None, run.communicate()[0].decode(errors="replace")
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=SUBPROCESS_TIMEOUT)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, output.decode(errors="replace")
+    assert b"crashmatrix: interrupted" in output
+    assert _left(tmpdir) == []

@@ -106,7 +106,14 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "email.yaml").write_text(SCENARIO, encoding="utf-8")
     marker = f"CRASHMATRIX_INTERRUPT_TEST={uuid.uuid4().hex}"
-    env = dict(os.environ, CRASHMATRIX_INTERRUPT_TEST=marker.split("=", 1)[1], PYTHONUNBUFFERED="1")
+    tmpdir = tmp_path / "tmp"  # the run's own $TMPDIR: what crashmatrix leaves there is seen
+    tmpdir.mkdir()
+    env = dict(
+        os.environ,
+        CRASHMATRIX_INTERRUPT_TEST=marker.split("=", 1)[1],
+        PYTHONUNBUFFERED="1",
+        TMPDIR=str(tmpdir),
+    )
     # The hanging mutant blocks forever after a torn write: lives that only a deadline ends.
     command = [
         sys.executable,
@@ -184,3 +191,7 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         assert results.incomplete
     # A loaded machine reaps slowly; a leaked life is still there after its own deadline.
     assert wait_until(lambda: not _marked(marker), within=CASE_DEADLINE), _describe(marker)
+    # Nothing of crashmatrix is left in $TMPDIR, however the run ended: the fork servers listen
+    # on abstract sockets (no file), and the rest is removed or lives under the basetemp.
+    left = sorted(p.name for p in tmpdir.iterdir())
+    assert left == [], f"left in $TMPDIR after {signal.Signals(signum).name}: {left}"
