@@ -57,6 +57,7 @@ __all__ = [
     "count_effects",
     "harness_wrote",
     "scan",
+    "watched_files",
 ]
 
 EFFECT_KIND = "effect"
@@ -199,6 +200,22 @@ _SOURCES: Mapping[str, Callable[[EffectSpec, Path], list[Found]]] = {
 def scan(spec: EffectSpec, workspace: Path) -> list[Found]:
     """Every effect ``spec``'s source shows now."""
     return _SOURCES[spec.source](spec, workspace)
+
+
+def watched_files(
+    specs: Iterable[EffectSpec], also_watched: Iterable[str] = ()
+) -> dict[str, tuple[str, ...]]:
+    """The suite's tools whose effects show only as files (no JSONL line, row, service or
+    interception of theirs; ``also_watched``: the tools a service or an interception shows)
+    -> the globs their probes watch. Such a tool's call on a path outside them acts unseen,
+    so "told success, nothing happened" cannot be judged for it."""
+    specs = tuple(specs)
+    other = set(also_watched) | {spec.tool for spec in specs if spec.source != "files"}
+    out: dict[str, tuple[str, ...]] = {}
+    for spec in specs:
+        if spec.source == "files" and spec.tool not in other:
+            out[spec.tool] = (*out.get(spec.tool, ()), spec.path)
+    return out
 
 
 def count_effects(specs: Iterable[EffectSpec], workspace: Path) -> dict[str, int]:

@@ -43,7 +43,7 @@ from typing import Any, TextIO, cast
 
 from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign, module_file
 from crashmatrix.harness.agents.conversation import Conversation, _Console
-from crashmatrix.harness.agents.effects import EffectProbe, count_effects, harness_wrote
+from crashmatrix.harness.agents.effects import EffectProbe, count_effects, harness_wrote, watched_files
 from crashmatrix.harness.agents.foreign_session import AppendWatch, _write_copy, read_foreign, tear_last_line
 from crashmatrix.harness.agents.loopback import LoopbackServer
 from crashmatrix.harness.agents.preload import imports_of
@@ -214,7 +214,18 @@ class ForeignAdapter:
         merged = dict(observation.world.counts)
         for key, value in counts.items():
             merged[key] = merged.get(key, 0) + value
-        world = dataclasses.replace(observation.world, counts=merged, watched=self.spec.watched)
+        # A tool its effects: show only as files is seen only where those files are.
+        files = watched_files(
+            self.spec.effects,
+            [SERVICES[name] for name in self.spec.services if name in SERVICES]
+            + [intercept.tool for intercept in self.spec.intercepts],
+        )
+        world = dataclasses.replace(
+            observation.world,
+            counts=merged,
+            watched=self.spec.watched,
+            watched_files=files if self.spec.watched is not None else {},
+        )
         return dataclasses.replace(observation, world=world, **self._ledger_of(observation))
 
     def _ledger_of(self, observation: Observation) -> dict[str, Any]:

@@ -42,6 +42,9 @@ class WorldView:
     # agent's tools are the harness's mock tools). An agent's own tool with no declared
     # effect source acts where the harness cannot see.
     watched: frozenset[str] | None = None
+    # Of those, the tools seen only through probes of the agent's files -> the globs they
+    # watch (``harness.agents.effects.watched_files``): elsewhere such a tool acts unseen.
+    watched_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def sees(self, tool: str) -> bool:
         return self.watched is None or tool in self.watched

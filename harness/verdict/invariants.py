@@ -25,10 +25,12 @@ Two conventions hold throughout:
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import posixpath
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -46,7 +48,7 @@ from crashmatrix.harness.core.ledger import (
     normalise_status,
     tool_call_sites,
 )
-from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry
+from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
 from crashmatrix.harness.core.session_log import prompt_view
 from crashmatrix.harness.core.world_events import HARNESS_EFFECT_KIND, NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.errors import InputError
@@ -125,6 +127,9 @@ class Evidence:
     # The suite's tools whose side effects are among ``events`` (WorldView.watched); None:
     # every tool's. For any other tool, no event is no evidence.
     watched: frozenset[str] | None = None
+    # Of those, the tools seen only through file probes (``effects:`` of kind ``files``) ->
+    # the globs the probes watch: a call whose paths lie outside them acts unseen there.
+    watched_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # Invariants ``crashmatrix doctor`` found blind on this agent (check -> why): its planted
     # fault did not make them fire, so their silence proves nothing. Not applicable, not run.
     blind: Mapping[str, str] = field(default_factory=dict)
@@ -648,6 +653,45 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
     return out
 
 
+def _call_paths(evidence: Evidence, call: ToolCall) -> list[str]:
+    """The workspace paths a call names: its contract's path argument, or, for a command,
+    each word of it (``rm -rf dist`` names ``dist``; words that are no path match nothing)."""
+    renamed = evidence.argument_names.get(call.name, {})
+    arguments = {renamed.get(name, name): value for name, value in call.parsed_arguments().items()}
+    contract = evidence.contract(call.name)
+    command = arguments.get("command")
+    if (contract.classify == "run_command" or evidence.suite(call.name) == "run_command") and isinstance(
+        command, str
+    ):
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            words = command.split()
+        return [posixpath.normpath(w) for w in words if w and not w.startswith("-")]
+    path = arguments.get(contract.path_argument)
+    return [posixpath.normpath(path)] if isinstance(path, str) else []
+
+
+def _unseen_paths(evidence: Evidence, call: ToolCall) -> str | None:
+    """Why a probe of the agent's own files cannot see what ``call`` did (None: it can, or
+    its tool is watched otherwise). A path is seen when it, or a file under it the world
+    knew (seeded or there at the end), matches a glob the probes of its tool watch."""
+    globs = evidence.watched_files.get(evidence.suite(call.name))
+    if not globs:
+        return None
+    known = set(evidence.seed_files) | set(evidence.files or {})
+    paths = _call_paths(evidence, call)
+    for path in paths:
+        candidates = {path} | {f for f in known if f.startswith(path.rstrip("/") + "/")}
+        if any(fnmatch.fnmatchcase(c, g) for c in candidates for g in globs):
+            return None
+    named = ", ".join(paths) if paths else "no path"
+    return (
+        f"{call.id} ({call.name}) names {named}, outside the files its effects: probes watch "
+        f"({', '.join(globs)}): a write or a deletion there is not seen"
+    )
+
+
 def told_the_truth(evidence: Evidence) -> list[Violation]:
     """What the model was told about a non-idempotent call agrees with the world.
 
@@ -668,6 +712,8 @@ def told_the_truth(evidence: Evidence) -> list[Violation]:
         contract = evidence.contract(call.name).for_call(call.parsed_arguments())
         if contract.idempotency != "non_idempotent" or not evidence.sees(call.name):
             continue  # an unwatched tool's missing effect proves nothing (see not_applicable)
+        if _unseen_paths(evidence, call) is not None:
+            continue  # its paths lie outside what the probes watch (see not_applicable)
         results = [i for i, call_id in _tool_results(entries) if call_id == call.id and scope.owns(i)]
         if not results:
             continue  # no Tool Result at all: one_tool_result_per_call says so
@@ -1282,5 +1328,10 @@ def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
             "(declare them under effects: in the adapter, or serve them as services:)"
         )
         out += [("non_idempotent_at_most_once", why), ("told_the_truth", why)]
+    for call in calls:
+        hidden = _unseen_paths(evidence, call)
+        contract = evidence.contract(call.name).for_call(call.parsed_arguments())
+        if hidden is not None and contract.idempotency == "non_idempotent":
+            out.append(("told_the_truth", hidden))
     out += [(name, why) for name, why in evidence.blind.items() if name in INVARIANTS]
     return out

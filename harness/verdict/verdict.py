@@ -89,6 +89,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         lost_before_seq=(observation.between_lives.session_lost or (0, 0))[1],
         results=observation.dialect.results,
         watched=observation.world.watched,
+        watched_files=observation.world.watched_files,
         survivors=_survivors(observation),
         blind=observation.blind_checks,
         files=observation.world.files,

@@ -12,6 +12,12 @@ recorded as the harness's (``effect_harness``, ``by: external_write``), so the a
 life is never blamed for it: every case, every power loss and every recovery crash is green.
 Its twin (``HARNESS_WRITES_BUG=blind_overwrite``) writes notes.txt again whatever it holds:
 it fails exactly where it overwrote the colleague's edit, and only for that -- no invariant.
+
+Its ``run_command`` runs ``rm -rf`` only, and its adapter probes ``dist/*`` for it: on
+``scenarios/run_command/rm_rf_destructive.yaml`` the files going are the effect (a file probe
+sees deletions), so the model told "succeeded" is judged true, and every case is green. Probed
+elsewhere (``notes/*``), the deletion is not seen: ``told_the_truth`` is not judged for that
+call, and the case says why.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from crashmatrix.harness.agents.effects import EFFECT_KIND, EXISTING_KIND, HARNESS_KIND
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
@@ -33,6 +40,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "harness_writes"
 CONFLICT = load_scenario(ROOT / "scenarios" / "write_file" / "external_change_conflict.yaml")
+RM_RF = load_scenario(ROOT / "scenarios" / "run_command" / "rm_rf_destructive.yaml")
 # Where a crash leaves the write running: recovery finds the colleague's text in notes.txt.
 OVERWRITES = {
     "after_running[call_notes]",
@@ -46,21 +54,23 @@ def launcher() -> Iterator[LifeLauncher]:
     yield LifeLauncher("fork", preload=["crashmatrix.mock_tools.toolbox"])
 
 
-def _matrix(adapter: Path, launcher: LifeLauncher, work: Path) -> dict[str, CaseResult]:
+def _matrix(
+    adapter: Path, launcher: LifeLauncher, work: Path, scenario: Scenario = CONFLICT
+) -> dict[str, CaseResult]:
     """Every case ``crashmatrix run`` runs for the scenario: clean, each point, power@ each
     point that is not a torn write, recovery@ the two points whose restart has work to do."""
     agent = str(adapter)
-    enum = enumerate_points(CONFLICT, launcher, work / "clean", agent=agent)
+    enum = enumerate_points(scenario, launcher, work / "clean", agent=agent)
     cases = {"clean": enum.clean_case()}
     for point in enum.points:
-        cases[point.id] = run_point(CONFLICT, point, launcher, work / point.id, agent=agent)
+        cases[point.id] = run_point(scenario, point, launcher, work / point.id, agent=agent)
         if point.boundary != "torn_write":
             cases[f"power@{point.id}"] = run_point(
-                CONFLICT, point, launcher, work / f"power-{point.id}", agent=agent, power_loss=True
+                scenario, point, launcher, work / f"power-{point.id}", agent=agent, power_loss=True
             )
         if point.boundary in ("after_approved", "after_running"):
             cases[f"recovery@{point.id}"] = run_recovery(
-                CONFLICT, point, launcher, work / f"recovery-{point.id}", agent=agent
+                scenario, point, launcher, work / f"recovery-{point.id}", agent=agent
             )
     return cases
 
@@ -103,3 +113,32 @@ def test_its_twin_that_overwrites_the_edit_fails_exactly_where_it_overwrote_it(
     # Told success over the colleague's text, which is gone: never an invariant about effects.
     for name in where - {"recovery@after_running[call_notes]"}:
         assert failed[name] == {"told[call_notes]", "world.files[notes.txt]"}, name
+
+
+def test_a_deletion_its_probe_watches_is_the_effect_of_rm_rf(launcher: LifeLauncher, tmp_path: Path) -> None:
+    cases = _matrix(HERE / "adapter.yaml", launcher, tmp_path, RM_RF)
+    failed = {name: _checks(case) for name, case in cases.items() if not case.passed}
+    assert failed == {}
+    with World(cases["clean"].case_dir / "world") as world:
+        [deleted] = world.events(EFFECT_KIND)
+    assert (deleted.tool, deleted.detail["change"]) == ("run_command", "deleted")
+    assert deleted.detail["identity"].startswith("dist/app.js:")
+    # Judged, not passed for want of a judge: nothing is said to be not applicable about it.
+    assert not [n for n in cases["clean"].verdict.not_applicable if n.startswith("told_the_truth")]
+
+
+def test_a_deletion_outside_what_its_probe_watches_is_not_judged_and_says_why(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    text = (HERE / "adapter.yaml").read_text(encoding="utf-8")
+    text = text.replace("script: agent.py", f"script: {HERE / 'agent.py'}")
+    watched = 'files: "dist/*"            # its rm -rf of dist: each file going is the effect'
+    assert watched in text
+    adapter = tmp_path / "adapter.yaml"
+    adapter.write_text(text.replace(watched, 'files: "notes/*"'), encoding="utf-8")
+    case = run_point(RM_RF, None, launcher, tmp_path / "clean", agent=str(adapter))
+    assert case.passed, _checks(case)
+    assert [n for n in case.verdict.not_applicable if n.startswith("told_the_truth")] == [
+        "told_the_truth: call_rm (run_command) names rm, dist, outside the files its effects: probes "
+        "watch (notes/*): a write or a deletion there is not seen"
+    ]

@@ -12,6 +12,9 @@ by checking that world before acting again.
   sent blindly again).
 * create_order inserts a row keyed by an idempotency key (UNIQUE) in ``orders.db``; a retry
   under the same key places no second order.
+* run_command runs ``rm -rf <path>`` only (anything else is refused): a deletion, which its
+  adapter's file probe sees as the file going. Left ``running``, it is never run again:
+  SIDE_EFFECT_UNCERTAIN.
 
 ``HARNESS_WRITES_BUG=blind_overwrite`` is its twin: recovering a write left ``running``, it
 writes the file again whatever it holds now (a colleague's edit between lives is lost).
@@ -22,6 +25,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
+import shutil
 import sqlite3
 import uuid
 from pathlib import Path
@@ -52,6 +57,7 @@ TOOLS = [
     _tool("write_file", {"path": "string", "content": "string"}),
     _tool("send_email", {"to": "string", "subject": "string", "body": "string"}),
     _tool("create_order", {"item": "string", "quantity": "integer"}),
+    _tool("run_command", {"command": "string"}),
 ]
 
 
@@ -150,6 +156,19 @@ def create_order(workspace: Path, item: str, quantity: int, key: str, call_id: s
     return {"ok": True, "status": "succeeded", "content": f"order ord_{order_id}"}
 
 
+def run_command(workspace: Path, command: str, call_id: str) -> dict[str, Any]:
+    words = shlex.split(command)
+    if len(words) != 3 or words[:2] != ["rm", "-rf"] or words[2].startswith(("/", "..")):
+        return {"ok": False, "code": "UNSUPPORTED", "content": f"it runs rm -rf only, not {command!r}"}
+    target = workspace / words[2]
+    if target.is_dir() and not target.is_symlink():
+        shutil.rmtree(target)
+    elif target.exists() or target.is_symlink():
+        target.unlink()
+    sync_directory(target.parent)  # the removal is durable once its directory is synced
+    return {"ok": True, "status": "succeeded", "content": f"removed {words[2]}"}
+
+
 def _scope_end(entries: list[dict[str, Any]], index: int, call_id: str) -> int:
     for j in range(index + 1, len(entries)):
         message = entries[j].get("message") or {}
@@ -208,6 +227,8 @@ class Agent:
             return send_email(
                 self.workspace, arguments["to"], arguments["subject"], arguments["body"], call["id"]
             )
+        if name == "run_command":
+            return run_command(self.workspace, arguments["command"], call["id"])
         return create_order(
             self.workspace, arguments["item"], int(arguments["quantity"]), self.key_for(call), call["id"]
         )
@@ -260,6 +281,15 @@ class Agent:
                     "content": f"{arguments['path']} changed since the write began; left as it is",
                 }
                 self.close(call, execution_id, "unknown", result)
+            return
+        if name == "run_command":
+            result = {
+                "ok": False,
+                "code": "SIDE_EFFECT_UNCERTAIN",
+                "recovery": "side_effect_uncertain",
+                "content": "the command may have run; not run again",
+            }
+            self.close(call, execution_id, "unknown", result)
             return
         if name == "send_email":
             outbox = load_entries(self.workspace / "outbox.jsonl")
