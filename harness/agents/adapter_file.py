@@ -46,6 +46,7 @@ class BoundaryRule:
     at: str = "return"
     where: tuple[Where, ...] = ()
     call_id: tuple[str, str] | None = None  # (argument, key)
+    position: str = ""  # adapter.yaml:line:col of the rule, for "this rule never fired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ class Intercept:
     returns: str = "result"  # "result" | "json" | "module:function"
     call_id: tuple[str, str] | None = None  # (argument, key)
     key: str = ""  # the function's parameter holding the idempotency key it would send
+    position: str = ""  # adapter.yaml:line:col of the entry, for "this intercept never ran"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +216,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
                 raw.get("at", "return"),
                 tuple(where),
                 (call["argument"], call.get("key", "")) if call else None,
+                f"{doc.path}:{':'.join(map(str, doc.where(('boundaries', index))))}",
             )
         )
     return ForeignSpec(
@@ -446,6 +449,7 @@ def _intercept(
         returns,
         (call["argument"], call.get("key", "")) if call else None,
         raw.get("key", ""),
+        f"{doc.path}:{':'.join(map(str, doc.where(key)))}",
     )
 
 
