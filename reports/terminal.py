@@ -185,7 +185,7 @@ def render_scorecard(card: Scorecard, *, encoding: str | None = "utf-8") -> list
     questions = list(CRASH_QUESTIONS.values())
     lines += [
         "",
-        "crash evals (crashed call's class):".ljust(_NAME)
+        "crash evals: crashed call's class".ljust(_NAME)
         + "".join(q.title.split()[-1].ljust(_GRID) for q in questions),
     ]
     for column, cls, rows in card.crash_grid():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,9 @@ def test_a_real_run_prints_the_scorecard_and_exits_with_pytests_status(
     assert "scorecard, agent reference: " in printed
     assert "crash evals:" in printed and (out / "matrix.json").exists()
     assert "send_once.yaml" in (out / "matrix.json").read_text(encoding="utf-8")
+    # The crash on send_email is filed under its class, with passed/total (scorecard.COUNTS).
+    assert re.search(r"^  running, non_idempotent +\S+ (\d+)/\1 ", printed, re.M), printed
+    assert re.search(r"^  running, idempotent [^/]*$", printed, re.M), printed  # no case: no count
 
 
 @pytest.mark.slow
