@@ -551,7 +551,7 @@ class ForeignAdapter:
         os.chdir(cwd)
         module = import_agent(self.spec)
         # Intercepted first: a boundary rule on the same function then wraps the mock tool.
-        marks = Marks(hook)
+        marks = Marks(hook, ctx.trace)  # the trace says which adapter rule fired (collection reads it)
         install_intercepts(module, self.spec.intercepts, marks, self._run_tool(ctx, toolbox), self.spec.here)
         install_boundaries(module, self.spec.rules, hook, marks)
         main = getattr(module, self.spec.main, None)

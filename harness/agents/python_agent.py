@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -23,7 +24,48 @@ from crashmatrix.harness.agents.effects import EffectProbe
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.errors import InputError
 
-__all__ = ["Marks", "RunTool", "import_agent", "install_boundaries", "install_intercepts", "probing_fsyncs"]
+__all__ = [
+    "RULES_INSTALLED",
+    "RULE_CALLED",
+    "RULE_FIRED",
+    "RULE_HELD",
+    "Marks",
+    "RunTool",
+    "SilentRule",
+    "held_by",
+    "import_agent",
+    "install_boundaries",
+    "install_intercepts",
+    "probing_fsyncs",
+    "rule_name",
+    "silent_rules",
+]
+
+# The life's trace says what each adapter rule did (``harness.core.trace``): the rules
+# installed (where each is in adapter.yaml, and where the agent still holds the original
+# function), then, once a life each, a rule's function called through the wrapper, its
+# where: holding, and its boundary marked (an intercept: its mock tool run). A rule with no
+# ``rule_fired`` in a clean run never acted: the boundary it feeds was not reachable there.
+RULES_INSTALLED = "rules"
+RULE_CALLED = "rule_called"
+RULE_HELD = "rule_held"
+RULE_FIRED = "rule_fired"
+Trace = Callable[[Mapping[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SilentRule:
+    """An adapter rule (a boundary rule, an intercept) that never acted in a case."""
+
+    rule: str  # adapter.yaml:line:col
+    kind: str  # "boundary" | "intercept"
+    function: str
+    boundary: str  # the boundary it feeds
+    why: str
+
+    def describe(self) -> str:
+        what = "boundary rule" if self.kind == "boundary" else "intercept"
+        return f"{what} {self.rule} ({self.function} -> {self.boundary}) never fired: {self.why}"
 
 
 # -- kind 2: boundaries in the agent's own functions -----------------------------------------
@@ -59,22 +101,36 @@ def _holds(cond: Where, arguments: Mapping[str, Any]) -> bool:
 
 
 class Marks:
-    """Calls the life's hook where the agent's wrapped functions say a boundary is."""
+    """Calls the life's hook where the agent's wrapped functions say a boundary is, and says
+    in the life's trace when each rule first acted (``RULE_EVENTS``): a rule that never did
+    proves its boundary was never reachable, which the clean run's trace then shows."""
 
-    def __init__(self, hook: BoundaryHook) -> None:
+    def __init__(self, hook: BoundaryHook, trace: Trace | None = None) -> None:
         self.hook = hook
         self.last_call_id = ""
+        self.trace: Trace = trace or (lambda event: None)
+        self._said: set[tuple[str, str]] = set()
+
+    def once(self, event: str, rule: str, **more: Any) -> None:
+        """One trace line the first time ``rule`` does ``event`` in this life (a few lines a
+        life, never one per call)."""
+        if (event, rule) not in self._said:
+            self._said.add((event, rule))
+            self.trace({"event": event, "rule": rule, **more})
 
     def fire(self, rules: Sequence[BoundaryRule], arguments: Mapping[str, Any]) -> None:
         for rule in rules:
+            name = rule_name(rule)
             if not all(_holds(cond, arguments) for cond in rule.where):
                 continue
+            self.once(RULE_HELD, name)
             if rule.call_id is not None:
                 ids = [str(v) for v in _lookup(arguments.get(rule.call_id[0]), rule.call_id[1]) if v]
             else:
                 ids = [self.last_call_id] if self.last_call_id else []
             for call_id in ids:
                 self.last_call_id = call_id
+                self.once(RULE_FIRED, name, boundary=rule.boundary)
                 self.hook(rule.boundary, call_id)
 
 
@@ -84,6 +140,8 @@ def _wrap(original: Callable[..., Any], rules: Sequence[BoundaryRule], marks: Ma
     after = [r for r in rules if r.at == "return"]
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for rule in rules:
+            marks.once(RULE_CALLED, rule_name(rule))
         try:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
@@ -122,10 +180,114 @@ def install_boundaries(
     by_function: dict[str, list[BoundaryRule]] = {}
     for rule in rules:
         by_function.setdefault(rule.function, []).append(rule)
+    listed: list[dict[str, Any]] = []
     for dotted, group in by_function.items():
         owner, attr, original = _resolve(module, dotted, "boundaries[].function")
         setattr(owner, attr, _wrap(original, group, marks))
+        held = held_by(module, original, dotted)
+        listed += [
+            {
+                "rule": rule_name(r),
+                "kind": "boundary",
+                "function": dotted,
+                "boundary": r.boundary,
+                "held": held,
+            }
+            for r in group
+        ]
+    if listed:
+        marks.trace({"event": RULES_INSTALLED, "rules": listed})
     return marks
+
+
+def rule_name(rule: BoundaryRule | Intercept) -> str:
+    """How the trace names a rule: where it is in adapter.yaml (its function, if unknown)."""
+    if rule.position:
+        return rule.position
+    if isinstance(rule, Intercept):
+        return f"intercept.{rule.tool}"
+    return f"{rule.function} -> {rule.boundary}"
+
+
+def held_by(module: ModuleType, original: Callable[..., Any], dotted: str) -> list[str]:
+    """Where the agent still holds the ORIGINAL function after it was replaced on its module:
+    a global bound to it under another name (imported by value, an alias), a dict, list or
+    tuple a global holds (a dispatch table built at import), in the agent's module and the
+    modules beside its file. Calls through those never pass the wrapper; named precisely,
+    they are the likely reason a rule never fired. Cheap: one look at each global."""
+    places: list[str] = []
+    folder = Path(getattr(module, "__file__", "") or ".").resolve().parent
+    modules = [module] + [
+        m
+        for m in list(sys.modules.values())
+        if m is not module
+        and isinstance(getattr(m, "__file__", None), str)
+        and Path(m.__file__).resolve().parent == folder  # type: ignore[arg-type]
+    ]
+    for owner in modules:
+        prefix = "" if owner is module else f"{owner.__name__}."
+        for name, value in list(vars(owner).items()):
+            if name.startswith("__"):
+                continue
+            if value is original and not (owner is module and name == dotted):
+                places.append(f"{prefix}{name}")
+            elif isinstance(value, Mapping):
+                places += [f"{prefix}{name}[{k!r}]" for k, v in list(value.items()) if v is original]
+            elif isinstance(value, list | tuple):
+                places += [f"{prefix}{name}[{i}]" for i, v in enumerate(value) if v is original]
+    return places
+
+
+def silent_rules(trace: Sequence[Mapping[str, Any]]) -> list[SilentRule]:
+    """The rules of a case's lives that never acted (none of its lives fired them), each
+    with why, from the trace alone (``RULES_INSTALLED`` and the first-time events)."""
+    installed: dict[str, Mapping[str, Any]] = {}
+    done: dict[str, set[str]] = {}
+    for event in trace:
+        kind = event.get("event")
+        if kind == RULES_INSTALLED:
+            for rule in event.get("rules") or ():
+                installed.setdefault(str(rule.get("rule")), rule)
+        elif kind in (RULE_CALLED, RULE_HELD, RULE_FIRED):
+            done.setdefault(str(event.get("rule")), set()).add(str(kind))
+    silent: list[SilentRule] = []
+    for name, rule in installed.items():
+        seen = done.get(name, set())
+        if RULE_FIRED in seen:
+            continue
+        silent.append(
+            SilentRule(
+                name,
+                str(rule.get("kind")),
+                str(rule.get("function")),
+                str(rule.get("boundary")),
+                _why_silent(rule, seen),
+            )
+        )
+    return silent
+
+
+def _why_silent(rule: Mapping[str, Any], seen: set[str]) -> str:
+    function = str(rule.get("function"))
+    held = [str(h) for h in rule.get("held") or ()]
+    if RULE_HELD in seen:
+        return (
+            f"its where: held, but no call id was found ({function}'s call_id: gave none and no "
+            "earlier rule named a call)"
+        )
+    if RULE_CALLED in seen:
+        return f"{function} was called, but this rule's where: never held (check its argument names and keys)"
+    if held:
+        return (
+            f"{function} was never called through its module attribute: the agent holds the original "
+            f"function in {', '.join(held)} (a dict or a name bound at import, before the harness "
+            "replaced it), and calls it from there; name a function the agent calls by its module "
+            "attribute (e.g. the one that looks the tool up), or look it up at call time"
+        )
+    return (
+        f"{function} was never called through its module attribute: is it held in a dict or "
+        "imported by value in a module the harness does not scan, or does this scenario never call it?"
+    )
 
 
 # The harness's side of an intercepted call: (tool, arguments, tool_call_id, the idempotency
@@ -151,11 +313,25 @@ def install_intercepts(
     """Replace the agent's own tool functions by calls to the harness's mock tools: the
     effect lands in the counted world, at the exact moment, with the session's size then.
     Only the module object in this process changes; the agent's files are never touched."""
+    listed: list[dict[str, Any]] = []
     for intercept in intercepts:
         owner, attr, original = _resolve(module, intercept.function, f"intercept.{intercept.tool}.function")
         setattr(
             owner, attr, _replacement(original, intercept, marks, run_tool, _shaper(intercept.returns, here))
         )
+        held = held_by(module, original, intercept.function)
+        listed.append(
+            {
+                "rule": rule_name(intercept),
+                "kind": "intercept",
+                "function": intercept.function,
+                "boundary": "during_side_effect",
+                "tool": intercept.tool,
+                "held": held,
+            }
+        )
+    if listed:
+        marks.trace({"event": RULES_INSTALLED, "rules": listed})
 
 
 def _replacement(
@@ -168,6 +344,7 @@ def _replacement(
     signature = inspect.signature(original)
 
     def replacement(*args: Any, **kwargs: Any) -> Any:
+        marks.once(RULE_FIRED, rule_name(intercept), boundary="during_side_effect")
         bound = signature.bind(*args, **kwargs)  # a wrong call raises the agent's own TypeError
         bound.apply_defaults()
         given = dict(bound.arguments)
