@@ -189,9 +189,13 @@ class ShellAgent:
         self.tell(call_id, last["result"])  # finished, failed, in_doubt: told as it was
 
     def recover(self) -> None:
+        """Settle every call without a Tool Result, in order, then finish the turn. (Each
+        call id is taken as unique in the journal: a small agent, one conversation.)"""
         lines = self.journal.read()
         for index, line in enumerate(lines):
-            for raw in line.get("tool_calls") or () if line.get("kind") == "chat" else ():
+            if line.get("kind") != "chat":
+                continue
+            for raw in line.get("tool_calls") or ():
                 later = lines[index + 1 :]
                 if any(o.get("kind") == "chat" and o.get("tool_call_id") == raw["id"] for o in later):
                     continue
