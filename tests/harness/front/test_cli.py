@@ -181,12 +181,15 @@ def test_run_shares_each_first_crash_between_a_point_its_recovery_and_its_power_
     assert len(power) > len(recovery) and all(line.endswith("passed") for line in power)
     [base] = scratch
     # One first crash per recovery or power point, run once for P and the items that start
-    # with it; P has no own copy.
-    crashed = sorted(p.parent.name for p in base.glob("first-crashes/*/*/crashed"))
+    # with it; P is judged in its own copy (a published first crash is only ever copied).
+    shared = {p.parent.name: p.parent for p in base.glob("first-crashes/*/*/crashed")}
+    crashed = sorted(shared)
     starts = {line.split("::recovery@")[1].split(" ")[0] for line in recovery}
     starts |= {line.split("::power@")[1].split(" ")[0] for line in power}
     assert crashed == sorted(starts)
-    assert not [name for name in crashed if (base / name).exists()]
+    for name in crashed:
+        trace = (shared[name] / "first" / "trace.jsonl").read_bytes()
+        assert (base / name / "trace.jsonl").read_bytes() == trace and trace.count(b'"event": "start"') == 2
     kept = crashmatrix("run", str(scenario), "--keep", str(tmp_path / "kept"), cwd=tmp_path)
     assert kept.returncode == 0, kept.stdout + kept.stderr
     assert not (tmp_path / "kept" / "first-crashes").exists()  # --keep: every case whole
