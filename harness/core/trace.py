@@ -10,6 +10,10 @@ last boundary it passed; ``survivors`` names the processes the agent left runnin
 life ended (killed by the harness); ``approval_unanswered`` (``UNANSWERED_APPROVAL``) is a
 foreign agent's approval prompt the scenario does not answer for its tool, with ``prompt``
 and ``why``: the case is not applicable (``harness.agents.conversation``, the verdict).
+A kind-2 life also says what each adapter rule did (``harness.agents.python_agent``):
+``rules`` (the rules installed, each with its adapter.yaml position and where the agent
+still holds the original function), then once a life each ``rule_called``, ``rule_held``
+and ``rule_fired``: the clean run's trace names every rule that never fired.
 """
 
 from __future__ import annotations

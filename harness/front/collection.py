@@ -16,7 +16,7 @@ import dataclasses
 import os
 import tempfile
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pytest
 
 from crashmatrix.harness.agents.loading import capabilities_of, fork_preload, load_adapter
 from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.agents.python_agent import SilentRule, silent_rules
 from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
@@ -136,10 +137,12 @@ def reachable_boundaries(adapter: AgentAdapter) -> tuple[str, ...]:
     return (*(b for b in BOUNDARIES if b in adapter.boundaries), *tears)
 
 
-def unreachable_why(adapter: AgentAdapter, boundary: str) -> str:
-    """Why this agent cannot be killed at ``boundary``, in the words of its adapter kind."""
+def unreachable_why(adapter: AgentAdapter, boundary: str, unfired: Collection[str] = ()) -> str:
+    """Why this agent cannot be killed at ``boundary``, in the words of its adapter kind.
+    ``unfired``: boundaries whose adapter rules never fired in this scenario's clean run (not
+    claimed as reached)."""
     kind = getattr(getattr(adapter, "spec", None), "kind", None)  # ForeignAdapter's spec
-    reached = ", ".join(adapter.boundaries) or "no boundary"
+    reached = ", ".join(b for b in adapter.boundaries if b not in unfired) or "no boundary"
     said = getattr(adapter, "unreachable", {})  # a framework adapter's own words, per boundary
     if isinstance(said, Mapping) and said.get(boundary):
         return str(said[boundary])
@@ -179,6 +182,7 @@ def not_run(
     power: str = "",
     power_state: str = "deselected",
     unpassed: Sequence[str] = (),
+    silent: Sequence[SilentRule] = (),
 ) -> list[dict[str, Any]]:
     """The scenario's points that get no item, and why (``reports.results.NotRun``):
 
@@ -193,9 +197,14 @@ def not_run(
       (its fsyncs are not visible: ``harness.lives.power.power_target`` says why);
     * ``unpassed``: cover entries of boundaries this agent reaches only under some condition
       that its clean run of this scenario never met (a framework's ``after_approved`` where no
-      call asks approval): not reachable here, with that reason."""
+      call asks approval): not reachable here, with that reason;
+    * ``silent``: the adapter rules (kind 2 ``boundaries:``, ``intercept:``) that never fired
+      in the clean run: a boundary only they feed, which the run never passed though it made
+      tool calls, is not reachable for this scenario, each rule named with its adapter.yaml
+      position and the likely cause (never "not reached": the harness had no way to get there)."""
     calls = list(dict.fromkeys(p.tool_call_id for p in recorded))
     seen = {p.boundary for p in recorded}
+    unfired = {rule.boundary for rule in silent if rule.boundary not in seen} if calls else set()
     gaps: list[dict[str, Any]] = []
     for boundary in (*BOUNDARIES, TORN_WRITE):
         unreachable = boundary not in reachable_boundaries(adapter)
@@ -204,10 +213,13 @@ def not_run(
                 {
                     "boundary": boundary,
                     "state": "not_reachable",
-                    "why": unreachable_why(adapter, boundary),
+                    "why": unreachable_why(adapter, boundary, unfired),
                     "points": calls,
                 }
             )
+        elif boundary in unfired:
+            rules = "; ".join(rule.describe() for rule in silent if rule.boundary == boundary)
+            gaps.append({"boundary": boundary, "state": "not_reachable", "why": rules, "points": calls})
     for entry in unpassed:
         boundary = entry.partition("[")[0]
         gaps.append(
@@ -352,6 +364,7 @@ class ScenarioFile(pytest.File):
                     power=no_power,
                     power_state=power_state,
                     unpassed=[entry for _, entry in unpassed],
+                    silent=silent_rules(enum.clean.trace),
                 )
             ),
         )
