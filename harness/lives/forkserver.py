@@ -266,6 +266,11 @@ def _socket_dir() -> str:
     return tempfile.mkdtemp(prefix="crashmatrix-forkserver-", dir="/tmp")
 
 
+# Read at run time (not ``sys.platform`` in the condition): a type checker for one platform
+# would call the other branch unreachable.
+_ABSTRACT_NAMESPACE: bool = sys.platform.startswith("linux")
+
+
 def _listen_address() -> tuple[str, str | None]:
     """Where a new server listens, and the directory to remove when it stops (None: none).
 
@@ -274,7 +279,7 @@ def _listen_address() -> tuple[str, str | None]:
     SIGKILL), and the name vanishes with the server. Such a name has no file permissions,
     so the server serves only its own user (``_same_user``). Elsewhere, a socket file in a
     fresh private directory (mode 0700), removed when the server stops."""
-    if sys.platform.startswith("linux"):
+    if _ABSTRACT_NAMESPACE:
         return f"\0crashmatrix-forkserver-{os.getpid()}-{secrets.token_hex(8)}", None
     where = _socket_dir()
     return os.path.join(where, "socket"), where
@@ -286,7 +291,7 @@ def _same_user(conn: socket.socket) -> bool:
     if not hasattr(socket, "SO_PEERCRED"):
         return True  # not Linux: the socket's directory (0700) keeps others out
     credentials = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", credentials)
+    uid: int = struct.unpack("3i", credentials)[1]
     return uid == os.getuid()
 
 
