@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.core.evals import CRASH_QUESTIONS
+from crashmatrix.harness.core.records import entry_from_json
+from crashmatrix.harness.verdict.invariants import INVARIANTS, Evidence, not_applicable
 from crashmatrix.reference_agent.mutants import MUTANTS
 from crashmatrix.reference_agent.recovery import OUTCOMES
 
@@ -141,3 +144,39 @@ def test_the_quick_start_puts_crashmatrix_on_path_before_any_command_uses_it() -
     assert blocks and all(re.search(r"\. \.venv/bin/activate && pip install", block) for block in blocks)
     assert "crashmatrix run " in rest  # what the activation is for
     assert not re.search(r"(?<![\w/.])\.venv/bin/(pip|pytest|crashmatrix) ", quick)  # one way, not two
+
+
+def test_adapters_md_says_what_each_check_needs_and_quotes_the_codes_reasons() -> None:
+    section = _text(ROOT / "docs" / "adapters.md").split("\n## What each check needs from your agent\n")[1]
+    rows = [row.split(" | ") for row in section.split("\n## ")[0].splitlines() if row.startswith("| `")]
+    invariants = {CODE.findall(check)[0]: said for check, _, said in rows if "(scorecard" not in check}
+    questions = {CODE.findall(check)[0] for check, _, _ in rows if "(scorecard" in check}
+    assert set(invariants) == set(INVARIANTS) and questions == set(CRASH_QUESTIONS)
+    # Every reason the code gives when an agent does not give a check what it needs: no
+    # ledger (WHY as the docs write it), no files, no process tracking, unobserved effects.
+    call = {"id": "c", "type": "function", "function": {"name": "send_email", "arguments": "{}"}}
+    messages = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
+    entries = [entry_from_json({"type": "message", "message": m}) for m in messages]
+    facts = Evidence(
+        entries=entries,
+        offsets=[1, 2],
+        events=(),
+        requests=(),
+        turns=("go",),
+        contracts={},
+        has_ledger=False,
+        no_ledger="WHY",
+        watched=frozenset(),
+        survivors=None,
+        files=None,
+    )
+    reasons = not_applicable(facts)
+    assert {name for name, _ in reasons} == set(INVARIANTS) - {
+        "one_tool_result_per_call",
+        "no_user_message_from_recovery",
+        "turn_ends_with_final",
+        "no_ledger_in_prompt",
+    }
+    for name, why in reasons:
+        said = invariants[name]
+        assert f'"{why}"' in said or said.startswith("the same as `"), (name, why)
