@@ -15,6 +15,7 @@ import pytest
 from crashmatrix.harness.agents.adapter_file import load_foreign
 from crashmatrix.harness.agents.foreign import ForeignAdapter
 from crashmatrix.harness.core.trace import CaseRun
+from crashmatrix.harness.observation.observation import Observation
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "no_ledger"
 MESSAGES = [
@@ -41,7 +42,7 @@ def _adapter(tmp_path: Path, session: str = "") -> ForeignAdapter:
     return ForeignAdapter(load_foreign(tmp_path / "adapter.yaml"))
 
 
-def _observe(adapter: ForeignAdapter, tmp_path: Path, lines: list[dict[str, object]]):  # type: ignore[no-untyped-def]
+def _observe(adapter: ForeignAdapter, tmp_path: Path, lines: list[dict[str, object]]) -> Observation:
     case = tmp_path / "case"
     workspace = case / "world" / "workspace"
     workspace.mkdir(parents=True)
