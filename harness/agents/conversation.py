@@ -7,11 +7,12 @@ only when the scenario gives every one of its tools the same answer; otherwise a
 could be the one the scenario forbids, so the case ends there as not applicable, with the
 prompt and the fix (``UnansweredApproval``), never answered by ``*``.
 
-A prompt is a re-ask (``approvals_again``) when its ``(?P<again>...)`` group matched, or by
-occurrence: the k-th time this life asks about a tool (or, tied to none, with this prompt
-text) while an earlier life asked about it k times or more. Lives are separate processes,
-so what was asked is kept in the case directory (``ASKED``), as a person remembers being
-asked; the agent reads nothing of it."""
+A prompt is a re-ask (``approvals_again``) when its ``(?P<again>...)`` group matched: an agent
+whose prompt can say so is taken at its word. A prompt that cannot is a re-ask by occurrence:
+the k-th time this life asks about a tool (or, tied to none, with this prompt text) while an
+earlier life asked about it k times or more. Lives are separate processes, so what was asked
+is kept in the case directory (``ASKED``), as a person remembers being asked; the agent reads
+nothing of it."""
 
 from __future__ import annotations
 
@@ -128,7 +129,10 @@ class Conversation:
         text = match.group(0).strip()
         tool, tool_why = self._tool_of(match, text)
         key = f"tool:{tool}" if tool is not None else f"prompt:{text}"
-        again = bool(match.groupdict().get("again")) or self._asked_before(key)
+        # An agent whose prompt can say "again" says itself which asks are re-asks (as the
+        # reference agent does: an approval it lost is asked afresh); one whose prompt cannot
+        # is asked the same way twice, so only the occurrence tells.
+        again = bool(match.group("again")) if "again" in match.re.groupindex else self._asked_before(key)
         approvals, again_answers = self.ctx.approvals, self.ctx.approvals_again
         if tool is not None:
             approved = scenario_answer(approvals, again_answers, tool, again=again)

@@ -58,6 +58,17 @@ def test_the_again_table_answers_a_prompt_whose_again_group_matched(tmp_path: Pa
     assert conversation.answer(PROMPT.format(tool="order", again=" once more"), waiting=False) == "no\n"
 
 
+def test_an_agent_whose_prompt_can_say_again_is_taken_at_its_word(tmp_path: Path) -> None:
+    # memo-agent says "once more" when it asks again; after a restart that lost its approval
+    # it asks afresh, as the reference agent does, and the scenario's first answer is its.
+    answers = ({"create_order": "yes"}, {"create_order": "no"})
+    first = Conversation(load_foreign(MEMO), [], _ctx(tmp_path, *answers, life=1))
+    assert first.answer(PROMPT.format(tool="order", again=""), waiting=False) == "yes\n"
+    later = Conversation(load_foreign(MEMO), [], _ctx(tmp_path, *answers, life=2))
+    assert later.answer(PROMPT.format(tool="order", again=""), waiting=False) == "yes\n"
+    assert later.answer(PROMPT.format(tool="order", again=" once more"), waiting=False) == "no\n"
+
+
 def test_a_turn_prompt_gets_the_next_turn_then_end_of_input(tmp_path: Path) -> None:
     conversation = _conversation(tmp_path, {})
     assert conversation.answer("> ", waiting=False) == "Mail the memo\n"
