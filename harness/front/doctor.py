@@ -43,10 +43,12 @@ import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from crashmatrix.harness.agents.conversation import ASKED
+from crashmatrix.harness.agents.effects import scan
 from crashmatrix.harness.agents.loading import (
     adapter_for,
     capabilities_of,
@@ -55,7 +57,9 @@ from crashmatrix.harness.agents.loading import (
     observe,
 )
 from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.agents.python_agent import RULE_FIRED, RULES_INSTALLED, silent_rules
 from crashmatrix.harness.agents.session_records import CannotPlant, JsonlLines, SessionRecords, SqliteRows
+from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import split_lines
@@ -66,21 +70,26 @@ from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.input.suite import BUILTIN_SUITE, scenario_files
 from crashmatrix.harness.lives.casedir import clone_case, session_path_of
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
+from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.plan.applicability import not_applicable
+from crashmatrix.harness.plan.enumeration import points_from_trace
 from crashmatrix.harness.verdict.coverage import (
     BLIND,
+    FIRES,
     NOT_APPLICABLE,
     PLANTS,
     Coverage,
     Plant,
     PlantResult,
+    Proof,
     State,
     judge_plant,
 )
+from crashmatrix.harness.verdict.expectations import compare, project
 from crashmatrix.harness.verdict.invariants import check_all
 from crashmatrix.harness.verdict.invariants import not_applicable as checks_not_applicable
-from crashmatrix.harness.verdict.verdict import evidence
+from crashmatrix.harness.verdict.verdict import evidence, judge
 
 __all__ = [
     "blind_checks",
@@ -88,6 +97,7 @@ __all__ = [
     "cached_coverage",
     "cached_summary",
     "doctor_scenario",
+    "doctor_scenarios",
     "main_doctor",
     "run_doctor",
     "self_check",
@@ -109,17 +119,22 @@ class _Cannot(CannotPlant):
     """A plant the harness cannot make on this agent; the message says why. ``per_call``:
     blind only for some calls (see ``PlantResult.per_call``)."""
 
-    def __init__(self, why: str, *, state: State = BLIND, per_call: bool = False) -> None:
+    def __init__(
+        self, why: str, *, state: State = BLIND, per_call: bool = False, scenario_bound: bool = False
+    ) -> None:
         super().__init__(why, not_applicable=state == NOT_APPLICABLE)
         self.per_call = per_call
+        # The scenario lacks what the plant needs (a non-idempotent call, a Tool Result, a text
+        # argument): another scenario of the suite may have it (``_Cases.prefer``).
+        self.scenario_bound = scenario_bound
 
 
 # -- which scenario ------------------------------------------------------------------------
 
 
-def doctor_scenario(adapter: AgentAdapter, suite: Path = BUILTIN_SUITE) -> Scenario:
-    """The first scenario of the suite that applies to the agent as it is: no fault, no edit
-    between lives, no approval answered no (the doctor plants its own faults)."""
+def doctor_scenarios(adapter: AgentAdapter, suite: Path = BUILTIN_SUITE) -> Iterator[Scenario]:
+    """The scenarios of the suite that apply to the agent as it is, in the doctor's order: no
+    fault, no edit between lives, no approval answered no (the doctor plants its own faults)."""
     capabilities = capabilities_of(adapter)
     paths = scenario_files(suite)
     ranked = sorted(paths, key=lambda p: (_rank(p, suite), str(p)))
@@ -129,7 +144,13 @@ def doctor_scenario(adapter: AgentAdapter, suite: Path = BUILTIN_SUITE) -> Scena
         if scenario.faults or scenario.between_lives or any(str(a).lower() in _SAY_NO for a in answers):
             continue
         if not not_applicable(scenario, capabilities):
-            return scenario
+            yield scenario
+
+
+def doctor_scenario(adapter: AgentAdapter, suite: Path = BUILTIN_SUITE) -> Scenario:
+    """The first scenario of the suite that applies to the agent as it is (``doctor_scenarios``)."""
+    for scenario in doctor_scenarios(adapter, suite):
+        return scenario
     raise InputError(
         f"doctor: no scenario of {suite} applies to agent {adapter.name!r} "
         "(it has none of the suite's tools); give one with --scenario FILE"
@@ -155,6 +176,68 @@ class _Case:
     observation: Observation
 
 
+# How many clean cases of other scenarios the doctor may run besides its first one, to find
+# a scenario that exercises a check, a rule or an effect source (each costs one clean case).
+EXTRA_SCENARIOS = 4
+
+
+@dataclasses.dataclass
+class _Cases:
+    """The clean cases the doctor runs: the chosen scenario's, and, when a check, a rule or
+    an effect source needs a scenario that exercises it, one of the suite's that does (each
+    run once, when first needed, at most ``EXTRA_SCENARIOS`` of them)."""
+
+    agent: str
+    adapter: AgentAdapter
+    launcher: LifeLauncher
+    base: Path
+    deadline: float
+    explicit: bool  # --scenario given: every plant uses it
+    runs: dict[str, _Case | str] = dataclasses.field(default_factory=dict)
+    _candidates: list[Scenario] | None = None
+
+    def case(self, scenario: Scenario) -> _Case | str:
+        """The clean case of ``scenario`` (run now if it was not), or why it did not finish."""
+        label = _label(scenario)
+        if label not in self.runs:
+            directory = self.base / ("clean" if not self.runs else f"clean-{len(self.runs)}")
+            run = run_case(directory, scenario, self.launcher, agent=self.agent, deadline=self.deadline)
+            if run.status != "ok":
+                problem = "; ".join(
+                    f"life {life.life} {life.status}: {life.error}" for life in run.lives if life.error
+                )
+                self.runs[label] = (
+                    f"the clean case of {label} did not finish "
+                    f"({run.status}{': ' + problem if problem else ''})"
+                )
+            else:
+                self.runs[label] = _Case(self.agent, self.adapter, scenario, run, _observe(self.adapter, run))
+        return self.runs[label]
+
+    @property
+    def done(self) -> list[_Case]:
+        return [case for case in self.runs.values() if isinstance(case, _Case)]
+
+    @property
+    def budget(self) -> bool:
+        return not self.explicit and len(self.runs) <= EXTRA_SCENARIOS
+
+    def prefer(self, want: Callable[[Scenario], bool]) -> Iterator[_Case]:
+        """Clean cases of the scenarios ``want`` accepts: those already run first, then the
+        suite's in the doctor's order, while the budget lasts."""
+        yield from (case for case in self.done if want(case.scenario))
+        if self._candidates is None:
+            self._candidates = list(doctor_scenarios(self.adapter))
+        for scenario in self._candidates:
+            if _label(scenario) in self.runs or not want(scenario):
+                continue
+            if not self.budget:
+                return
+            case = self.case(scenario)
+            if isinstance(case, _Case):
+                yield case
+
+
 def run_doctor(
     agent: str,
     *,
@@ -163,8 +246,10 @@ def run_doctor(
     scenario: Path | None = None,
     deadline: float = 30.0,
 ) -> Coverage:
-    """Plant every fault of ``PLANTS`` into a copy of one clean case of ``agent`` and say
-    which checks fired. ``work``: where the case directories go (a temporary one if None)."""
+    """Plant every fault of ``PLANTS`` into a copy of a clean case of ``agent`` (the chosen
+    scenario's, or one of the suite's that exercises the check) and say which checks fired;
+    then prove the adapter's own claims (``_proofs``). ``work``: where the case directories
+    go (a temporary one if None)."""
     started = time.monotonic()
     load_adapter(agent)  # a bad --agent fails here, with its one line, before anything runs
     adapter = adapter_for(agent)
@@ -174,21 +259,265 @@ def run_doctor(
         raise InputError(f"{chosen.path}: does not apply to agent {agent!r}: {'; '.join(reasons)}")
     launcher = launcher or LifeLauncher("fork", preload=fork_preload(agent), warm=(agent,))
     with _work_dir(work) as base:
-        run = run_case(base / "clean", chosen, launcher, agent=agent, deadline=deadline)
+        cases = _Cases(agent, adapter, launcher, base, deadline, explicit=scenario is not None)
+        case = cases.case(chosen)
         label = _label(chosen)
-        if run.status != "ok":
-            problem = "; ".join(
-                f"life {life.life} {life.status}: {life.error}" for life in run.lives if life.error
-            )
+        if isinstance(case, str):
+            return Coverage(agent, label, (), case, time.monotonic() - started)
+        results = [_plant_where_it_applies(plant, case, cases) for plant in PLANTS]
+        proofs = _proofs(case, cases)
+    return Coverage(agent, label, tuple(results), "", time.monotonic() - started, tuple(proofs))
+
+
+def _plant_where_it_applies(plant: Plant, case: _Case, cases: _Cases) -> PlantResult:
+    """The plant in the chosen scenario's clean case; where that scenario lacks what the
+    plant needs (a non-idempotent call of a tool whose effects this adapter counts, a Tool
+    Result, a text argument), in the first of the suite's scenarios that has it."""
+    result, bound = _try(plant, case, cases.base / plant.name)
+    if not bound or cases.explicit:
+        return result
+    for number, other in enumerate(cases.prefer(_wants(plant, case.adapter)), 1):
+        if other is case:
+            continue
+        again, bound = _try(plant, other, cases.base / f"{plant.name}-{number}")
+        if not bound:
+            return again
+    return result
+
+
+def _wants(plant: Plant, adapter: AgentAdapter) -> Callable[[Scenario], bool]:
+    """Which scenarios exercise ``plant``'s check on this adapter: for a duplicate effect, a
+    non-idempotent call of a tool whose effects the adapter counts; for the rest, any."""
+    if plant.name != "duplicate_effect":
+        return lambda scenario: True
+    watched = getattr(getattr(adapter, "spec", None), "watched", None)  # None: every tool
+
+    def counted(scenario: Scenario) -> bool:
+        return any(
+            (c := scenario.contracts.get(t)) is not None
+            and c.idempotency == "non_idempotent"
+            and (watched is None or t in watched)
+            for t in scenario.tools
+        )
+
+    return counted
+
+
+# -- what the adapter claims -----------------------------------------------------------------
+
+
+def _proofs(case: _Case, cases: _Cases) -> list[Proof]:
+    """Each claim of the adapter, proven or named blind: its boundary rules and intercepts
+    fire, its effect sources are read, its approval prompt matches, the chosen scenario's
+    crash points are reachable, its clean case's expectation keys are judged."""
+    return [
+        *_rule_proofs(cases),
+        *_effect_proofs(cases),
+        *_approval_proofs(cases),
+        *_crash_proofs(case, cases),
+        *_expectation_proofs(case),
+    ]
+
+
+def _installed(cases: _Cases) -> dict[str, Mapping[str, Any]]:
+    return {
+        str(rule.get("rule")): rule
+        for case in cases.done
+        for event in case.run.trace
+        if event.get("event") == RULES_INSTALLED
+        for rule in event.get("rules") or ()
+    }
+
+
+def _fired_in(case: _Case) -> set[str]:
+    return {str(e.get("rule")) for e in case.run.trace if e.get("event") == RULE_FIRED}
+
+
+def _rule_proofs(cases: _Cases) -> list[Proof]:
+    """Each boundary rule and intercept of a kind-2 adapter fires in a clean run that calls
+    its tool: the doctor's clean cases are searched first, then one scenario per tool of the
+    agent that none of them called (a rule may be about any of its tools)."""
+    installed = _installed(cases)
+    if not installed:
+        return []
+    tools = list(capabilities_of(cases.adapter).tools.suite_names().values())
+    called = {tool for case in cases.done for tool in case.scenario.tools}
+    for tool in [t for t in dict.fromkeys(tools) if t not in called]:
+        if not {name for name in installed if not any(name in _fired_in(c) for c in cases.done)}:
+            break
+        next(cases.prefer(lambda scenario, tool=tool: tool in scenario.tools), None)  # type: ignore[misc]
+    trace = [event for case in cases.done for event in case.run.trace]
+    silent = {rule.rule: rule for rule in silent_rules(trace)}
+    labels = ", ".join(_label(case.scenario) for case in cases.done)
+    proofs: list[Proof] = []
+    for name, rule in sorted(installed.items(), key=lambda item: _position_key(item[0])):
+        what = "boundary rule" if rule.get("kind") == "boundary" else f"intercept of {rule.get('tool')}"
+        subject = f"{what} {name} ({rule.get('function')} -> {rule.get('boundary')}) fires"
+        if name in silent:
+            proofs.append(Proof("rule", subject, BLIND, f"never fired in {labels}: {silent[name].why}"))
+            continue
+        where = next(case for case in cases.done if name in _fired_in(case))
+        proofs.append(Proof("rule", subject, FIRES, "fired", _label(where.scenario)))
+    return proofs
+
+
+def _position_key(name: str) -> tuple[str, int]:
+    path, _, rest = name.rpartition(".yaml:")
+    line = rest.partition(":")[0]
+    return (path, int(line) if line.isdigit() else 0)
+
+
+def _effect_proofs(cases: _Cases) -> list[Proof]:
+    """Each ``effects:`` source is read: in a clean case of a scenario that calls its tool,
+    the source shows the agent's effect, and one more planted into it is seen."""
+    spec = getattr(cases.adapter, "spec", None)
+    proofs: list[Proof] = []
+    for index, effect in enumerate(getattr(spec, "effects", ())):
+        subject = f"effect source {effect.label} of {effect.tool} ({effect.where_declared}) is read"
+        case = next(cases.prefer(lambda scenario, tool=effect.tool: tool in scenario.tools), None)  # type: ignore[misc]
+        if case is None:
+            why = f"no scenario of the suite that applies to this agent calls {effect.tool}"
+            proofs.append(Proof("effect_source", subject, NOT_APPLICABLE, why))
+            continue
+        label = _label(case.scenario)
+        target = cases.base / f"effect-{index}"
+        clone_case(case.run.case_dir, target)
+        workspace = target / "world" / "workspace"
+        before = scan(effect, workspace)
+        if not before:
             why = (
-                f"the clean case of {label} did not finish ({run.status}{': ' + problem if problem else ''})"
+                f"the clean case of {label} calls {effect.tool}, yet {effect.label} shows no effect of it: "
+                "is the path (or where:, query:) the one the agent writes?"
             )
-            return Coverage(agent, label, (), why, time.monotonic() - started)
-        case = _Case(agent, adapter, chosen, run, _observe(adapter, run))
-        clean = evidence(case.observation, chosen)
-        baseline = check_all(clean)
-        results = [_try(plant, case, base / plant.name, baseline) for plant in PLANTS]
-    return Coverage(agent, label, tuple(results), "", time.monotonic() - started)
+            proofs.append(Proof("effect_source", subject, BLIND, why, label))
+            continue
+        try:
+            where = _duplicate_in_source(
+                case, target, {"source": effect.label, "identity": before[-1].identity}
+            )
+        except CannotPlant as cannot:
+            proofs.append(Proof("effect_source", subject, BLIND, f"cannot plant: {cannot}", label))
+            continue
+        after = scan(effect, workspace)
+        if len(after) > len(before):
+            proofs.append(
+                Proof("effect_source", subject, FIRES, f"{where}: {len(before)} -> {len(after)}", label)
+            )
+        else:
+            why = f"planted ({where}), yet the source still shows {len(after)}"
+            proofs.append(Proof("effect_source", subject, BLIND, why, label))
+    return proofs
+
+
+def _approval_proofs(cases: _Cases) -> list[Proof]:
+    """A foreign agent's approval prompt matches what it asks: some clean case answered it."""
+    spec = getattr(cases.adapter, "spec", None)
+    prompt = getattr(spec, "approval_prompt", None)
+    if not prompt:
+        return []
+    subject = f"approval prompt {getattr(spec, 'approval_where', '')} matches what the agent asks"
+    for case in cases.done:
+        if (case.run.case_dir / ASKED).exists():
+            return [Proof("rule", subject, FIRES, "answered", _label(case.scenario))]
+    asking = next(cases.prefer(lambda scenario: bool(scenario.approvals)), None)
+    if asking is not None and (asking.run.case_dir / ASKED).exists():
+        return [Proof("rule", subject, FIRES, "answered", _label(asking.scenario))]
+    labels = ", ".join(_label(c.scenario) for c in cases.done)
+    why = (
+        f"no clean case ({labels}) showed a prompt it finds: does the agent ask for approval "
+        "there, and does the regex match the text it prints (see agent-N.log in a kept case)?"
+    )
+    return [Proof("rule", subject, BLIND, why)]
+
+
+def _crash_proofs(case: _Case, cases: _Cases) -> list[Proof]:
+    """Each crash point column the chosen scenario's clean run passed, and the adapter can be
+    killed at, is reached by a real crash: the first such point of each column, killed there."""
+    adapter = case.adapter
+    firsts: dict[str, CrashPoint] = {}
+    for point in points_from_trace(case.run.trace, 1):
+        killable = (
+            bool(getattr(adapter, "tears_writes", False))
+            if point.boundary == TORN_WRITE
+            else point.boundary in adapter.boundaries
+        )
+        if killable:
+            firsts.setdefault(point.boundary, point)
+    label = _label(case.scenario)
+    proofs: list[Proof] = []
+    for boundary, point in firsts.items():
+        subject = f"crash point {point.id} is reachable"
+        run = run_case(
+            cases.base / f"crash-{boundary}",
+            case.scenario,
+            cases.launcher,
+            agent=case.agent,
+            point=point,
+            deadline=cases.deadline,
+        )
+        first = run.lives[0] if run.lives else None
+        if first is not None and first.status == "crashed":
+            proofs.append(Proof("crash_point", subject, FIRES, "life 1 was killed there", label))
+        else:
+            how = f"life 1 {first.status}{': ' + first.error if first.error else ''}" if first else "no life"
+            proofs.append(Proof("crash_point", subject, BLIND, f"{how}; the crash never happened", label))
+    return proofs
+
+
+_WRONG = "(a value no case has: planted by the doctor)"
+
+
+def _expectation_proofs(case: _Case) -> list[Proof]:
+    """Each expectation key of the chosen scenario's clean case is judged: the same case,
+    judged against that key set to a value it cannot have, fails on that key. A key the
+    verdict does not judge for this agent (another vocabulary, no ledger) is n.a. with why."""
+    label = _label(case.scenario)
+    verdict = judge(case.observation, case.scenario, None)
+    skipped = dict(entry.split(": ", 1) for entry in verdict.not_applicable if ": " in entry)
+    expected = case.scenario.expectation(None)
+    log = case.observation.session or conversation_from_requests(
+        case.observation.requests_for_session(), case.scenario.rules, dialect=case.observation.dialect
+    )
+    observed = project(log, case.observation.world.as_expected(), case.observation.dialect.results)
+    proofs: list[Proof] = []
+    for key, path in _leaves(expected):
+        subject = f"expectation {key} is judged"
+        if path[0] in skipped or key in skipped:
+            why = skipped.get(path[0]) or skipped[key]
+            proofs.append(Proof("expectation", subject, NOT_APPLICABLE, why, label))
+            continue
+        wrong = _set_leaf(expected, path, _WRONG)
+        mismatches, _ = compare(wrong, observed)
+        if any(m.field == key for m in mismatches):
+            proofs.append(Proof("expectation", subject, FIRES, "a wrong value fails it", label))
+        else:
+            why = f"{key} set to a value no case has, and the verdict still finds no mismatch there"
+            proofs.append(Proof("expectation", subject, BLIND, why, label))
+    return proofs
+
+
+def _leaves(expected: Mapping[str, Any]) -> list[tuple[str, tuple[str, ...]]]:
+    """(the mismatch key ``compare`` names, the path in the expectation) of every judged leaf."""
+    leaves: list[tuple[str, tuple[str, ...]]] = []
+    for name in ("told", "outcome", "ledger", "code"):
+        for call_id in expected.get(name) or {}:
+            leaves.append((f"{name}[{call_id}]", (name, call_id)))
+    for key, want in (expected.get("world") or {}).items():
+        if key in ("files", "rows") and isinstance(want, Mapping):
+            for inner in want:
+                leaves.append((f"world.{key}[{inner}]", ("world", key, inner)))
+        else:
+            leaves.append((f"world.{key}", ("world", key)))
+    return leaves
+
+
+def _set_leaf(expected: Mapping[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    copy = json.loads(json.dumps(expected))
+    node = copy
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return dict(copy)
 
 
 def _observe(adapter: AgentAdapter, run: CaseRun) -> Observation:
@@ -212,29 +541,33 @@ def _work_dir(work: Path | None) -> Iterator[Path]:
         yield Path(tmp)
 
 
-def _try(plant: Plant, case: _Case, target: Path, baseline: Sequence[Any]) -> PlantResult:
+def _try(plant: Plant, case: _Case, target: Path) -> tuple[PlantResult, bool]:
+    """The plant's result in ``case``, and whether what stopped it was the scenario's lack."""
+    label = _label(case.scenario)
     clone_case(case.run.case_dir, target)
     try:
         where = _PLANTERS[plant.name](case, target)
     except CannotPlant as cannot:  # the doctor's own, or a session's records'
         state: State = NOT_APPLICABLE if cannot.not_applicable else BLIND
         per_call = isinstance(cannot, _Cannot) and cannot.per_call
-        return PlantResult(plant.name, plant.check, state, f"cannot plant: {cannot}", per_call=per_call)
+        bound = isinstance(cannot, _Cannot) and cannot.scenario_bound
+        why = f"cannot plant: {cannot}"
+        return PlantResult(plant.name, plant.check, state, why, per_call=per_call, scenario=label), bound
     planted = _observe(case.adapter, dataclasses.replace(case.run, case_dir=target))
     if planted.session is None and planted.session_problem:
         # The adapter could not read what was planted: the verdict fails such a case with
         # the reason, but this check saw nothing.
-        return PlantResult(
-            plant.name, plant.check, BLIND, f"the session could not be read: {planted.session_problem}", where
-        )
+        why = f"the session could not be read: {planted.session_problem}"
+        return PlantResult(plant.name, plant.check, BLIND, why, where, scenario=label), False
     facts = evidence(planted, case.scenario)
-    return judge_plant(
+    judged = judge_plant(
         plant,
-        baseline=baseline,
+        baseline=check_all(evidence(case.observation, case.scenario)),
         planted=check_all(facts),
         inapplicable=checks_not_applicable(facts),
         where=where,
     )
+    return dataclasses.replace(judged, scenario=label), False
 
 
 # -- the agent's session, as raw lines or rows ---------------------------------------------
@@ -281,7 +614,7 @@ def _line_of(case: _Case, pick: Callable[[Any], bool], what: str) -> int:
     for entry in entries:
         if pick(entry) and entry.line > 0:
             return int(entry.line)
-    raise _Cannot(f"the clean case's session has no {what}", state=NOT_APPLICABLE)
+    raise _Cannot(f"the clean case's session has no {what}", state=NOT_APPLICABLE, scenario_bound=True)
 
 
 def _is_tool_result(entry: Any) -> bool:
@@ -327,7 +660,8 @@ def _plant_tampered(case: _Case, target: Path) -> str:
         session.replace(number, raw.replace(value.encode(), other.encode()))
         return f"{session.name()} record {number}: {call.id}'s argument {value!r} -> {other!r}"
     raise _Cannot(
-        f"tool call {call.id!r} has no text argument spelled as it is in {session.name()} record {number}"
+        f"tool call {call.id!r} has no text argument spelled as it is in {session.name()} record {number}",
+        scenario_bound=True,
     )
 
 
@@ -375,7 +709,9 @@ def _plant_duplicate_effect(case: _Case, target: Path) -> str:
         if (c := contracts.get(t)) is not None and c.idempotency == "non_idempotent"
     ]
     if not tools:
-        raise _Cannot(f"{_label(case.scenario)} calls no non-idempotent tool", state=NOT_APPLICABLE)
+        raise _Cannot(
+            f"{_label(case.scenario)} calls no non-idempotent tool", state=NOT_APPLICABLE, scenario_bound=True
+        )
     events = [e for e in observation.world.events if e.kind not in NON_SIDE_EFFECT_KINDS and e.tool in tools]
     if not events:
         unseen = [t for t in tools if not observation.world.sees(t)]
@@ -384,6 +720,7 @@ def _plant_duplicate_effect(case: _Case, target: Path) -> str:
                 f"the effects of {', '.join(unseen)} are not observed (declare them under effects: "
                 "in the adapter, or serve them as services:)",
                 per_call=True,
+                scenario_bound=True,  # another scenario's non-idempotent tool may be watched
             )
         raise _Cannot(f"the clean case shows no effect of {', '.join(tools)}")
     event = events[-1]

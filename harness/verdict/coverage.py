@@ -8,6 +8,12 @@ it reads of this agent) is **blind** on it, and every report of that agent lists
 applicable with the doctor's reason (``blind_reasons``), never as passed. A check that does
 not apply to the agent at all (the ledger checks of an agent that keeps no ledger, the
 at-most-once check of an agent without a non-idempotent tool) is **n.a.**, and says why.
+
+Besides the checks, the doctor proves what the adapter itself claims (``Proof``): each
+boundary rule and intercept fires in a clean run that calls its tool, each ``effects:``
+source shows an effect planted into it, each crash point column of the chosen scenario is
+reached by a real crash, each expectation key of its clean case is judged (a wrong value
+fails it). An unproven claim is a blind spot too: the doctor exits 1 on any.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ __all__ = [
     "Coverage",
     "Plant",
     "PlantResult",
+    "Proof",
     "State",
     "blind_reason",
     "judge_plant",
@@ -68,6 +75,31 @@ class PlantResult:
     # Blind only for some calls, which every verdict already lists as not applicable (the
     # effects of an unwatched tool: ``Evidence.sees``): not made blind for every call.
     per_call: bool = False
+    scenario: str = ""  # planted into this scenario's clean case ("": the coverage's own)
+
+
+@dataclass(frozen=True, slots=True)
+class Proof:
+    """One claim of the adapter, proven by running or planting: a boundary rule fires, an
+    effect source is read, a crash point is reachable, an expectation key is judged."""
+
+    kind: str  # "rule" | "effect_source" | "crash_point" | "expectation"
+    subject: str  # what is claimed, in words (names the rule's adapter.yaml:line, the key)
+    state: State
+    detail: str  # fires: how it showed; blind / n.a.: why (with the likely cause)
+    scenario: str = ""  # the scenario whose clean case proved it
+
+    @property
+    def how(self) -> str:
+        return _PROOFS.get(self.kind, self.kind)
+
+
+_PROOFS = {
+    "rule": "a clean run that calls its tool",
+    "effect_source": "an effect planted into the source",
+    "crash_point": "a real crash at the point",
+    "expectation": "a wrong value in the clean case's expectation",
+}
 
 
 def blind_reason(check: str, detail: str) -> str:
@@ -110,6 +142,7 @@ class Coverage:
     # Why the doctor could not judge at all (the clean case did not finish): every check unproven.
     problem: str = ""
     seconds: float = 0.0
+    proofs: tuple[Proof, ...] = ()
 
     @property
     def applicable(self) -> tuple[PlantResult, ...]:
@@ -120,9 +153,13 @@ class Coverage:
         return tuple(r for r in self.results if r.state == BLIND)
 
     @property
+    def blind_proofs(self) -> tuple[Proof, ...]:
+        return tuple(p for p in self.proofs if p.state == BLIND)
+
+    @property
     def ok(self) -> bool:
-        """Every check that applies to this agent fired."""
-        return not self.problem and not self.blind
+        """Every check that applies to this agent fired, and every claim of its adapter holds."""
+        return not self.problem and not self.blind and not self.blind_proofs
 
     def blind_reasons(self) -> dict[str, str]:
         """check -> the not-applicable reason every report of this agent gives for it."""
@@ -139,17 +176,34 @@ class Coverage:
         skipped = [r.check for r in self.results if r.state == NOT_APPLICABLE]
         if skipped:
             line += "; n.a.: " + ", ".join(skipped)
+        proven = [p for p in self.proofs if p.state != NOT_APPLICABLE]
+        if proven:
+            line += f"; {len(proven) - len(self.blind_proofs)}/{len(proven)} adapter claims proven"
+            if self.blind_proofs:
+                line += " (unproven: " + "; ".join(p.subject for p in self.blind_proofs) + ")"
         return line
 
     def table(self) -> str:
         """The coverage table, in Markdown (docs/adapters.md holds the doctor's own output)."""
-        rows = ["| planted fault | check | fires? |", "|---|---|---|"]
+        rows = [
+            "| planted fault, or how it is proven | check, or what is claimed | fires? |",
+            "|---|---|---|",
+        ]
         faults = {p.name: p.fault for p in PLANTS}
         for r in self.results:
             state = {FIRES: "yes", BLIND: "NO (blind)", NOT_APPLICABLE: "n.a."}[r.state]
             if r.state != FIRES:
                 state += f": {_cell(r.detail)}"
-            rows.append(f"| {faults.get(r.plant, r.plant)} | `{r.check}` | {state} |")
+            fault = faults.get(r.plant, r.plant)
+            if r.scenario and r.scenario != self.scenario:
+                fault += f" (in {r.scenario})"
+            rows.append(f"| {fault} | `{r.check}` | {state} |")
+        for p in self.proofs:
+            state = {FIRES: "yes", BLIND: "NO (blind)", NOT_APPLICABLE: "n.a."}[p.state]
+            if p.state != FIRES:
+                state += f": {_cell(p.detail)}"
+            how = p.how + (f" (in {p.scenario})" if p.scenario and p.scenario != self.scenario else "")
+            rows.append(f"| {how} | {_cell(p.subject)} | {state} |")
         return "\n".join(rows)
 
     def to_json(self) -> dict[str, Any]:
@@ -170,8 +224,19 @@ class Coverage:
                     "where": r.where,
                     "also": list(r.also),
                     "per_call": r.per_call,
+                    "scenario": r.scenario,
                 }
                 for r in self.results
+            ],
+            "proofs": [
+                {
+                    "kind": p.kind,
+                    "subject": p.subject,
+                    "state": p.state,
+                    "detail": p.detail,
+                    "scenario": p.scenario,
+                }
+                for p in self.proofs
             ],
         }
 
@@ -189,11 +254,22 @@ class Coverage:
                     str(p.get("where", "")),
                     tuple(p.get("also") or ()),
                     bool(p.get("per_call", False)),
+                    str(p.get("scenario", "")),
                 )
                 for p in raw["plants"]
             ),
             str(raw.get("problem", "")),
             float(raw.get("seconds", 0.0)),
+            tuple(
+                Proof(
+                    str(p["kind"]),
+                    str(p["subject"]),
+                    p["state"],
+                    str(p["detail"]),
+                    str(p.get("scenario", "")),
+                )
+                for p in raw.get("proofs") or ()
+            ),
         )
 
 
