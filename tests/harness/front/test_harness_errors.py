@@ -199,3 +199,22 @@ def test_a_case_pytest_fails_outside_its_verdict_is_an_error_in_the_report(
     )
     assert case.idempotency == ("non_idempotent",)  # its scenario's row, its scorecard rows
     result.stdout.fnmatch_lines(["crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed, *"])
+
+
+@pytest.mark.slow
+def test_a_harness_error_in_the_clean_run_of_collection_is_one_line_and_a_red_row(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makefile(".yaml", **{"scenarios/email": email_once(recovery_crashes=False)})
+    _failing_observe(monkeypatch, "enumerate")
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
+    out = result.stdout.str()
+    assert result.ret != pytest.ExitCode.OK
+    assert "Traceback" not in out and "cases.py" not in out, out
+    result.stdout.fnmatch_lines(["*the harness failed: Error: *harness-error.log)"])
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    [case] = results.cases
+    assert (case.node_id, case.point, case.status) == ("scenarios/email.yaml", "clean", "error")
+    assert case.problems[0].startswith("the scenario was not collected: ")
+    assert "the harness failed: Error: " in case.problems[0]
+    result.stdout.fnmatch_lines(["crashmatrix: 0/1 cases passed, 1 scenarios, agent reference (1 failed*"])
