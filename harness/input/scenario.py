@@ -225,7 +225,7 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 ("needs", index),
                 f"{need} is about run_command's shell, and the model never calls run_command; drop it",
             )
-    calls_of = {call["id"]: call["name"] for rule in data["model"] for call in rule["reply"].get("tool_calls") or ()}
+    calls_of = {c["id"]: c["name"] for rule in data["model"] for c in rule["reply"].get("tool_calls") or ()}
     for index, fault in enumerate(data.get("faults") or ()):
         if fault["tool"] not in tools:
             raise doc.error(("faults", index, "tool"), f"fault on {fault['tool']!r}, which is not in tools")
