@@ -35,11 +35,12 @@ from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, TraceEvent
-from crashmatrix.harness.errors import CrashmatrixError
+from crashmatrix.harness.errors import CrashmatrixError, SessionCorruption
 from crashmatrix.harness.lives.first_crash import SAME_LIVES, FirstCrashes, first_crash, own_copy, power_after
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
+from crashmatrix.harness.observation.reading import unreadable_session
 from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
 from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict, judge, unjudged_in_every
@@ -396,10 +397,16 @@ def guarded(
 ) -> CaseResult:
     """``run()``'s case, or, when the harness raises while running it, that case as an
     ``error`` (``harness_error``, the traceback in its log). An interrupt (Ctrl-C, SIGTERM)
-    still stops the run: it is no ``Exception``."""
+    still stops the run: it is no ``Exception``. An agent's session the harness could not
+    read on the way is no harness error but the agent's doing: the case fails, saying where
+    (as ``reading.read_observation`` says it after the last life)."""
     started = time.monotonic()
     try:
         return run()
+    except SessionCorruption as error:
+        problem = f"the agent left its session unreadable: {unreadable_session(error, case_dir)}"
+        verdict = Verdict("failed", None, {}, problems=(problem,))
+        return CaseResult(scenario, point_id, column, verdict, time.monotonic() - started, 0, case_dir, agent)
     except Exception as error:  # any harness failure is this case's error
         details = "".join(traceback.format_exception(error))
         cause, seconds = error_cause(error), time.monotonic() - started

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from crashmatrix.harness.core.trace import CaseRun
-from crashmatrix.harness.errors import HarnessError
+from crashmatrix.harness.errors import HarnessError, SessionCorruption
 from crashmatrix.harness.front import cases, cli
 from crashmatrix.harness.front.cases import HARNESS_ERROR_LOG, guarded
 from crashmatrix.harness.input.scenario import load_scenario
@@ -77,6 +77,16 @@ def test_a_long_cause_is_cut_the_log_keeps_all(tmp_path: Path) -> None:
     said = result.verdict.problems[0].partition(" (details: ")[0]
     assert said.endswith("…") and len(said) == len("the harness failed: OSError: ") + 300
     assert "x" * 5000 in (tmp_path / HARNESS_ERROR_LOG).read_text()
+
+
+def test_an_agents_unreadable_session_met_on_the_way_fails_the_case_saying_where(tmp_path: Path) -> None:
+    # Not a harness error, and never "repair or move the file": the agent wrote that file.
+    broken = SessionCorruption(tmp_path / "world" / "workspace" / ".s" / "s.jsonl", 3, 90, "line is not JSON")
+    result = guarded(_raises(broken), SCENARIO, "torn_write[call_1:running]", "torn_write", tmp_path, "r")
+    assert result.verdict.status == "failed"
+    assert result.verdict.problems == (
+        "the agent left its session unreadable: .s/s.jsonl:3 (byte 90): line is not JSON",
+    )
 
 
 def test_an_interrupt_still_stops_the_run(tmp_path: Path) -> None:
