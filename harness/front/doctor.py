@@ -280,7 +280,10 @@ def _plant_where_it_applies(plant: Plant, case: _Case, cases: _Cases) -> PlantRe
         if other is case:
             continue
         again, bound = _try(plant, other, cases.base / f"{plant.name}-{number}")
-        if not bound:
+        # A scenario that exercises the check decides it; one whose plant failed only
+        # replaces a first result that could not judge at all (n.a.), never a narrower one
+        # (blind for some calls only: ``per_call``).
+        if again.state == FIRES or (not bound and result.state == NOT_APPLICABLE):
             return again
     return result
 
@@ -340,12 +343,17 @@ def _rule_proofs(cases: _Cases) -> list[Proof]:
     installed = _installed(cases)
     if not installed:
         return []
-    tools = list(capabilities_of(cases.adapter).tools.suite_names().values())
-    called = {tool for case in cases.done for tool in case.scenario.tools}
-    for tool in [t for t in dict.fromkeys(tools) if t not in called]:
-        if not {name for name in installed if not any(name in _fired_in(c) for c in cases.done)}:
-            break
-        next(cases.prefer(lambda scenario, tool=tool: tool in scenario.tools), None)  # type: ignore[misc]
+
+    def silent() -> bool:
+        return any(not any(name in _fired_in(c) for c in cases.done) for name in installed)
+
+    def calls_another_tool(scenario: Scenario) -> bool:
+        return not set(scenario.tools) <= {tool for case in cases.done for tool in case.scenario.tools}
+
+    if silent():
+        for _ in cases.prefer(calls_another_tool):
+            if not silent():
+                break
     trace = [event for case in cases.done for event in case.run.trace]
     silent = {rule.rule: rule for rule in silent_rules(trace)}
     labels = ", ".join(_label(case.scenario) for case in cases.done)
@@ -393,7 +401,7 @@ def _effect_proofs(cases: _Cases) -> list[Proof]:
             continue
         try:
             where = _duplicate_in_source(
-                case, target, {"source": effect.label, "identity": before[-1].identity}
+                case, target, {"source": effect.label, "identity": before[-1].identity}, new_keys=True
             )
         except CannotPlant as cannot:
             proofs.append(Proof("effect_source", subject, BLIND, f"cannot plant: {cannot}", label))
@@ -454,6 +462,7 @@ def _crash_proofs(case: _Case, cases: _Cases) -> list[Proof]:
             agent=case.agent,
             point=point,
             deadline=cases.deadline,
+            max_lives=1,  # the crash is the proof: no restart needed
         )
         first = run.lives[0] if run.lives else None
         if first is not None and first.status == "crashed":
@@ -765,7 +774,10 @@ def _duplicate_world_event(target: Path, seq: int) -> str:
     return f"world.sqlite: event seq {seq}{rows} again as seq {new}"
 
 
-def _duplicate_in_source(case: _Case, target: Path, detail: Any) -> str:
+def _duplicate_in_source(case: _Case, target: Path, detail: Any, *, new_keys: bool = False) -> str:
+    """The effect ``detail`` names, once more in its source. ``new_keys``: a column the table
+    keeps unique (an idempotency key) gets a changed value instead of refusing the copy (the
+    effect-source proof counts units; the at-most-once plant needs the same key again)."""
     spec = getattr(case.adapter, "spec", None)
     source = str(detail.get("source", "")) if isinstance(detail, dict) else ""
     found = [s for s in getattr(spec, "effects", ()) if s.label == source]
@@ -795,8 +807,18 @@ def _duplicate_in_source(case: _Case, target: Path, detail: Any) -> str:
                 with conn:
                     keep = [r[1] for r in conn.execute(f"PRAGMA table_info({table})") if not r[5]]
                     names = ", ".join(keep)
+                    # A column the table keeps unique (an idempotency key) would refuse the
+                    # copy: it gets a changed value, the rest is the same effect again.
+                    unique = _unique_columns(conn, table) if new_keys else set()
+                    picked = ", ".join(
+                        f"CASE typeof({n}) WHEN 'text' THEN {n} || '-again' "
+                        f"WHEN 'integer' THEN {n} + 1000000007 ELSE {n} END"
+                        if n in unique
+                        else n
+                        for n in keep
+                    )
                     conn.execute(
-                        f"INSERT INTO {table} ({names}) SELECT {names} FROM {table} "
+                        f"INSERT INTO {table} ({names}) SELECT {picked} FROM {table} "
                         f"WHERE rowid = (SELECT max(rowid) FROM {table})"
                     )
             finally:
@@ -817,6 +839,14 @@ def _duplicate_in_source(case: _Case, target: Path, detail: Any) -> str:
             shutil.copy2(original, copy)
             return f"{relative} copied to {copy.name}"
     raise _Cannot(f"no second file name of {relative} matches {effect.path!r}")
+
+
+def _unique_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    columns: set[str] = set()
+    for index in conn.execute(f"PRAGMA index_list({table})"):
+        if index[2]:  # unique
+            columns.update(str(r[2]) for r in conn.execute(f"PRAGMA index_info({index[1]})"))
+    return columns
 
 
 _PLANTERS: dict[str, Callable[[_Case, Path], str]] = {

@@ -1,5 +1,7 @@
 """Kind 2 in one process: interception replaces a tool function on the module object only,
-maps its arguments and shapes its result; fsyncs of the agent become probe moments."""
+maps its arguments and shapes its result; fsyncs of the agent become probe moments; each
+adapter rule says in the trace when it first acted, and one that never did is named with why
+(the dict that still holds the original function)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ from typing import Any
 
 import pytest
 
-from crashmatrix.harness.agents.adapter_file import BoundaryRule, ForeignSpec, Intercept
+from crashmatrix.harness.agents.adapter_file import BoundaryRule, ForeignSpec, Intercept, Where
 from crashmatrix.harness.agents.python_agent import (
+    RULE_FIRED,
     Marks,
+    held_by,
     import_agent,
     install_boundaries,
     install_intercepts,
     probing_fsyncs,
+    silent_rules,
 )
 
 AGENT = """
@@ -147,3 +152,108 @@ def test_fsyncs_are_probe_moments_only_inside_the_block(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     assert probe.seen == ["fsync", "fsync"]
+
+
+# -- which rule fired, and why one never did ------------------------------------------------
+
+DISPATCH = """
+def send_message(recipient, title, text, call=None):
+    return {"ok": True}
+
+
+def archive(call=None):
+    return {"ok": True}
+
+
+ALIAS = send_message
+HANDLERS = {"send": send_message}
+PIPELINE = [archive, send_message]
+
+
+def main():
+    return HANDLERS["send"]("a@example.com", "Hi", "Hello", call="call_7")
+
+
+def main_by_name():
+    return send_message("a@example.com", "Hi", "Hello", call="call_7")
+"""
+
+SEND = BoundaryRule("send_message", "after_side_effect", call_id=("call", ""), position="a.yaml:20:5")
+
+
+def _dispatching(tmp_path: Path) -> types.ModuleType:
+    script = tmp_path / "dispatch_agent.py"
+    script.write_text(DISPATCH, encoding="utf-8")
+    return import_agent(ForeignSpec(path=tmp_path / "a.yaml", name="d", kind="python", script=script))
+
+
+def test_the_original_function_is_found_where_the_agent_still_holds_it(tmp_path: Path) -> None:
+    module = _dispatching(tmp_path)
+    original = module.send_message
+    assert held_by(module, original, "send_message") == ["ALIAS", "HANDLERS['send']", "PIPELINE[1]"]
+    assert held_by(module, module.archive, "archive") == ["PIPELINE[0]"]
+
+
+def test_a_rule_on_a_function_called_through_a_dispatch_dict_never_fires_and_says_where_it_is_held(
+    tmp_path: Path,
+) -> None:
+    module = _dispatching(tmp_path)
+    trace: list[dict[str, Any]] = []
+    hits: list[str] = []
+    marks = Marks(lambda boundary, call_id: hits.append(f"{boundary}[{call_id}]"), trace.append)
+    install_boundaries(module, [SEND], marks.hook, marks)
+    assert module.main() == {"ok": True}
+    assert hits == []  # the dict's function is the original: the wrapper never ran
+    (silent,) = silent_rules(trace)
+    assert (silent.rule, silent.boundary, silent.function) == (
+        "a.yaml:20:5",
+        "after_side_effect",
+        "send_message",
+    )
+    assert "never called through its module attribute" in silent.why
+    assert "HANDLERS['send']" in silent.why and "ALIAS" in silent.why
+    assert silent.describe().startswith(
+        "boundary rule a.yaml:20:5 (send_message -> after_side_effect) never fired"
+    )
+    # Called by its module attribute, it fires, once in the trace however often it runs.
+    module.main_by_name()
+    module.main_by_name()
+    assert hits == ["after_side_effect[call_7]"] * 2
+    assert [e for e in trace if e["event"] == RULE_FIRED] == [
+        {"event": RULE_FIRED, "rule": "a.yaml:20:5", "boundary": "after_side_effect"}
+    ]
+    assert silent_rules(trace) == []
+
+
+def test_a_rule_whose_where_never_held_or_that_found_no_call_id_says_so(tmp_path: Path) -> None:
+    module = _dispatching(tmp_path)
+    trace: list[dict[str, Any]] = []
+    marks = Marks(lambda boundary, call_id: None, trace.append)
+    picky = BoundaryRule(
+        "archive", "after_tool_result", where=(Where("call", "", "equals", "call_9"),), position="a.yaml:30:5"
+    )
+    no_id = BoundaryRule("send_message", "after_side_effect", position="a.yaml:40:5")  # no call_id
+    install_boundaries(module, [picky, no_id], marks.hook, marks)
+    module.archive(call="call_7")
+    module.main_by_name()
+    why = {rule.rule: rule.why for rule in silent_rules(trace)}
+    assert "archive was called, but this rule's where: never held" in why["a.yaml:30:5"]
+    assert "no call id was found" in why["a.yaml:40:5"]
+
+
+def test_an_intercept_that_never_ran_is_silent_and_one_that_ran_fired(tmp_path: Path) -> None:
+    module = _dispatching(tmp_path)
+    trace: list[dict[str, Any]] = []
+    marks = Marks(lambda boundary, call_id: None, trace.append)
+    intercepts = [
+        Intercept("send_email", "send_message", {}, position="a.yaml:50:3"),
+        Intercept("create_order", "archive", {}, position="a.yaml:55:3"),
+    ]
+    install_intercepts(
+        module, intercepts, marks, lambda tool, arguments, call_id, key: {"ok": True}, tmp_path
+    )
+    module.archive()
+    module.main()  # through HANDLERS: the original, never the mock tool
+    (silent,) = silent_rules(trace)
+    assert (silent.rule, silent.kind, silent.boundary) == ("a.yaml:50:3", "intercept", "during_side_effect")
+    assert "HANDLERS['send']" in silent.why

@@ -112,3 +112,33 @@ def test_a_covered_boundary_an_agent_reaches_only_under_a_condition_is_not_reach
     assert gap["why"].startswith(
         "the scenario covers after_approved, which sdk reaches only under some condition"
     )
+
+
+def test_a_boundary_only_silent_adapter_rules_feed_is_not_reachable_with_the_rule_and_why() -> None:
+    from crashmatrix.harness.agents.python_agent import SilentRule
+
+    reached = ("after_model_reply", "after_tool_call_saved", "after_side_effect", "after_tool_result")
+    kind_two = SimpleNamespace(name="mailer", boundaries=reached, spec=SimpleNamespace(kind="python"))
+    recorded = [CrashPoint(b, "call_mail") for b in reached if b != "after_side_effect"]
+    silent = SilentRule(
+        "adapter.yaml:30:5", "boundary", "send_email", "after_side_effect", "HANDLERS['send_email'] holds it"
+    )
+    before = not_run(kind_two, SCENARIO, recorded, recorded, ())  # type: ignore[arg-type]
+    # Without the trace's word, nothing says why the clean run never passed the send.
+    assert "after_side_effect" not in [g["boundary"] for g in before]
+    gaps = not_run(kind_two, SCENARIO, recorded, recorded, (), silent=[silent])  # type: ignore[arg-type]
+    (gap,) = [g for g in gaps if g["boundary"] == "after_side_effect"]
+    assert (gap["state"], gap["points"]) == ("not_reachable", ["call_mail"])
+    assert gap["why"] == (
+        "boundary rule adapter.yaml:30:5 (send_email -> after_side_effect) never fired: "
+        "HANDLERS['send_email'] holds it"
+    )
+    # No other column's note claims the agent reaches it.
+    others = [g["why"] for g in gaps if g["boundary"] != "after_side_effect"]
+    assert others and all("after_side_effect" not in why for why in others), others
+    # A clean run that made no tool call shows nothing to be reachable for: no such gap.
+    assert not [
+        g
+        for g in not_run(kind_two, SCENARIO, [], [], (), silent=[silent])
+        if g["boundary"] == "after_side_effect"
+    ]  # type: ignore[arg-type]
