@@ -37,6 +37,8 @@ from typing import Any
 
 import pytest
 
+from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.plan.schedule import repro_command
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.reports.matrix import COLUMNS, Matrix
@@ -78,11 +80,23 @@ def _column(point: str) -> str:
     return point.partition("[")[0] or "clean"
 
 
-def _error_record(node_id: str, path: Path, cause: str, like: CaseRecord | None) -> CaseRecord:
+def _crashed_call(point: str) -> str:
+    """The tool call id a case named ``point`` crashed (``power@P``, ``recovery@P``: P's)."""
+    try:
+        return parse_point(point.rpartition("@")[2]).tool_call_id
+    except InputError:
+        return ""  # clean
+
+
+def _error_record(node_id: str, path: Path, cause: str, siblings: Sequence[CaseRecord]) -> CaseRecord:
     """An ``error`` case known only by its node id (pytest failed it with no record, or its
-    file failed to collect), in its file's row (``like``: a record of the same scenario, whose
-    name, tools and classes it shares) and its item's column."""
+    file failed to collect), in its file's row and its item's column: its scenario's name,
+    tools and classes from a record of the same file (``siblings``), its crashed call's class
+    from one that crashed the same call, so it fails the scorecard rows it would answer."""
     point = node_id.partition("::")[2] or "clean"
+    like = siblings[0] if siblings else None
+    call = _crashed_call(point)
+    same_call = next((r for r in siblings if call and r.crash_call == call), None)
     try:  # relative to where the run stands, as every record's path is
         shown = str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
@@ -94,6 +108,9 @@ def _error_record(node_id: str, path: Path, cause: str, like: CaseRecord | None)
         tools=like.tools if like else (),
         idempotency=like.idempotency if like else (),
         evals=like.evals if like else (),
+        crash_call=same_call.crash_call if same_call else "",
+        crash_tool=same_call.crash_tool if same_call else "",
+        crash_class=same_call.crash_class if same_call else "",
         point=point,
         boundary=_column(point),
         status="error",
@@ -182,9 +199,10 @@ class MatrixReporter:
         unless the record already fails it, so no report counts as passed what pytest did
         not."""
         record = self.records.get(node_id)
-        cause = f"pytest failed the case in its {when}: {cause_line(text)}"
+        phase = f" in its {when}" if when in ("setup", "call", "teardown") else ""  # xdist's crash: "???"
+        cause = f"pytest failed the case{phase}: {cause_line(text)}"
         if record is None:
-            self.records[node_id] = _error_record(node_id, path, cause, self._sibling(node_id))
+            self.records[node_id] = _error_record(node_id, path, cause, self._siblings(node_id))
         elif record.status not in FAILING:
             self.records[node_id] = dataclasses.replace(
                 record, status="error", indeterminate=False, problems=(cause, *record.problems)
@@ -194,12 +212,12 @@ class MatrixReporter:
         """The scenario file ``path`` failed to collect: one ``error`` case for it (its clean
         cell), so the matrix has a red row instead of no row."""
         cause = f"the scenario was not collected: {cause_line(text)}"
-        self.records[node_id] = _error_record(node_id, path, cause, None)
+        self.records[node_id] = _error_record(node_id, path, cause, ())
 
-    def _sibling(self, node_id: str) -> CaseRecord | None:
-        """A record of the same scenario file as ``node_id``, if one arrived."""
+    def _siblings(self, node_id: str) -> list[CaseRecord]:
+        """The records of the same scenario file as ``node_id`` that arrived."""
         file = node_id.partition("::")[0]
-        return next((r for r in self.records.values() if r.node_id.partition("::")[0] == file), None)
+        return [r for r in self.records.values() if r.node_id.partition("::")[0] == file]
 
     def results(self, *, incomplete: bool = False) -> Results:
         order = {column: index for index, column in enumerate(COLUMNS)}

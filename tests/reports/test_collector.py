@@ -80,7 +80,7 @@ def test_a_failed_case_with_no_record_is_an_error_in_its_row_and_column(
     node = "scenarios/send_email/send_once.yaml::power@after_running[call_mail]"
     reporter = _reporter(results, tmp_path)
     reporter.failed(
-        node, Path("scenarios/send_email/send_once.yaml").resolve(), "worker 'gw1' crashed", "run"
+        node, Path("scenarios/send_email/send_once.yaml").resolve(), "worker 'gw1' crashed", "???"
     )
     case = _case(reporter, node)
     assert (case.status, case.boundary, case.point) == (
@@ -91,11 +91,15 @@ def test_a_failed_case_with_no_record_is_an_error_in_its_row_and_column(
     # Its scenario's name and classes from a case of the same file that did report.
     assert (case.scenario, case.scenario_path) == ("send_email_once", "scenarios/send_email/send_once.yaml")
     assert case.idempotency == ("non_idempotent",)
-    assert case.problems == ("pytest failed the case in its run: worker 'gw1' crashed",)
+    # Its crashed call's class from a case that crashed the same call: its scorecard rows.
+    assert (case.crash_call, case.crash_class) == ("call_mail", "non_idempotent")
+    assert case.problems == ("pytest failed the case: worker 'gw1' crashed",)  # xdist's phase: "???"
     assert "--crash 'power@after_running[call_mail]'" in case.repro
     matrix = build_matrix(reporter.results())
     [row] = [row for row in matrix.rows if any(c.node_id == node for cell in row.cells for c in cell.cases)]
     assert row.cell("power_loss").state == "fail"
+    failing_rows = [row for row in matrix.scorecard.rows if node in row.failing]
+    assert failing_rows and all(row.state == "fail" for row in failing_rows)
     # The record is a valid results file entry.
     assert results_to_json(reporter.results())["cases"]
 

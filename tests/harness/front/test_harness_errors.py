@@ -228,3 +228,54 @@ def test_a_harness_error_in_the_clean_run_of_collection_is_one_line_and_a_red_ro
     assert case.problems[0].startswith("the scenario was not collected: ")
     assert "the harness failed: Error: " in case.problems[0]
     result.stdout.fnmatch_lines(["crashmatrix: 0/1 cases passed, 1 scenarios, agent reference (1 failed*"])
+
+
+@pytest.mark.slow
+def test_a_case_whose_xdist_worker_died_is_an_error_in_the_report(pytester: pytest.Pytester) -> None:
+    # The worker dies in the middle of one case (as under a kernel's OOM kill): xdist fails
+    # the case and no record ever arrives. The controller still counts it, red.
+    pytester.makefile(
+        ".yaml",
+        **{
+            "scenarios/email": email_once(
+                recovery_crashes=False, cover=["after_running", "after_side_effect"]
+            )
+        },
+    )
+    pytester.makeconftest(
+        """
+import os
+
+def pytest_runtest_call(item):
+    if item.name == "after_side_effect[call_1]" and os.environ.get("PYTEST_XDIST_WORKER"):
+        os._exit(1)
+"""
+    )
+    # One worker, not restarted: the case it died in is the last (the cheapest run that shows it).
+    result = pytester.runpytest_subprocess(
+        "scenarios",
+        "-n",
+        "1",
+        "--no-power-loss",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+        "--max-worker-restart=0",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    statuses = {case.point: case.status for case in results.cases}
+    assert statuses == {
+        "clean": "passed",
+        "after_running[call_1]": "passed",
+        "after_side_effect[call_1]": "error",
+    }
+    [case] = [c for c in results.cases if c.status == "error"]
+    assert case.problems == (
+        "pytest failed the case: worker 'gw0' crashed while running "
+        "'scenarios/email.yaml::after_side_effect[call_1]'",
+    )
+    raw = json.loads((pytester.path / "reports" / "latest" / "matrix.json").read_text(encoding="utf-8"))
+    failing = [row for row in raw["scorecard"] if case.node_id in row["failing"]]
+    assert failing and all(row["state"] == "fail" for row in failing), raw["scorecard"]
+    result.stdout.fnmatch_lines(["crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed*"])
