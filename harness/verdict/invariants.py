@@ -582,7 +582,7 @@ def _effects_by_call(evidence: Evidence) -> tuple[list[_Scope], dict[int, list[i
             _, upper = _bounds(event)
             # By its tool call id, else (an effect that names no call) by its tool: the
             # latest such call on disk when it was seen.
-            candidates = [
+            calls = [
                 k
                 for k, scope in enumerate(scopes)
                 if (
@@ -590,11 +590,17 @@ def _effects_by_call(evidence: Evidence) -> tuple[list[_Scope], dict[int, list[i
                     if event.tool_call_id
                     else (evidence.suite(scope.site.call.name) == event.tool and not event.idempotency_key)
                 )
-                and (upper < 0 or evidence.offsets[scope.site.message_index] <= upper)
             ]
-            if not candidates:
+            candidates = [
+                k for k in calls if upper < 0 or evidence.offsets[scopes[k].site.message_index] <= upper
+            ]
+            if not calls:
                 continue
-            key = candidates[-1]
+            # None on disk yet: the agent acted before saving its call (no ledger, nothing
+            # durable first). The effect is the next such call's: the one it saved late, or,
+            # when a crash lost it, the one the model made again -- dropped, it would hide the
+            # second effect that crash leads to, and make "told succeeded" look like a lie.
+            key = candidates[-1] if candidates else calls[0]
         counted.setdefault(key, []).append(event.seq)
     return scopes, counted
 

@@ -537,6 +537,22 @@ def email_session(
     return lines
 
 
+def test_an_email_sent_before_its_call_was_saved_still_counts_toward_that_call() -> None:
+    """An agent without a ledger that sends, then saves the call: killed after the send, it
+    never saved the call; restarted, the model asks again and it sends again. The first email
+    is the call's the model made again (no call was on disk when it went out): two emails."""
+    lines = [user("send the email"), assistant(call("call_mail", "send_email", EMAIL))]
+    lines += [tool_result("call_mail", {"ok": True}), final("sent")]
+    events = [
+        Event(1, "email", "send_email", "call_mail", None, size(lines, 1)),  # before the save
+        Event(2, "email", "send_email", "call_mail", None, size(lines, 2)),
+    ]
+    facts = evidence(lines, events, has_ledger=False)
+    only_violation(facts, "non_idempotent_at_most_once", naming="caused 2 side effects")
+    # One email, sent before its call was saved, is that call's: told succeeded is the truth.
+    assert check_all(evidence(lines, events[:1], has_ledger=False)) == []
+
+
 def test_two_emails_for_one_send_email_call_is_a_violation() -> None:
     lines = email_session([("exec_mail", ["approved", "running", "succeeded"])])
     events = [
