@@ -278,6 +278,12 @@ class MatrixReporter:
         # width (COLUMNS, else the tty's, else 80) gives long scenario names their room.
         width = terminalreporter.config.get_terminal_writer().fullwidth
         lines = render_terminal(self.matrix, encoding=getattr(sys.stdout, "encoding", None), width=width)
-        for line in lines:
-            terminalreporter.write_line(line)
+        # The headline in pytest's colours: red while any case failed, hung or errored (or
+        # the run was cut short), green only when nothing did, as pytest's own last line.
+        bad = bool(self.matrix.failing) or self.matrix.incomplete
+        for index, line in enumerate(lines):
+            if index == 0:
+                terminalreporter.write_line(line, red=bad, green=not bad, bold=True)
+            else:
+                terminalreporter.write_line(line)
         terminalreporter.write_line(f"report: {self.out_dir / 'matrix.html'} (and matrix.md, matrix.json)")

@@ -126,3 +126,45 @@ def test_whatever_pytest_failed_no_view_counts_as_passed(results: Results, tmp_p
     assert matrix.tally.passed == 0 and matrix.tally.failed == len(failed)
     assert {case.node_id for case in matrix.failing} == set(failed)
     assert matrix.headline.startswith(f"0/{len(failed)} cases passed")
+
+
+class _Terminal:
+    """What ``pytest_terminal_summary`` writes, with its markup."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict[str, bool]]] = []
+        self.config = self
+
+    def get_terminal_writer(self) -> _Terminal:
+        return self
+
+    fullwidth = 100
+
+    def section(self, title: str, sep: str = "=") -> None:
+        pass
+
+    def write_line(self, line: str, **markup: bool) -> None:
+        self.lines.append((line, markup))
+
+
+def _headline(reporter: MatrixReporter) -> tuple[str, dict[str, bool]]:
+    reporter.matrix = build_matrix(reporter.results())
+    terminal = _Terminal()
+    reporter.pytest_terminal_summary(terminal)  # type: ignore[arg-type]
+    return terminal.lines[0]
+
+
+def test_the_terminal_headline_is_red_while_a_case_failed_or_errored(
+    results: Results, tmp_path: Path
+) -> None:
+    passed = [case for case in results.cases if case.status == "passed"]
+    reporter = MatrixReporter(tmp_path / "report", results.agent)
+    for case in passed:
+        reporter.add(json.dumps(case.to_json()))
+    line, markup = _headline(reporter)
+    assert line.startswith(f"crashmatrix: {len(passed)}/{len(passed)} cases passed")
+    assert markup == {"red": False, "green": True, "bold": True}
+    reporter.failed(passed[1].node_id, Path(passed[1].scenario_path), PYTEST_TEXT, "teardown")
+    line, markup = _headline(reporter)
+    assert line.startswith(f"crashmatrix: {len(passed) - 1}/{len(passed)} cases passed")
+    assert markup["red"] and not markup["green"]
