@@ -7,7 +7,7 @@ import ast
 import importlib.util
 import re
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -238,7 +238,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         approval_no=approvals.get("deny", "n"),
         approval_prompts=prompts,
         session=session_path,
-        keeps_ledger=_keeps_ledger(session) if source.readable else False,
+        keeps_ledger=_keeps_ledger(session, boundaries) if source.readable else False,
         ledger=ledger,
         rules=tuple(rules),
         source=source,
@@ -249,13 +249,21 @@ def load_foreign(path: Path | str) -> ForeignSpec:
     )
 
 
-def _keeps_ledger(session: Mapping[str, Any]) -> bool | None:
-    """``session.keeps_ledger`` as declared; a ledger mapping (``ledger_type``, ``fields``,
-    ``statuses``) declares one too. None: not declared, the case's session decides."""
+def _keeps_ledger(session: Mapping[str, Any], boundaries: Sequence[Mapping[str, Any]]) -> bool | None:
+    """``session.keeps_ledger`` as declared. A ledger mapping (``ledger_type``, ``fields``,
+    ``statuses``) declares one too, and so does a boundary rule fired by a record's
+    ``status`` (``where: [{key: status, ...}]``: the agent writes ledger records). None: not
+    declared, each case's session decides (``ForeignAdapter``)."""
     declared = session.get("keeps_ledger")
-    if declared is None and any(key in session for key in ("ledger_type", "fields", "statuses")):
-        return True
-    return None if declared is None else bool(declared)
+    if declared is not None:
+        return bool(declared)
+    mapped = any(key in session for key in ("ledger_type", "fields", "statuses"))
+    statuses = any(
+        str(cond.get("key", "")).split(".")[-1] == "status"
+        for rule in boundaries
+        for cond in rule.get("where") or ()
+    )
+    return True if mapped or statuses else None
 
 
 def _approval_prompts(

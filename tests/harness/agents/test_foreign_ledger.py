@@ -18,6 +18,7 @@ from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.observation.observation import Observation
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "no_ledger"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 MESSAGES = [
     {"role": "user", "content": "mail alice"},
     {
@@ -66,6 +67,22 @@ def test_an_adapter_declares_a_ledger_by_keeps_ledger_or_by_mapping_one(
     tmp_path: Path, session: str, declared: bool | None
 ) -> None:
     assert _adapter(tmp_path, session).spec.keeps_ledger is declared
+
+
+def test_a_boundary_rule_fired_by_a_records_status_declares_a_ledger(tmp_path: Path) -> None:
+    # The examples that keep a ledger say where its running record is written: they are held
+    # to it in every case. A rule on a message's role says nothing about a ledger.
+    running = "    where: [{argument: record, key: status, equals: running}]\n"
+    role = "    where: [{argument: record, key: message.role, equals: tool}]\n"
+    for where, declared in ((running, True), (role, None)):
+        (tmp_path / "agent.py").write_text("def save(record):\n    pass\n", encoding="utf-8")
+        (tmp_path / "adapter.yaml").write_text(
+            "name: mailer\npython: {script: agent.py}\nboundaries:\n  - function: save\n"
+            "    boundary: after_running\n" + where + "    call_id: {argument: record, key: id}\n",
+            encoding="utf-8",
+        )
+        assert load_foreign(tmp_path / "adapter.yaml").keeps_ledger is declared, where
+    assert load_foreign(EXAMPLES / "desk_agent" / "adapter.yaml").keeps_ledger is True
 
 
 def test_the_golden_agent_without_a_ledger_declares_nothing() -> None:
