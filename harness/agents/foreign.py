@@ -44,7 +44,15 @@ from typing import Any, TextIO, cast
 from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign, module_file
 from crashmatrix.harness.agents.conversation import Conversation, _Console
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects, harness_wrote, watched_files
-from crashmatrix.harness.agents.foreign_session import AppendWatch, _write_copy, read_foreign, tear_last_line
+from crashmatrix.harness.agents.foreign_session import (
+    AppendWatch,
+    Tampered,
+    _write_copy,
+    read_foreign,
+    tamper_saved_arguments,
+    tamper_unreachable,
+    tear_last_line,
+)
 from crashmatrix.harness.agents.loopback import LoopbackServer
 from crashmatrix.harness.agents.preload import imports_of
 from crashmatrix.harness.agents.protocol import LifeContext
@@ -110,8 +118,8 @@ def _why_not_torn(spec: ForeignSpec) -> str:
 class ForeignAdapter:
     """``AgentAdapter`` for an adapter YAML (kind 2 ``python:``, kind 3 ``command:``)."""
 
-    # Its agent keeps its own session: crashmatrix's copy is rebuilt from it, so faults that
-    # edit the native session (tamper_arguments) cannot act on this agent.
+    # Its agent keeps its own session: crashmatrix's copy is rebuilt from it, so a fault that
+    # edits the session (tamper_arguments) edits the agent's own file (``tamper_arguments``).
     edits_native_session = False
 
     def __init__(self, spec: ForeignSpec) -> None:
@@ -128,6 +136,7 @@ class ForeignAdapter:
             served=served,
             approvals=spec.approval_prompt is not None,
             edits_native_session=False,
+            own_session_tamper=tamper_unreachable(spec.source),
         )
         # The tool and service requests it makes are edges the harness sees.
         edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
@@ -311,6 +320,11 @@ class ForeignAdapter:
                 by,
                 erases=erases,
             )
+
+    def tamper_arguments(self, case_dir: Path, call_id: str, arguments: Mapping[str, Any]) -> Tampered:
+        """In the harness's process, between lives: the saved tool call's arguments edited in
+        the agent's own session, where its mapping finds the call (``harness.lives.between``)."""
+        return tamper_saved_arguments(self.spec.source, self.workspace(case_dir), call_id, arguments)
 
     def _hooked(self, hook: BoundaryHook, probe: EffectProbe) -> BoundaryHook:
         """The life's hook, with a probe first: the moment the agent passed a boundary is a

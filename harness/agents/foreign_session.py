@@ -4,7 +4,10 @@
 Where the session is, is pluggable (``SessionSource``): a JSONL file (seed 000's or 004's
 shape, the default), the rows of a SQLite query (a framework's checkpointer, an agent's own
 state database), any ``module:function`` that returns the records, or nowhere the harness
-can read (``none``: the verdict then judges the conversation the model saw)."""
+can read (``none``: the verdict then judges the conversation the model saw).
+
+A between-lives ``tamper_arguments`` edits a saved tool call in the agent's own JSONL file
+(``tamper_saved_arguments``), in the agent's encoding, where the same mapping finds it."""
 
 from __future__ import annotations
 
@@ -19,8 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from crashmatrix.harness.agents.readonly_db import connect_readonly
+from crashmatrix.harness.agents.session_records import JsonlLines
 from crashmatrix.harness.core.ledger import TERMINAL, normalise_status
-from crashmatrix.harness.core.records import Entry, entry_from_json
+from crashmatrix.harness.core.records import Entry, MessageEntry, entry_from_json
 from crashmatrix.harness.core.session_log import SessionLog, encode_line, split_lines
 from crashmatrix.harness.errors import SessionCorruption
 from crashmatrix.harness.session_file import fsync_directory
@@ -30,9 +34,13 @@ __all__ = [
     "AppendWatch",
     "LedgerMap",
     "SessionSource",
+    "Tampered",
     "read_foreign",
     "read_foreign_session",
+    "tamper_saved_arguments",
+    "tamper_unreachable",
     "tear_last_line",
+    "with_arguments",
 ]
 # Seed 004's ledger entry (callId, stepId, toolName, inputHash, idempotencyKey) and common
 # camelCase spellings of seed 000's fields; the YAML's ``fields`` are applied first.
@@ -339,3 +347,131 @@ def tear_last_line(path: Path) -> tuple[int, int] | None:
     finally:
         os.close(fd)
     return start, kept
+
+
+# -- tampered arguments, done between lives --------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tampered:
+    """What a tamper did: for the edited line, (where it ended before the edit, bytes it grew
+    by) in the normalised copy's coordinates (the world's ``session_bytes``), empty when
+    nothing was edited; ``detail`` says what was edited, or precisely why nothing was."""
+
+    shifts: tuple[tuple[int, int], ...]
+    detail: str
+    tool: str = ""  # the edited call's tool, as the agent names it
+    before: str = ""  # its arguments as the session held them before the edit (JSON text)
+
+
+def tamper_unreachable(source: SessionSource) -> str:
+    """Why ``tamper_arguments`` cannot edit a saved tool call in this session ("" when it can:
+    a JSONL file, whose lines the adapter's mapping reads)."""
+    if source.kind == "sqlite":
+        return (
+            f"its session is a SQLite database ({source.path}): the harness edits a saved tool "
+            "call's arguments only in a JSONL session file"
+        )
+    if source.kind == "reader":
+        return f"its session is read by {source.reader}: the harness does not know which file to edit"
+    if source.kind == "none":
+        return "the harness cannot read its session (readable: false), so it cannot find the saved tool call"
+    return ""
+
+
+def _message_of(raw: Any, mapping: LedgerMap) -> dict[str, Any] | None:
+    """The chat message inside a foreign line, the object itself (``normalise_line``'s rule)."""
+    if not isinstance(raw, dict):
+        return None
+    kind = raw.get(mapping.type_field)
+    if kind != mapping.message_type and not (kind is None and "role" in raw):
+        return None
+    message = raw.get("message")
+    return message if isinstance(message, dict) else raw
+
+
+def with_arguments(
+    raw: bytes, mapping: LedgerMap, call_id: str, arguments: Mapping[str, Any]
+) -> bytes | None:
+    """The foreign line ``raw`` with tool call ``call_id``'s arguments replaced, in the agent's
+    own encoding: a JSON string stays a JSON string (what a model sends), an object stays an
+    object. None: the line holds no such call."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    message = _message_of(record, mapping)
+    calls = message.get("tool_calls") if message is not None else None
+    matching = [c for c in calls or () if isinstance(c, dict) and c.get("id") == call_id]
+    if not matching or not all(isinstance(c.get("function"), dict) for c in matching):
+        return None
+    for call in matching:
+        if isinstance(call["function"].get("arguments"), dict):
+            call["function"]["arguments"] = dict(arguments)
+        else:
+            call["function"]["arguments"] = json.dumps(arguments, ensure_ascii=False)
+    # Compact, like the lines of every agent we know; the agent reads it back with a JSON parser.
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _arguments_in(raw: bytes, mapping: LedgerMap, call_id: str) -> list[Any]:
+    """The arguments of each tool call ``call_id`` in the foreign line ``raw``, parsed."""
+    message = _message_of(json.loads(raw), mapping) or {}
+    out: list[Any] = []
+    for call in message.get("tool_calls") or ():
+        if isinstance(call, dict) and call.get("id") == call_id:
+            held = (call.get("function") or {}).get("arguments")
+            try:
+                out.append(json.loads(held) if isinstance(held, str) else held)
+            except ValueError:
+                out.append(held)
+    return out
+
+
+def _latest_call(log: SessionLog, call_id: str) -> int | None:
+    """The index of the LATEST message entry holding tool call ``call_id``: providers reuse ids
+    across turns, and an earlier turn's call is finished history."""
+    for index in range(len(log.entries) - 1, -1, -1):
+        entry = log.entries[index]
+        if isinstance(entry, MessageEntry) and any(c.id == call_id for c in entry.message.tool_calls):
+            return index
+    return None
+
+
+def tamper_saved_arguments(
+    source: SessionSource, workspace: Path, call_id: str, arguments: Mapping[str, Any]
+) -> Tampered:
+    """Someone edits the saved tool call ``call_id``'s arguments in the agent's own session
+    (the harness, not the agent, does this, between its lives). The line is found through
+    the adapter's mapping, rewritten through ``JsonlLines`` (fsynced before the next life) and
+    read back: the edit acted only if the mapped session now holds those arguments."""
+    why = tamper_unreachable(source)
+    if why:
+        return Tampered((), why)
+    path = workspace / source.path
+    try:
+        before, _ = read_foreign(source, workspace)
+    except SessionCorruption as error:
+        return Tampered((), f"the agent's session is unreadable ({error}): no saved tool call to edit")
+    index = _latest_call(before, call_id)
+    if index is None:
+        return Tampered((), f"no saved tool call {call_id} in {path.name}")
+    entry = before.entries[index]
+    assert isinstance(entry, MessageEntry)
+    [call, *_] = [c for c in entry.message.tool_calls if c.id == call_id]
+    records = JsonlLines(path)
+    edited = with_arguments(records.get(entry.line), source.ledger, call_id, arguments)
+    if edited is None:
+        return Tampered((), f"{path.name} line {entry.line} holds {call_id} in no form the harness can edit")
+    records.replace(entry.line, edited)
+    after, _ = read_foreign(source, workspace)
+    held = _arguments_in(records.get(entry.line), source.ledger, call_id)
+    if not held or any(value != dict(arguments) for value in held):
+        return Tampered((), f"{path.name} line {entry.line}: the edit of {call_id}'s arguments did not hold")
+    old_end = before.offsets[index]
+    return Tampered(
+        ((old_end, after.offsets[index] - old_end),),
+        f"edited the saved arguments of {call_id} in {path.name} line {entry.line}",
+        call.name,
+        call.arguments,
+    )

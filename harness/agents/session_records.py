@@ -10,11 +10,16 @@ checkpoints) returns its own ``SessionRecords`` from ``session_records(case_dir)
 its store cannot hold is ``CannotPlant`` (``not_applicable=True`` when no agent could show it
 there). A write cut short is a torn line in a file and a row never committed in SQLite, which
 commits a row whole.
+
+The same layer edits a saved tool call between lives (``tamper_arguments`` of a JSONL session
+the agent keeps itself): every write is fsynced before it returns, since the next life (or
+a power loss) comes after it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,18 +79,30 @@ class JsonlLines:
     def again(self, number: int) -> str:
         line = self._lines()[number - 1]
         data = self.path.read_bytes()
-        self.path.write_bytes(data[: line.end] + line.data + b"\n" + data[line.end :])
+        self._write(data[: line.end] + line.data + b"\n" + data[line.end :])
         return f"{self.path.name} line {number} written again after itself"
 
     def replace(self, number: int, text: bytes) -> None:
+        """Record ``number`` becomes ``text``; a longer or shorter line moves every later one."""
         line = self._lines()[number - 1]
         data = self.path.read_bytes()
-        self.path.write_bytes(data[: line.offset] + text + data[line.offset + len(line.data) :])
+        self._write(data[: line.offset] + text + data[line.offset + len(line.data) :])
+
+    def _write(self, data: bytes) -> None:
+        """The file becomes ``data``, durable before returning: the agent's next life reads it."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_TRUNC)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def tear(self, number: int) -> str:
         line = self._lines()[number - 1]
         cut = line.offset + max(1, len(line.data) // 2)
-        self.path.write_bytes(self.path.read_bytes()[:cut])
+        self._write(self.path.read_bytes()[:cut])
         return f"{self.path.name} cut at byte {cut}, half of line {number} (the final answer)"
 
 

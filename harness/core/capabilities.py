@@ -1,6 +1,7 @@
 """What an agent's adapter lets the harness do to it: which of the suite's tools the agent
 has, which of them the harness runs for it (so that a fault can be injected there),
-whether it asks for approvals, and whether its session is crashmatrix's own file.
+whether it asks for approvals, and whether its session is crashmatrix's own file (or, kept
+by the agent, one where the harness can still edit a saved tool call).
 
 A scenario that needs more than an agent's capabilities is not applicable to it, with the
 reason (``harness.plan.applicability``): never failed, never passed. Pure.
@@ -23,7 +24,12 @@ class Capabilities:
     # None is every tool (a native agent, or one calling the mock tools over loopback).
     served: frozenset[str] | None = None
     approvals: bool = True  # it asks for approval, so a scenario's "no" reaches it
-    edits_native_session: bool = True  # tamper_arguments can edit what it will read
+    edits_native_session: bool = True  # its session is crashmatrix's own file
+    # An agent keeping its own session: why tamper_arguments cannot edit a saved tool call in
+    # it ("" when it can: a JSONL file its adapter maps, edited in the agent's own encoding).
+    own_session_tamper: str = (
+        "it keeps its own session, where its adapter gives the harness no saved tool call to edit"
+    )
     # check -> why, for each invariant ``crashmatrix doctor`` found blind on this agent (its
     # planted fault did not make it fire): not applicable in every verdict of the agent.
     blind: Mapping[str, str] = field(default_factory=dict)

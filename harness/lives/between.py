@@ -4,6 +4,7 @@ judge needs to read the edited evidence."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,9 @@ def apply_between_lives(
 
     ``session_editable``: False for an agent whose session is its own file (a foreign
     adapter): crashmatrix's normalised copy is rebuilt from it, so an edit of the copy would
-    do nothing; the tamper is recorded as not having acted.
+    do nothing. The tamper edits the agent's own file through its adapter
+    (``tamper_arguments``: where the adapter's mapping finds the call, in the agent's
+    encoding, fsynced); where it cannot, it is recorded as not having acted, saying why.
 
     ``agent``: whose world it is; what an edit changed in that agent's own effect sources
     is the harness's (``harness_wrote``), not an effect the agent's next life is blamed for."""
@@ -66,26 +69,30 @@ def apply_between_lives(
                 )
             if "tamper_arguments" in step:
                 tamper = step["tamper_arguments"]
-                if not session_editable:
-                    mark["applied"].append(
-                        {
-                            "fault": "tamper_arguments",
-                            "acted": False,
-                            "detail": "the agent keeps its own session; crashmatrix edits only its own copy",
-                        }
-                    )
-                    continue
-                shifts = _tamper(session_path_of(case_dir), tamper["call"], tamper["arguments"])
-                mark["shifts"] += shifts
-                mark["applied"].append(
-                    {
-                        "fault": "tamper_arguments",
-                        "acted": bool(shifts),
-                        "detail": f"edited the saved arguments of {tamper['call']}"
+                if session_editable:
+                    session = session_path_of(case_dir)
+                    shifts, tool, before = _tamper(session, tamper["call"], tamper["arguments"])
+                    detail = (
+                        f"edited the saved arguments of {tamper['call']}"
                         if shifts
-                        else f"no saved tool call {tamper['call']} in {session_path_of(case_dir).name}",
-                    }
-                )
+                        else f"no saved tool call {tamper['call']} in {session.name}"
+                    )
+                else:
+                    shifts, detail, tool, before = _tamper_own(
+                        case_dir, agent, tamper["call"], tamper["arguments"]
+                    )
+                if shifts:
+                    # What the call asked for before the edit is kept: the agent may have acted
+                    # on it already (a file it wrote holds that content, not the new one).
+                    world.log_event(
+                        "fault",
+                        tool,
+                        tool_call_id=tamper["call"],
+                        detail={"fault": "tamper_arguments", "arguments_before": before},
+                    )
+                    harness_wrote(case_dir, agent, "tamper_arguments")
+                mark["shifts"] += shifts
+                mark["applied"].append({"fault": "tamper_arguments", "acted": bool(shifts), "detail": detail})
     (case_dir / "between_lives.json").write_text(json.dumps(mark))
 
 
@@ -106,12 +113,32 @@ def logged_so_far(case_dir: Path, world: Any = None) -> dict[str, int]:
     return {"requests_before": count, "events_before": max((e.seq for e in world.events()), default=0)}
 
 
-def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tuple[int, int]]:
+def _tamper_own(
+    case_dir: Path, agent: str | None, call_id: str, arguments: dict[str, Any]
+) -> tuple[list[tuple[int, int]], str, str, str]:
+    """The tamper of an agent that keeps its own session, done by its adapter (it knows where
+    the session is and how its lines read): (shifts in the normalised copy's offsets, what was
+    edited or precisely why nothing was, the call's tool, its arguments before the edit)."""
+    method = None
+    if agent is not None:
+        from crashmatrix.harness.agents.loading import adapter_for
+
+        method = getattr(adapter_for(agent), "tamper_arguments", None)
+    if not callable(method):
+        why = "the agent keeps its own session and its adapter cannot edit a saved tool call in it"
+        return [], why, "", ""
+    done = method(case_dir, call_id, arguments)
+    shifts = [(int(end), int(delta)) for end, delta in done.shifts]
+    return shifts, str(done.detail), str(done.tool), str(done.before)
+
+
+def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> tuple[list[tuple[int, int]], str, str]:
     """Someone edits the saved tool call's arguments (the harness, not the agent, does this).
 
     Only the LATEST assistant message with that id is edited: providers reuse ids across
     turns, and an earlier turn's call is finished history. Returns (offset where the edited
-    line ended before the edit, bytes added), for the judge's offset translation."""
+    line ended before the edit, bytes added) (none: nothing edited), the call's tool and its
+    arguments before the edit."""
     data = session.read_bytes()
     lines, _ = split_lines(session, data)
     for line in reversed(lines):
@@ -123,9 +150,18 @@ def _tamper(session: Path, call_id: str, arguments: dict[str, Any]) -> list[tupl
         matching = [call for call in calls if call.get("id") == call_id]
         if not matching:
             continue
+        tool, before = str(matching[0]["function"]["name"]), str(matching[0]["function"]["arguments"])
         for call in matching:
             call["function"]["arguments"] = json.dumps(arguments, ensure_ascii=False)
         edited = json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
-        session.write_bytes(data[: line.offset] + edited + data[line.end - 1 :])
-        return [(line.end, len(edited) - len(line.data))]
-    return []
+        _write_durably(session, data[: line.offset] + edited + data[line.end - 1 :])
+        return [(line.end, len(edited) - len(line.data))], tool, before
+    return [], "", ""
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    """The session becomes ``data``, fsynced: the next life (or a power loss) comes after it."""
+    with open(path, "wb") as stream:
+        stream.write(data)
+        stream.flush()
+        os.fsync(stream.fileno())

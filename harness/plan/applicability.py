@@ -1,7 +1,7 @@
 """Which scenarios apply to an agent: a scenario that needs a tool the agent does not have,
 a program only the simulated shell provides (``needs:``) while the agent runs a real one, a
 call its tool does not accept (the catalogue's ``only:``), a fault the harness cannot inject
-into it, or an edit of a session it does not keep in crashmatrix's place, is not applicable
+into it, or an edit of a session it keeps where the harness cannot edit it, is not applicable
 -- with the reason, shown as such in every report, never failed and never passed. Pure."""
 
 from __future__ import annotations
@@ -25,10 +25,14 @@ def not_applicable(scenario: Scenario, capabilities: Capabilities) -> tuple[str,
                 f"fault {fault.get('kind')} on {tool} needs the harness to run {tool} for this agent "
                 "(tools: harness, services:, or intercept:)"
             )
-    if not capabilities.edits_native_session and any(
-        "tamper_arguments" in step for step in scenario.between_lives
+    if (
+        not capabilities.edits_native_session
+        and capabilities.own_session_tamper
+        and any("tamper_arguments" in step for step in scenario.between_lives)
     ):
-        reasons.append("tamper_arguments edits crashmatrix's session file; this agent keeps its own session")
+        reasons.append(
+            f"tamper_arguments cannot edit this agent's saved tool call: {capabilities.own_session_tamper}"
+        )
     answers = [*scenario.approvals.values(), *scenario.approvals_again.values()]
     if not capabilities.approvals and any(str(answer).lower() in ("no", "n", "false") for answer in answers):
         reasons.append("the scenario answers an approval with no, and this agent asks for none")

@@ -1156,8 +1156,14 @@ def no_partial_file(evidence: Evidence) -> list[Violation]:
     if evidence.files is None:
         return []
     wanted: dict[str, set[str]] = {}  # path -> sha256 of every whole content allowed
-    for scope in _scopes(evidence.entries):
-        call = scope.site.call
+    # A call whose saved arguments the harness tampered with between lives asked for its old
+    # arguments before (``fault`` event): the agent may have written those already.
+    tampered = [
+        ToolCall(str(e.tool_call_id), e.tool, str(e.detail.get("arguments_before", "")))
+        for e in evidence.events
+        if e.kind == "fault" and e.detail.get("fault") == "tamper_arguments"
+    ]
+    for call in [scope.site.call for scope in _scopes(evidence.entries)] + tampered:
         # Whether or not its effects are recorded as events (an agent's own tools may not
         # be): what a call asked for is new content either way, and the file is observed.
         if evidence.suite(call.name) != "write_file":

@@ -50,3 +50,82 @@ def test_without_an_agent_that_probes_its_world_the_edit_is_only_the_worlds_even
     apply_between_lives(tmp_path / "case", scenario, agent="reference")
     with World(tmp_path / "case" / "world") as world:
         assert [e.kind for e in world.events()] == ["external_write"]
+
+
+OWN_SESSION = ROOT / "tests" / "golden" / "own_session_tamper" / "adapter.yaml"
+TAMPERED = ROOT / "scenarios" / "faults" / "create_order_arguments_tampered.yaml"
+
+
+def _own_session_case(tmp_path: Path) -> tuple[Path, Path]:
+    """A case of the golden own-session agent after life 1 saved call_chair in its own shape."""
+    adapter = load_foreign_adapter(OWN_SESSION)
+    case = tmp_path / "case"
+    fresh_case(case, load_scenario(TAMPERED))
+    session = adapter.workspace(case) / ".own" / "session.jsonl"
+    session.parent.mkdir(parents=True)
+    call = {
+        "id": "call_chair",
+        "type": "function",
+        "function": {"name": "create_order", "arguments": '{"item":"chair","quantity":1}'},
+    }
+    lines = [
+        {"kind": "chat", "role": "user", "content": "Order 1 chair"},
+        {"kind": "chat", "role": "assistant", "content": "", "tool_calls": [call]},
+        {"kind": "step", "callId": "call_chair", "stepId": "s1", "status": "approved"},
+    ]
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return case, session
+
+
+def test_a_tamper_edits_the_saved_call_in_the_agents_own_session_and_keeps_what_it_asked_before(
+    tmp_path: Path,
+) -> None:
+    case, session = _own_session_case(tmp_path)
+    apply_between_lives(case, load_scenario(TAMPERED), session_editable=False, agent=str(OWN_SESSION))
+    saved = json.loads(session.read_text().splitlines()[1])
+    assert json.loads(saved["tool_calls"][0]["function"]["arguments"]) == {"item": "chair", "quantity": 12}
+    marks = json.loads((case / "between_lives.json").read_text())
+    assert marks["applied"] == [
+        {
+            "fault": "tamper_arguments",
+            "acted": True,
+            "detail": "edited the saved arguments of call_chair in session.jsonl line 2",
+        }
+    ]
+    [(_end, grown)] = marks["shifts"]
+    # In the normalised copy's offsets: its line holds the arguments as a JSON string too.
+    old, new = '{"item":"chair","quantity":1}', json.dumps({"item": "chair", "quantity": 12})
+    assert grown == len(json.dumps(new)) - len(json.dumps(old))
+    with World(case / "world") as world:
+        [fault] = world.events("fault")
+    assert (fault.tool, fault.tool_call_id) == ("create_order", "call_chair")
+    assert fault.detail == {"fault": "tamper_arguments", "arguments_before": '{"item":"chair","quantity":1}'}
+
+
+def test_a_tamper_that_finds_no_saved_call_in_the_agents_own_session_says_so(tmp_path: Path) -> None:
+    case, session = _own_session_case(tmp_path)
+    session.write_text(session.read_text().splitlines()[0] + "\n")  # only the user's message
+    apply_between_lives(case, load_scenario(TAMPERED), session_editable=False, agent=str(OWN_SESSION))
+    [applied] = json.loads((case / "between_lives.json").read_text())["applied"]
+    assert applied == {
+        "fault": "tamper_arguments",
+        "acted": False,
+        "detail": "no saved tool call call_chair in session.jsonl",
+    }
+    with World(case / "world") as world:
+        assert world.events("fault") == []
+
+
+def test_an_adapter_that_cannot_edit_its_agents_session_leaves_the_tamper_unacted_saying_why(
+    tmp_path: Path,
+) -> None:
+    scenario = load_scenario(TAMPERED)
+    fresh_case(tmp_path / "case", scenario)
+    # The reference agent's adapter edits crashmatrix's file, which it does not offer here.
+    apply_between_lives(tmp_path / "case", scenario, session_editable=False, agent="reference")
+    [applied] = json.loads((tmp_path / "case" / "between_lives.json").read_text())["applied"]
+    assert applied["acted"] is False
+    assert (
+        applied["detail"]
+        == "the agent keeps its own session and its adapter cannot edit a saved tool call in it"
+    )

@@ -37,7 +37,11 @@ FAULT_REASON = (
     "fault timeout_before on send_email needs the harness to run send_email for this agent "
     "(tools: harness, services:, or intercept:)"
 )
-TAMPER_REASON = "tamper_arguments edits crashmatrix's session file; this agent keeps its own session"
+SQLITE_SESSION = (
+    "its session is a SQLite database (state.db): the harness edits a saved tool call's arguments "
+    "only in a JSONL session file"
+)
+TAMPER_REASON = f"tamper_arguments cannot edit this agent's saved tool call: {SQLITE_SESSION}"
 APPROVAL_REASON = "the scenario answers an approval with no, and this agent asks for none"
 
 # A foreign agent at its most limited: its own tool names, nothing served by the harness, no
@@ -47,6 +51,7 @@ BARE = Capabilities(
     served=frozenset(),
     approvals=False,
     edits_native_session=False,
+    own_session_tamper=SQLITE_SESSION,
 )
 
 
@@ -132,9 +137,21 @@ def test_each_unserved_fault_is_a_reason_and_a_repeated_one_is_given_once() -> N
 # --- between lives --------------------------------------------------------------------------
 
 
-def test_tamper_arguments_does_not_apply_to_an_agent_keeping_its_own_session() -> None:
-    own_session = Capabilities(edits_native_session=False)
+def test_tamper_arguments_does_not_apply_where_the_agent_keeps_its_session_out_of_reach() -> None:
+    own_session = Capabilities(edits_native_session=False, own_session_tamper=SQLITE_SESSION)
     assert not_applicable(_scenario(between_lives=(TAMPER,)), own_session) == (TAMPER_REASON,)
+
+
+def test_tamper_arguments_applies_to_an_agent_keeping_its_own_jsonl_session() -> None:
+    # Its adapter maps the lines: the tamper edits the saved call in the agent's own file.
+    own_jsonl = Capabilities(edits_native_session=False, own_session_tamper="")
+    assert not_applicable(_scenario(between_lives=(TAMPER,)), own_jsonl) == ()
+
+
+def test_an_agent_keeping_its_own_session_is_out_of_reach_unless_its_adapter_says_otherwise() -> None:
+    # A framework adapter that says nothing more: no saved tool call the harness can edit.
+    [reason] = not_applicable(_scenario(between_lives=(TAMPER,)), Capabilities(edits_native_session=False))
+    assert reason.startswith("tamper_arguments cannot edit this agent's saved tool call: it keeps its own")
 
 
 def test_tamper_arguments_applies_to_an_agent_whose_session_is_crashmatrixs_file() -> None:
