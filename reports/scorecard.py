@@ -9,7 +9,8 @@ comparable row by row:
   ``CRASH_QUESTIONS`` -- no double effect (non-idempotent tools), the model was told the
   truth, the ledger said running first, the turn finished -- each failed only by a case
   that breaks that question (its invariant, an unmet ``told:``, a case that never
-  finished), so a case that fails on something else does not make "no double effect" fail.
+  finished), so a case that fails on something else does not make "no double effect" fail;
+  a case the harness could not judge (an ``error`` with nothing observed) fails them all.
   A case answers the rows of ONE class: the class of the call its crash point names, under
   that call's contract (``CaseRecord.crash_class``, ``harness.core.evals.crashed_call``), so
   a crash on ``send_email`` never answers for ``read_file`` in the same scenario. A clean
@@ -206,7 +207,10 @@ def _answers(case: CaseRecord, question: str) -> list[str]:
     keys = set(CRASH_QUESTIONS[question].broken_by)
     if question == "told_the_truth":
         keys.add("told")
-    if question == "turn_finished":
+    if question == "turn_finished" or (case.status == "error" and case.observed is None):
+        # An error with nothing observed (the harness failed in the case, or pytest failed
+        # it with no record) answers no question: unknown, so every row of it fails, never
+        # a pass no case showed.
         keys |= {"hung", "error"}
     return [finding.text for finding in findings(case) if finding.key in keys]
 

@@ -130,6 +130,18 @@ def test_a_case_that_hung_fails_the_turn_finished() -> None:
     assert state([case(status="hung", problems=("life 2 hung",))], FINISHED) == "fail"
 
 
+def test_a_case_the_harness_could_not_judge_fails_every_row_it_is_in() -> None:
+    # Its harness side failed: nothing was observed, so no question is answered -- not even
+    # "no double effect" beside a case that passed it (issue 26: that row showed a pass).
+    unjudged = case(status="error", problems=("the harness failed: Error: ... (details: x.log)",))
+    for question in (NO_DOUBLE, TRUTH, FINISHED):
+        assert state([case(), unjudged], question) == "fail", question
+    # An agent's own error (observed: its life raised) still fails only the turn.
+    raised = dataclasses.replace(unjudged, observed={"outcome": {}}, problems=("life 2 error: boom",))
+    assert state([case(), raised], NO_DOUBLE) == "pass"
+    assert state([case(), raised], FINISHED) == "fail"
+
+
 def test_the_truth_is_not_passed_by_a_case_that_never_asked_it() -> None:
     # An idempotent tool's case with no told: expectation says nothing about the truth
     # (its told_the_truth invariant is for non-idempotent calls only).
