@@ -5,14 +5,15 @@ the first names its tool: ``允许执行 run_bash(npm test)？[y/N]`` and ``允�
 means the tool is not run and the model is told it was rejected. Run as a user runs the suite
 (pytest and the plugin) on every scenario that mentions approvals:
 
-* with its adapter (``approvals.prompts`` ties each prompt to its tool by its text): green
-  wherever it applies, including the re-asks after a restart, which its prompts never mark
-  (``approvals_again`` by occurrence, remembered in the case directory);
-* without ``prompts:`` (one regex, the tool named in the run_bash branch only): the write
-  prompt is tied to no tool, and the scenario answers write_file otherwise than read_file, so
-  each case is not applicable with the prompt and the fix -- never answered by ``*``, never
-  red. The run_bash scenarios, whose prompt names the tool, stay green. As a black box (kind
-  3) too: the supervisor kills the agent at the prompt, and the case still says why;
+* with its adapter (one regex, the tool named in its 执行 branch; ``approvals.prompts`` ties
+  the write prompt to write_file by its text): green in every case of every one, including
+  the re-asks after a restart, which its prompts never mark (``approvals_again`` by
+  occurrence, remembered in the case directory);
+* without ``prompts:``: the write prompt is tied to no tool, and the scenario answers
+  write_file otherwise than read_file, so each case is not applicable with the prompt and
+  the fix -- never answered by ``*``, never red. The others, whose prompt names the tool,
+  stay green. As a black box (kind 3) too: the supervisor kills the agent at the prompt, and
+  the case still says why;
 * its twin that reads a "no" and runs the tool anyway is red.
 """
 
@@ -42,7 +43,6 @@ APPROVALS = sorted(
 )
 WRITE = "write_file_rejected_then_read"
 NPM = ("npm_test_again_no", "npm_test_again_yes")
-NO_TOOL = {"send_email_rejected": "send_email", "reapproval_rejected": "create_order"}
 # Without prompts:, for each case of the write scenario (exact: the message a user reads).
 UNNAMED = (
     "not applicable: the agent asked '允许写入？[y/N]', which names no tool, and the scenario's "
@@ -51,7 +51,6 @@ UNNAMED = (
     "{<tool>: '<text only that prompt has>'}) or with a (?P<tool>...) group in approvals.prompt "
     "({where})"
 )
-BRANCHES = "允许(?:执行 (?P<tool>\\w+)\\(.*\\)|写入)？\\[y/N\\] "
 
 Cases = dict[str, dict[str, tuple[str, str]]]
 
@@ -76,7 +75,6 @@ def _reason(adapter: Path) -> str:
 
 def _without_prompts(data: dict[str, Any]) -> None:
     del data["approvals"]["prompts"]
-    data["approvals"]["prompt"] = BRANCHES
 
 
 def _run(pytester: pytest.Pytester, adapter: Path, scenarios: list[Path], *args: str) -> Cases:
@@ -108,17 +106,13 @@ def _named(*stems: str) -> list[Path]:
     return [path for path in APPROVALS if path.stem in stems]
 
 
-def test_the_agent_is_green_on_every_approval_scenario_it_has_the_tools_for(
-    pytester: pytest.Pytester, tmp_path: Path
-) -> None:
+def test_the_agent_is_green_on_every_approval_scenario(pytester: pytest.Pytester, tmp_path: Path) -> None:
     cases = _run(pytester, _adapter(tmp_path, "adapter"), APPROVALS)
     assert sorted(cases) == sorted(p.stem for p in APPROVALS)
     failed = {
         f"{s}::{c}" for s, items in cases.items() for c, (outcome, _) in items.items() if outcome != "passed"
     }
-    assert failed == {f"{stem}::clean" for stem in NO_TOOL}, failed
-    for stem, tool in NO_TOOL.items():
-        assert cases[stem]["clean"] == ("skipped", f"not applicable: the agent has no {tool}")
+    assert failed == set(), failed
     for stem in (WRITE, *NPM):
         # Judged: the clean run, after the approval (asked again: approvals_again by
         # occurrence), while and after it ran, torn writes, power losses, recovery.
@@ -139,11 +133,15 @@ def test_without_prompts_the_write_prompt_makes_each_case_not_applicable_with_wh
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
     adapter = _adapter(tmp_path, "without-prompts", _without_prompts)
-    cases = _run(pytester, adapter, _named(WRITE, "npm_test_again_no"))
+    # Power losses and second crashes would only repeat the same answers, for a minute more.
+    cases = _run(pytester, adapter, APPROVALS, "--no-power-loss", "--no-recovery-crashes")
     reason = _reason(adapter)
     assert cases[WRITE] and all(item == ("skipped", reason) for item in cases[WRITE].values()), cases[WRITE]
-    # The run_bash prompt names its tool: answered by the scenario, judged, green.
-    assert {outcome for outcome, _ in cases["npm_test_again_no"].values()} == {"passed"}
+    # The other prompts name their tool: answered by the scenario, judged, green.
+    others = {
+        stem: {outcome for outcome, _ in items.values()} for stem, items in cases.items() if stem != WRITE
+    }
+    assert others == {p.stem: {"passed"} for p in APPROVALS if p.stem != WRITE}
     assert "after_approved[call_tests]" in cases["npm_test_again_no"]
 
 
@@ -173,7 +171,12 @@ def test_its_twin_that_runs_the_tool_after_a_no_stays_red(pytester: pytest.Pytes
     def ignores_no(data: dict[str, Any]) -> None:
         data["env"] = {"GOLDEN_APPROVALS_BUG": "ignore_no"}
 
-    cases = _run(pytester, _adapter(tmp_path, "twin", ignores_no), _named(WRITE, "npm_test_again_no"))
+    cases = _run(
+        pytester,
+        _adapter(tmp_path, "twin", ignores_no),
+        _named(WRITE, "npm_test_again_no"),
+        "--no-power-loss",
+    )
     # The write rejected up front; the tests rejected when asked again after the approval.
     assert cases[WRITE]["clean"][0] == "failed"
     assert cases["npm_test_again_no"]["after_approved[call_tests]"][0] == "failed"

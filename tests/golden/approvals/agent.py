@@ -1,7 +1,7 @@
 """shell-desk: a small agent that asks before it acts, in Chinese, and names the tool in one
 of its two approval prompts only:
 
-    允许执行 run_bash(npm test)？[y/N]      before a shell command
+    允许执行 run_bash(npm test)？[y/N]      before a shell command (an order, an email alike)
     允许写入？[y/N]                         before it writes a file (no tool named)
 
 read_file needs no approval. It knows nothing of crashmatrix: the model at $OPENAI_BASE_URL,
@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 # The agent's tools -> the endpoint that runs each one in production (here: the harness's).
-ENDPOINTS = {"run_bash": "run_command", "write": "write_file", "read_file": "read_file"}
+ENDPOINTS = {
+    "run_bash": "run_command",
+    "write": "write_file",
+    "read_file": "read_file",
+    "create_order": "create_order",
+    "send_email": "send_email",
+}
 BUG = os.environ.get("GOLDEN_APPROVALS_BUG", "")
 
 
@@ -133,11 +139,13 @@ def approve(call: dict[str, Any]) -> bool:
     name = call["function"]["name"]
     if name == "read_file":
         return True
-    if name == "run_bash":
-        command = json.loads(call["function"]["arguments"]).get("command", "")
-        question = f"允许执行 run_bash({command})？[y/N] "
-    else:
+    if name == "write":
         question = "允许写入？[y/N] "
+    else:
+        shown = ", ".join(
+            " ".join(str(v).split()) for v in json.loads(call["function"]["arguments"]).values()
+        )
+        question = f"允许执行 {name}({shown})？[y/N] "
     answer = input(question).strip().lower() == "y"
     return answer or BUG == "ignore_no"  # BUG: the answer is read, then ignored
 
