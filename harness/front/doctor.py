@@ -73,7 +73,7 @@ from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.plan.applicability import not_applicable
-from crashmatrix.harness.plan.enumeration import points_from_trace
+from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, points_from_trace
 from crashmatrix.harness.verdict.coverage import (
     BLIND,
     FIRES,
@@ -332,20 +332,27 @@ def _installed(cases: _Cases) -> dict[str, Mapping[str, Any]]:
     }
 
 
-def _fired_in(case: _Case) -> set[str]:
-    return {str(e.get("rule")) for e in case.run.trace if e.get("event") == RULE_FIRED}
+# Where a restart is crashed to prove a rule only recovery fires, best first.
+_RECOVERY_ORDER = ("after_side_effect", "after_running", "before_tool_result", "after_approved")
 
 
 def _rule_proofs(cases: _Cases) -> list[Proof]:
-    """Each boundary rule and intercept of a kind-2 adapter fires in a clean run that calls
-    its tool: the doctor's clean cases are searched first, then one scenario per tool of the
-    agent that none of them called (a rule may be about any of its tools)."""
+    """Each boundary rule and intercept of a kind-2 adapter fires in a run that calls its
+    tool: the doctor's clean cases are searched first, then one scenario per tool of the
+    agent that none of them called (a rule may be about any of its tools), then a restart
+    after a crash (a rule on what only recovery calls: a lookup by idempotency key)."""
     installed = _installed(cases)
     if not installed:
         return []
+    # (where it ran, its trace): the clean cases, then any recovery run below.
+    runs: list[tuple[str, Sequence[Mapping[str, Any]]]] = []
+
+    def seen() -> list[tuple[str, Sequence[Mapping[str, Any]]]]:
+        return [(_label(case.scenario), case.run.trace) for case in cases.done] + runs
 
     def silent() -> bool:
-        return any(not any(name in _fired_in(c) for c in cases.done) for name in installed)
+        fired = {str(e.get("rule")) for _, trace in seen() for e in trace if e.get("event") == RULE_FIRED}
+        return not set(installed) <= fired
 
     def calls_another_tool(scenario: Scenario) -> bool:
         return not set(scenario.tools) <= {tool for case in cases.done for tool in case.scenario.tools}
@@ -354,18 +361,40 @@ def _rule_proofs(cases: _Cases) -> list[Proof]:
         for _ in cases.prefer(calls_another_tool):
             if not silent():
                 break
-    trace = [event for case in cases.done for event in case.run.trace]
-    silent = {rule.rule: rule for rule in silent_rules(trace)}
-    labels = ", ".join(_label(case.scenario) for case in cases.done)
+    for case in list(cases.done) if silent() and not cases.explicit else ():
+        # Killed right after the effect: the restart has the most to find out (a lookup).
+        points = [p for p in points_from_trace(case.run.trace, 1) if p.boundary in case.adapter.boundaries]
+        for point in sorted(
+            (p for p in points if p.boundary in RECOVERY_FIRST),
+            key=lambda p: _RECOVERY_ORDER.index(p.boundary),
+        ):
+            run = run_case(
+                cases.base / f"recover-{len(runs)}",
+                case.scenario,
+                cases.launcher,
+                agent=case.agent,
+                point=point,
+                deadline=cases.deadline,
+            )
+            runs.append((f"{_label(case.scenario)} (restarted after {point.id})", run.trace))
+            break  # one recovery a scenario: its first point where recovery has work to do
+        if not silent():
+            break
+    quiet = {rule.rule: rule for rule in silent_rules([e for _, trace in seen() for e in trace])}
+    labels = ", ".join(label for label, _ in seen())
     proofs: list[Proof] = []
     for name, rule in sorted(installed.items(), key=lambda item: _position_key(item[0])):
         what = "boundary rule" if rule.get("kind") == "boundary" else f"intercept of {rule.get('tool')}"
         subject = f"{what} {name} ({rule.get('function')} -> {rule.get('boundary')}) fires"
-        if name in silent:
-            proofs.append(Proof("rule", subject, BLIND, f"never fired in {labels}: {silent[name].why}"))
+        if name in quiet:
+            proofs.append(Proof("rule", subject, BLIND, f"never fired in {labels}: {quiet[name].why}"))
             continue
-        where = next(case for case in cases.done if name in _fired_in(case))
-        proofs.append(Proof("rule", subject, FIRES, "fired", _label(where.scenario)))
+        where = next(
+            label
+            for label, trace in seen()
+            if any(e.get("event") == RULE_FIRED and e.get("rule") == name for e in trace)
+        )
+        proofs.append(Proof("rule", subject, FIRES, "fired", where))
     return proofs
 
 

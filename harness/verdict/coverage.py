@@ -95,7 +95,7 @@ class Proof:
 
 
 _PROOFS = {
-    "rule": "a clean run that calls its tool",
+    "rule": "a run of a scenario that calls it",
     "effect_source": "an effect planted into the source",
     "crash_point": "a real crash at the point",
     "expectation": "a wrong value in the clean case's expectation",

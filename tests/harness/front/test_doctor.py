@@ -13,14 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.core.boundaries import BOUNDARIES
 from crashmatrix.harness.core.records import (
     ExecutionRecord,
     Message,
     MessageEntry,
     ToolCall,
 )
+from crashmatrix.harness.front import doctor
 from crashmatrix.harness.front.cli import main
 from crashmatrix.harness.front.doctor import run_doctor
+from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.coverage import (
     BLIND,
@@ -29,6 +32,7 @@ from crashmatrix.harness.verdict.coverage import (
     PLANTS,
     Coverage,
     PlantResult,
+    Proof,
     judge_plant,
 )
 from crashmatrix.harness.verdict.invariants import Evidence, Violation, check_all, not_applicable
@@ -91,6 +95,33 @@ def test_the_summary_counts_the_checks_that_apply_and_names_the_blind_ones() -> 
     assert _coverage(BLIND, per_call=True).blind_reasons() == {}
 
 
+def test_an_unproven_adapter_claim_is_a_blind_spot_named_in_the_summary_and_the_table() -> None:
+    fired = Proof("crash_point", "crash point after_running[c] is reachable", FIRES, "killed there")
+    silent = Proof(
+        "rule",
+        "boundary rule a.yaml:30:5 (send_email -> after_side_effect) fires",
+        BLIND,
+        "never fired in send_email/send_once.yaml: HANDLERS['send_email'] holds the original",
+    )
+    skipped = Proof("expectation", "expectation code[c] is judged", NOT_APPLICABLE, "results: seed004")
+    proven = _coverage(*[FIRES] * 5)
+    both = Coverage(proven.agent, proven.scenario, proven.results, proofs=(fired, silent, skipped))
+    assert Coverage(proven.agent, proven.scenario, proven.results, proofs=(fired, skipped)).ok
+    assert not both.ok and both.blind_proofs == (silent,)
+    assert both.summary() == (
+        "doctor: 5/5 checks can fire on agent-x; 1/2 adapter claims proven "
+        "(unproven: boundary rule a.yaml:30:5 (send_email -> after_side_effect) fires)"
+    )
+    assert both.blind_reasons() == {}  # no invariant made blind: the matrix names the rule
+    rows = both.table().splitlines()
+    assert rows[-2] == (
+        "| a run of a scenario that calls it | boundary rule a.yaml:30:5 (send_email -> after_side_effect) "
+        "fires | NO (blind): never fired in send_email/send_once.yaml: "
+        "HANDLERS['send_email'] holds the original |"
+    )
+    assert Coverage.from_json(both.to_json()) == both
+
+
 STATUSES = ("approved", "running", "succeeded")
 
 
@@ -146,7 +177,36 @@ def test_each_plant_fires_its_check_on_the_reference_agent(reference: Coverage, 
 
 @pytest.mark.slow
 def test_the_reference_agent_is_fully_covered(reference: Coverage) -> None:
-    assert (reference.summary(), reference.ok) == ("doctor: 5/5 checks can fire on reference", True)
+    assert reference.ok, reference.summary()
+    assert reference.summary().startswith("doctor: 5/5 checks can fire on reference; ")
+    # Every column of send_once's clean run is crashed for real, every expectation key judged.
+    crashed = {p.subject.split()[2].partition("[")[0] for p in reference.proofs if p.kind == "crash_point"}
+    assert crashed == {*BOUNDARIES, "torn_write"} - {"after_tool_call_pending", "during_side_effect"}, crashed
+    judged = [p.subject for p in reference.proofs if p.kind == "expectation"]
+    assert "expectation world.emails is judged" in judged and len(judged) == 5, judged
+    assert {p.state for p in reference.proofs} == {FIRES}
+
+
+@pytest.mark.slow
+def test_a_check_whose_scenario_lacks_what_it_needs_is_planted_into_one_that_has_it(
+    launcher: LifeLauncher, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # write_file_recovery makes no non-idempotent call: at-most-once cannot be planted there.
+    recovery = load_scenario(ROOT / "scenarios" / "write_file" / "write_file_recovery.yaml")
+    pinned = run_doctor("reference", launcher=launcher, work=tmp_path / "pinned", scenario=recovery.path)
+    effect = next(r for r in pinned.results if r.plant == "duplicate_effect")
+    assert effect.state == NOT_APPLICABLE and "calls no non-idempotent tool" in effect.detail
+    # Chosen by the doctor, it is planted into the suite's first scenario that has one.
+    monkeypatch.setattr(doctor, "doctor_scenario", lambda adapter: recovery)
+    chosen = run_doctor("reference", launcher=launcher, work=tmp_path / "chosen")
+    effect = next(r for r in chosen.results if r.plant == "duplicate_effect")
+    assert (chosen.scenario, effect.state, effect.scenario) == (
+        "write_file/write_file_recovery.yaml",
+        FIRES,
+        "send_email/send_once.yaml",
+    ), effect
+    assert "(in send_email/send_once.yaml)" in chosen.table()
+    assert chosen.ok, chosen.summary()
 
 
 @pytest.mark.slow
@@ -174,7 +234,9 @@ def test_the_plugin_runs_the_doctor_once_and_prints_one_line(
     pytester.makefile(".yaml", **{"scenarios/email": source.read_text(encoding="utf-8")})
     args = ("scenarios", "-p", "no:cacheprovider", "--no-report", "--crash-boundary", "after_running")
     result = run_inprocess(pytester, *args)
-    result.stdout.fnmatch_lines(["crashmatrix doctor: 5/5 checks can fire on reference"])
+    result.stdout.fnmatch_lines(
+        ["crashmatrix doctor: 5/5 checks can fire on reference; * adapter claims proven"]
+    )
     assert len(list((tmp_path / "cache").glob("doctor-*.json"))) == 1  # found once, cached
     off = run_inprocess(pytester, *args, "--no-doctor")
     assert "crashmatrix doctor" not in off.stdout.str()
