@@ -30,6 +30,7 @@ from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoi
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, YamlError
 from crashmatrix.harness.front.cases import (
+    HARNESS_ERROR_LOG,
     Enumeration,
     enumerate_points,
     error_cause,
@@ -204,6 +205,10 @@ def not_run(
       position and the likely cause (never "not reached": the harness had no way to get there)."""
     calls = list(dict.fromkeys(p.tool_call_id for p in recorded))
     seen = {p.boundary for p in recorded}
+    # A rule whose function ran but whose where: never held may wait for a condition this
+    # scenario lacks (an approval asked): its cells stay "not reached", as the reference
+    # agent's would. One whose function never ran through the wrapper cannot fire at all.
+    silent = [rule for rule in silent if not rule.conditional]
     unfired = {rule.boundary for rule in silent if rule.boundary not in seen} if calls else set()
     gaps: list[dict[str, Any]] = []
     for boundary in (*BOUNDARIES, TORN_WRITE):
@@ -436,6 +441,12 @@ class ScenarioFile(pytest.File):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ScenarioError | CrashmatrixError):
             return str(excinfo.value)
+        if isinstance(excinfo.value, Exception):
+            # The harness failed collecting the scenario: one line naming the file that keeps
+            # the traceback, never the traceback (the report shows the scenario as an error).
+            log = work_dir(self.config, f"w{os.getpid()}", self.path.stem, HARNESS_ERROR_LOG)
+            log.write_text("".join(traceback.format_exception(excinfo.value)), encoding="utf-8")
+            return f"{error_cause(excinfo.value)} (details: {log})"
         return str(super().repr_failure(excinfo))
 
 

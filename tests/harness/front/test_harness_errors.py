@@ -279,3 +279,28 @@ def pytest_runtest_call(item):
     failing = [row for row in raw["scorecard"] if case.node_id in row["failing"]]
     assert failing and all(row["state"] == "fail" for row in failing), raw["scorecard"]
     result.stdout.fnmatch_lines(["crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed*"])
+
+
+@pytest.mark.slow
+def test_a_harness_error_anywhere_in_collecting_a_scenario_is_one_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crashmatrix.harness.front import collection
+
+    def power_target(*args: Any) -> Any:
+        raise RuntimeError("the power column could not be planned")
+
+    monkeypatch.setattr(collection, "power_target", power_target)
+    pytester.makefile(".yaml", **{"scenarios/email": email_once(recovery_crashes=False)})
+    result = run_inprocess(pytester, "scenarios", "-p", "no:cacheprovider", "--no-doctor")
+    out = result.stdout.str()
+    assert result.ret != pytest.ExitCode.OK
+    assert "Traceback" not in out and "collection.py" not in out, out
+    result.stdout.fnmatch_lines(
+        [
+            "*the harness failed: RuntimeError: the power column could not be planned "
+            "(details: *harness-error.log)"
+        ]
+    )
+    [case] = load_results(pytester.path / "reports" / "latest" / "matrix.json").cases
+    assert (case.point, case.status) == ("clean", "error")
