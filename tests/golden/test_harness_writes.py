@@ -13,6 +13,10 @@ life is never blamed for it: every case, every power loss and every recovery cra
 Its twin (``HARNESS_WRITES_BUG=blind_overwrite``) writes notes.txt again whatever it holds:
 it fails exactly where it overwrote the colleague's edit, and only for that -- no invariant.
 
+``harness_writes/scenario.yaml`` is the same edit in a world that holds all three of its
+effect sources: one message sends an email, places an order and writes notes.txt. The agent
+is green at every crash point; the twin fails only where it overwrote the edit.
+
 Its ``run_command`` runs ``rm -rf`` only, and its adapter probes ``dist/*`` for it: on
 ``scenarios/run_command/rm_rf_destructive.yaml`` the files going are the effect (a file probe
 sees deletions), so the model told "succeeded" is judged true, and every case is green. Probed
@@ -29,8 +33,9 @@ import pytest
 
 from crashmatrix.harness.agents.effects import EFFECT_KIND, EXISTING_KIND, HARNESS_KIND
 from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+from crashmatrix.harness.front.cases import enumerate_points, run_point, run_power, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.mock_tools.world import World
@@ -41,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent / "harness_writes"
 CONFLICT = load_scenario(ROOT / "scenarios" / "write_file" / "external_change_conflict.yaml")
 RM_RF = load_scenario(ROOT / "scenarios" / "run_command" / "rm_rf_destructive.yaml")
+OWN_WORLD = load_scenario(HERE / "scenario.yaml")
 # Where a crash leaves the write running: recovery finds the colleague's text in notes.txt.
 OVERWRITES = {
     "after_running[call_notes]",
@@ -55,22 +61,31 @@ def launcher() -> Iterator[LifeLauncher]:
 
 
 def _matrix(
-    adapter: Path, launcher: LifeLauncher, work: Path, scenario: Scenario = CONFLICT
+    adapter: Path,
+    launcher: LifeLauncher,
+    work: Path,
+    scenario: Scenario = CONFLICT,
+    *,
+    power: bool = True,
+    recovery: bool = True,
 ) -> dict[str, CaseResult]:
-    """Every case ``crashmatrix run`` runs for the scenario: clean, each point, power@ each
-    point that is not a torn write, recovery@ the two points whose restart has work to do."""
+    """The cases ``crashmatrix run`` runs for the scenario: clean, each point, power@ each
+    point that is not a torn write, recovery@ the points after_approved and after_running
+    (each column but the points' own can be left out, to keep a module cheap). P, power@P
+    and recovery@P share P's first crash, as the pytest plugin runs them."""
     agent = str(adapter)
+    shared = FirstCrashes(work / "first-crashes", record_syncs=power)
     enum = enumerate_points(scenario, launcher, work / "clean", agent=agent)
     cases = {"clean": enum.clean_case()}
     for point in enum.points:
-        cases[point.id] = run_point(scenario, point, launcher, work / point.id, agent=agent)
-        if point.boundary != "torn_write":
-            cases[f"power@{point.id}"] = run_point(
-                scenario, point, launcher, work / f"power-{point.id}", agent=agent, power_loss=True
+        cases[point.id] = run_point(scenario, point, launcher, work / point.id, agent=agent, shared=shared)
+        if power and point.boundary != "torn_write":
+            cases[f"power@{point.id}"] = run_power(
+                scenario, point, launcher, work / f"power-{point.id}", agent=agent, shared=shared
             )
-        if point.boundary in ("after_approved", "after_running"):
+        if recovery and point.boundary in ("after_approved", "after_running"):
             cases[f"recovery@{point.id}"] = run_recovery(
-                scenario, point, launcher, work / f"recovery-{point.id}", agent=agent
+                scenario, point, launcher, work / f"recovery-{point.id}", agent=agent, shared=shared
             )
     return cases
 
@@ -105,18 +120,42 @@ def test_a_correct_agent_with_its_own_world_is_green_with_a_colleagues_edit_betw
 def test_its_twin_that_overwrites_the_edit_fails_exactly_where_it_overwrote_it(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
-    cases = _matrix(HERE / "adapter-twin.yaml", launcher, tmp_path)
+    cases = _matrix(HERE / "adapter-twin.yaml", launcher, tmp_path, power=False, recovery=False)
     failed = {name: _checks(case) for name, case in cases.items() if not case.passed}
-    where = OVERWRITES | {f"power@{p}" for p in OVERWRITES if not p.startswith("torn_write")}
-    where |= {"recovery@after_running[call_notes]"}
-    assert set(failed) == where
     # Told success over the colleague's text, which is gone: never an invariant about effects.
-    for name in where - {"recovery@after_running[call_notes]"}:
-        assert failed[name] == {"told[call_notes]", "world.files[notes.txt]"}, name
+    assert failed == {name: {"told[call_notes]", "world.files[notes.txt]"} for name in OVERWRITES}
+
+
+@pytest.mark.parametrize(
+    ("adapter", "red"), [("adapter.yaml", set()), ("adapter-twin.yaml", OVERWRITES)], ids=["correct", "twin"]
+)
+def test_with_its_outbox_orders_and_files_it_fails_only_where_it_overwrote_the_edit(
+    launcher: LifeLauncher, tmp_path: Path, adapter: str, red: set[str]
+) -> None:
+    cases = _matrix(HERE / adapter, launcher, tmp_path, OWN_WORLD, power=False, recovery=False)
+    assert {
+        "after_side_effect[call_mail]",
+        "after_running[call_order]",
+        "after_running[call_notes]",
+    } <= set(cases)
+    failed = {name: _checks(case) for name, case in cases.items() if not case.passed}
+    assert failed == {name: {"told[call_notes]", "world.files[notes.txt]"} for name in red}
+    with World(cases["after_side_effect[call_mail]"].case_dir / "world") as world:
+        kinds = [(e.kind, e.tool) for e in world.events() if e.kind in (EFFECT_KIND, HARNESS_KIND)]
+    # One email, one order, one write: the agent's; the colleague's edit: the harness's.
+    assert sorted(kinds) == sorted(
+        [
+            (EFFECT_KIND, "send_email"),
+            (EFFECT_KIND, "create_order"),
+            (EFFECT_KIND, "write_file"),
+            (HARNESS_KIND, "write_file"),
+            (HARNESS_KIND, "write_file"),
+        ]
+    )
 
 
 def test_a_deletion_its_probe_watches_is_the_effect_of_rm_rf(launcher: LifeLauncher, tmp_path: Path) -> None:
-    cases = _matrix(HERE / "adapter.yaml", launcher, tmp_path, RM_RF)
+    cases = _matrix(HERE / "adapter.yaml", launcher, tmp_path, RM_RF, power=False, recovery=False)
     failed = {name: _checks(case) for name, case in cases.items() if not case.passed}
     assert failed == {}
     with World(cases["clean"].case_dir / "world") as world:

@@ -8,8 +8,7 @@ by checking that world before acting again.
   ``after`` -> already applied; it holds ``base`` -> written again; anything else -> someone
   else changed it: CONFLICT, the file is left alone.
 * send_email appends one line to ``outbox.jsonl`` (fsynced); a send left ``running`` is
-  reconciled by its call id: the line is there -> sent, else SIDE_EFFECT_UNCERTAIN (never
-  sent blindly again).
+  SIDE_EFFECT_UNCERTAIN, never sent blindly again.
 * create_order inserts a row keyed by an idempotency key (UNIQUE) in ``orders.db``; a retry
   under the same key places no second order.
 * run_command runs ``rm -rf <path>`` only (anything else is refused): a deletion, which its
@@ -292,18 +291,15 @@ class Agent:
             self.close(call, execution_id, "unknown", result)
             return
         if name == "send_email":
-            outbox = load_entries(self.workspace / "outbox.jsonl")
-            sent = any(line.get("call") == call["id"] for line in outbox)
-            if sent:
-                self.close(call, execution_id, "succeeded", {"ok": True, "recovery": "reconciled"})
-            else:
-                result = {
-                    "ok": False,
-                    "code": "SIDE_EFFECT_UNCERTAIN",
-                    "recovery": "side_effect_uncertain",
-                    "content": "the email may have gone out; not sent again",
-                }
-                self.close(call, execution_id, "unknown", result)
+            # Its line in the outbox says it went; but the suite's contract for an email
+            # left running is to surface the uncertainty, never to resend or claim it.
+            result = {
+                "ok": False,
+                "code": "SIDE_EFFECT_UNCERTAIN",
+                "recovery": "side_effect_uncertain",
+                "content": "the email may have gone out; not sent again",
+            }
+            self.close(call, execution_id, "unknown", result)
             return
         # An order is reconciled by its key: placing it again under the same key is safe.
         self.close(call, execution_id, "succeeded", {**self.effect(call), "recovery": "reconciled"})
