@@ -62,6 +62,9 @@ class SilentRule:
     function: str
     boundary: str  # the boundary it feeds
     why: str
+    # Its function ran and only its where: never held: maybe a condition this scenario lacks
+    # (no approval asked), not a rule that cannot fire (the doctor still names it).
+    conditional: bool = False
 
     def describe(self) -> str:
         what = "boundary rule" if self.kind == "boundary" else "intercept"
@@ -262,6 +265,7 @@ def silent_rules(trace: Sequence[Mapping[str, Any]]) -> list[SilentRule]:
                 str(rule.get("function")),
                 str(rule.get("boundary")),
                 _why_silent(rule, seen),
+                RULE_CALLED in seen and RULE_HELD not in seen,
             )
         )
     return silent

@@ -603,6 +603,12 @@ class CrashCase(pytest.Item):
             from crashmatrix.harness.verdict.explain import explain
 
             return explain(excinfo.value.result, self.config.getoption("agent"))
+        if isinstance(excinfo.value, Exception):  # raised outside ``guarded``: still one line
+            case_dir = work_dir(self.config, f"w{os.getpid()}", self.path.stem, self.name.replace("/", "_"))
+            case_dir.mkdir(parents=True, exist_ok=True)
+            log = case_dir / HARNESS_ERROR_LOG
+            log.write_text("".join(traceback.format_exception(excinfo.value)), encoding="utf-8")
+            return f"{error_cause(excinfo.value)} (details: {log})"
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:

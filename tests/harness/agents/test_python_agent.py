@@ -236,9 +236,11 @@ def test_a_rule_whose_where_never_held_or_that_found_no_call_id_says_so(tmp_path
     install_boundaries(module, [picky, no_id], marks.hook, marks)
     module.archive(call="call_7")
     module.main_by_name()
-    why = {rule.rule: rule.why for rule in silent_rules(trace)}
-    assert "archive was called, but this rule's where: never held" in why["a.yaml:30:5"]
-    assert "no call id was found" in why["a.yaml:40:5"]
+    why = {rule.rule: (rule.why, rule.conditional) for rule in silent_rules(trace)}
+    assert "archive was called, but this rule's where: never held" in why["a.yaml:30:5"][0]
+    assert "no call id was found" in why["a.yaml:40:5"][0]
+    # Only the first may be waiting for a condition the case lacked.
+    assert (why["a.yaml:30:5"][1], why["a.yaml:40:5"][1]) == (True, False)
 
 
 def test_an_intercept_that_never_ran_is_silent_and_one_that_ran_fired(tmp_path: Path) -> None:

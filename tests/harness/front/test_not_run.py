@@ -136,6 +136,14 @@ def test_a_boundary_only_silent_adapter_rules_feed_is_not_reachable_with_the_rul
     # No other column's note claims the agent reaches it.
     others = [g["why"] for g in gaps if g["boundary"] != "after_side_effect"]
     assert others and all("after_side_effect" not in why for why in others), others
+    # A rule whose function ran but whose where: never held may wait for what this scenario
+    # lacks (an approval asked): its column stays "not reached", as the reference agent's.
+    waiting = SilentRule("adapter.yaml:30:5", "boundary", "send_email", "after_side_effect", "w", True)
+    assert not [
+        g
+        for g in not_run(kind_two, SCENARIO, recorded, recorded, (), silent=[waiting])  # type: ignore[arg-type]
+        if g["boundary"] == "after_side_effect"
+    ]
     # A clean run that made no tool call shows nothing to be reachable for: no such gap.
     assert not [
         g
