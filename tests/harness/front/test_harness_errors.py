@@ -304,3 +304,39 @@ def test_a_harness_error_anywhere_in_collecting_a_scenario_is_one_line(
     )
     [case] = load_results(pytester.path / "reports" / "latest" / "matrix.json").cases
     assert (case.point, case.status) == ("clean", "error")
+
+
+@pytest.mark.slow
+def test_a_harness_error_after_the_verdict_is_one_line_and_the_case_an_error(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Raised after the case's record was made (its JUnit properties): pytest fails the case,
+    # in one line; the passed record it had is an error on the controller.
+    from crashmatrix.reports import collector
+
+    real = collector.junit_properties
+
+    def junit_properties(result: CaseResult) -> Any:
+        if result.point_id.startswith("after_running"):
+            raise RuntimeError("no properties")
+        return real(result)
+
+    monkeypatch.setattr(collector, "junit_properties", junit_properties)
+    pytester.makefile(
+        ".yaml",
+        **{
+            "scenarios/email": email_once(
+                recovery_crashes=False, cover=["after_running", "after_side_effect"]
+            )
+        },
+    )
+    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "Traceback" not in out and "collection.py" not in out, out
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    [case] = [c for c in results.cases if c.point == "after_running[call_1]"]
+    assert case.status == "error"
+    assert case.problems[0].startswith(
+        "pytest failed the case in its call: the harness failed: RuntimeError: no properties (details: "
+    ), case.problems
