@@ -276,15 +276,26 @@ def _plant_where_it_applies(plant: Plant, case: _Case, cases: _Cases) -> PlantRe
     result, bound = _try(plant, case, cases.base / plant.name)
     if not bound or cases.explicit:
         return result
+    tried = 0
     for number, other in enumerate(cases.prefer(_wants(plant, case.adapter)), 1):
         if other is case:
             continue
+        tried += 1
         again, bound = _try(plant, other, cases.base / f"{plant.name}-{number}")
         # A scenario that exercises the check decides it; one whose plant failed only
         # replaces a first result that could not judge at all (n.a.), never a narrower one
         # (blind for some calls only: ``per_call``).
         if again.state == FIRES or (not bound and result.state == NOT_APPLICABLE):
             return again
+    if result.state == NOT_APPLICABLE:
+        nor = (
+            f"nor did {tried} other scenario{'s' if tried != 1 else ''} of the suite"
+            if tried
+            else "nor does any other scenario of the suite that applies to this agent"
+        )
+        if plant.name == "duplicate_effect" and not tried:
+            nor += " (none calls a non-idempotent tool it has and counts)"
+        return dataclasses.replace(result, detail=f"{result.detail}; {nor}")
     return result
 
 
