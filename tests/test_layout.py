@@ -92,6 +92,7 @@ ALLOWED: dict[str, set[str]] = {
         "harness.session_file",
         "harness.lives.parent_death",
         "harness.lives.descendants",  # a leaf, like parent_death: no lives machinery behind it
+        "harness.lives.capped_log",  # a leaf too: an agent's output, kept bounded
         "harness.observation",
         "mock_tools",
         "reference_agent",

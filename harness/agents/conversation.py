@@ -21,16 +21,17 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TextIO
 
 from crashmatrix.harness.agents.adapter_file import ForeignSpec
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.core.trace import UNANSWERED_APPROVAL
+from crashmatrix.harness.lives.capped_log import CappedLog
 
 __all__ = ["ASKED", "Conversation", "UnansweredApproval", "scenario_answer"]
 # Output kept to match prompts against: prompts are short, and an agent that prints a lot
 # must not make the supervisor hold all of it.
 _PROMPT_WINDOW = 8192
+_BUFFER = 8192  # bytes of an in-process agent's output held before they go to its log
 # The case directory's memory of the approvals asked, one JSON line per question.
 ASKED = "approvals-asked.jsonl"
 
@@ -163,25 +164,42 @@ class Conversation:
 
 
 class _Console:
-    """The in-process agent's stdout (kept to match prompts, copied to a log) and stdin."""
+    """The in-process agent's stdout (its tail kept to match prompts, copied to a bounded log:
+    ``CappedLog``) and stdin."""
 
-    def __init__(self, conversation: Conversation, log: TextIO) -> None:
+    def __init__(self, conversation: Conversation, log: CappedLog) -> None:
         self.conversation = conversation
         self.log = log
-        self.pending = ""
+        # What it printed since the last answer, as pieces: only its last _PROMPT_WINDOW
+        # characters are ever matched, and re-slicing one string on every print of a flood
+        # would copy the window each time.
+        self.pending: list[str] = []
+        self.pending_size = 0
+        # Buffered like the text file it replaces (8 KiB): a flood of short prints is not a
+        # system call each; what is buffered goes at a flush, a full buffer and an answer.
+        self.unwritten = bytearray()
 
     def write(self, text: str) -> int:
-        self.log.write(text)
-        self.pending = (self.pending + text)[-_PROMPT_WINDOW:]
+        self.unwritten += text.encode("utf-8", "replace")
+        if len(self.unwritten) >= _BUFFER:
+            self.flush()
+        self.pending.append(text)
+        self.pending_size += len(text)
+        if self.pending_size > 2 * _PROMPT_WINDOW:
+            window = "".join(self.pending)[-_PROMPT_WINDOW:]
+            self.pending, self.pending_size = [window], len(window)
         return len(text)
 
     def flush(self) -> None:
-        self.log.flush()
+        if self.unwritten:
+            self.log.write(bytes(self.unwritten))
+            self.unwritten.clear()
 
     def readline(self, size: int | None = -1) -> str:
-        line = self.conversation.answer(self.pending, waiting=True) or ""
-        self.log.write(line)
-        self.pending = ""
+        self.flush()
+        line = self.conversation.answer("".join(self.pending)[-_PROMPT_WINDOW:], waiting=True) or ""
+        self.log.write(line.encode("utf-8"))
+        self.pending, self.pending_size = [], 0
         return line
 
     def isatty(self) -> bool:

@@ -72,6 +72,8 @@ from crashmatrix.harness.core.session_log import SessionLog, prompt_view
 from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError, InputError, SessionCorruption
+from crashmatrix.harness.lives.capped_log import CappedLog
+from crashmatrix.harness.lives.capped_log import watch as watch_log
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
@@ -573,7 +575,7 @@ class ForeignAdapter:
             raise InputError(f"{self.spec.path}: {module.__name__} has no function {self.spec.main!r}")
         saved = sys.argv, sys.stdin, sys.stdout
         with (
-            open(ctx.case_dir / f"agent-{ctx.life}.log", "a", encoding="utf-8") as log,
+            CappedLog(ctx.case_dir / f"agent-{ctx.life}.log") as log,
             probing_fsyncs(probe, on_sync),
         ):
             console = _Console(conversation, log)
@@ -586,6 +588,7 @@ class ForeignAdapter:
                     raise HarnessError(f"agent {self.name} exited with {stop.code!r}") from stop
             finally:
                 sys.argv, sys.stdin, sys.stdout = saved
+                console.flush()  # what it printed last, into its log before that closes
 
     def _run_command(
         self,
@@ -600,8 +603,9 @@ class ForeignAdapter:
         argv = [part.format(**values) for part in self.spec.command]
         stderr_path = ctx.case_dir / f"agent-{ctx.life}.stderr"
         with open(stderr_path, "ab") as stderr:
-            # Started before any thread of ours runs (the server only binds so far): the
-            # child's pre-exec code then cannot inherit a lock another thread held.
+            # Started before any thread of ours runs (the server only binds so far; the life's
+            # stderr watcher sleeps holding no lock): the child's pre-exec code then cannot
+            # inherit a lock another thread held.
             process = subprocess.Popen(
                 argv,
                 cwd=cwd,
@@ -614,6 +618,8 @@ class ForeignAdapter:
                 preexec_fn=functools.partial(die_with_parent, os.getpid()),
             )
         holder["pid"] = process.pid
+        # Its stderr is written by the kernel for it: kept bounded by cutting it as it grows.
+        capping = watch_log(stderr_path)
         with open(ctx.case_dir / "agent-pids.txt", "a", encoding="utf-8") as pids:
             pids.write(f"{ctx.life} {process.pid}\n")
         server.start()
@@ -629,6 +635,7 @@ class ForeignAdapter:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
         pump.join(5)
+        capping.set()
         if conversation.unanswered is not None:
             raise conversation.unanswered  # the pump killed it: an approval no answer fits
         if code < 0:

@@ -3,8 +3,10 @@ pumped to answer prompts)."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import os
+import select
 import signal
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
@@ -12,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, Conversation, UnansweredApproval
+from crashmatrix.harness.lives.capped_log import CappedLog
 from crashmatrix.harness.lives.descendants import kill_adopted, tracking
 
 __all__ = []
+
+_CHUNK = 1 << 16  # a pipe's whole buffer per read
 
 
 # -- kind 3: a supervised process ----------------------------------------------------------
@@ -50,19 +55,33 @@ def _left_behind(trace: Callable[[Mapping[str, Any]], None]) -> None:
 
 
 def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Path) -> None:
-    """Read the agent's stdout; answer prompts on its stdin. Runs until the agent's stdout closes."""
+    """Read the agent's stdout; answer prompts on its stdin. Runs until the agent's stdout closes.
+
+    What it prints goes to a bounded log (``CappedLog``). A prompt is matched only once the
+    agent has stopped printing (nothing more is readable right away: it waits for an
+    answer), and only against the last ``_PROMPT_WINDOW`` characters: an agent printing
+    200 MB is read as fast as it prints, not matched 50,000 times."""
     assert process.stdout is not None and process.stdin is not None
-    pending = ""
-    with open(log, "ab") as copy:
+    fd = process.stdout.fileno()
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pending: list[str] = []
+    size = 0
+    with CappedLog(log) as copy:
         while True:
-            chunk = os.read(process.stdout.fileno(), 4096)
+            chunk = os.read(fd, _CHUNK)
             if not chunk:
                 return
             copy.write(chunk)
-            copy.flush()
-            pending = (pending + chunk.decode("utf-8", "replace"))[-_PROMPT_WINDOW:]
+            text = decoder.decode(chunk)
+            pending.append(text)
+            size += len(text)
+            if size > 2 * _PROMPT_WINDOW:
+                window = "".join(pending)[-_PROMPT_WINDOW:]
+                pending, size = [window], len(window)
+            if select.select([fd], [], [], 0)[0]:
+                continue  # more is there already: it is still printing, not asking
             try:
-                line = conversation.answer(pending, waiting=False)
+                line = conversation.answer("".join(pending)[-_PROMPT_WINDOW:], waiting=False)
             except UnansweredApproval:
                 # No answer is truthful: the agent goes, unanswered; the life raises it once
                 # the agent is gone (conversation.unanswered), not as an unplanned death.
@@ -71,7 +90,7 @@ def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Pat
                 return
             if line is None:
                 continue
-            pending = ""
+            pending, size = [], 0
             copy.write(line.encode("utf-8"))
             try:
                 if line:

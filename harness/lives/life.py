@@ -9,7 +9,8 @@ A torn write is produced the way a dying writer produces it: the first half of t
 reaches the file, then the process is killed before the rest.
 
 The life's stderr (fd 2) goes to ``life-N.stderr`` in the case directory: what an agent
-printed before it died abnormally is kept with the case, not lost in the harness's output.
+printed before it died abnormally is kept with the case, not lost in the harness's output,
+and kept bounded (its head and its tail: ``harness.lives.capped_log``) however much it prints.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.lives import descendants
+from crashmatrix.harness.lives.capped_log import watch
 from crashmatrix.harness.lives.casedir import session_path_of, stderr_path_of
 from crashmatrix.harness.lives.forkserver import in_server
 from crashmatrix.harness.lives.parent_death import die_with_parent
@@ -192,6 +194,8 @@ def _stderr_to(path: Path) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 2)
     os.close(fd)
+    # The kernel writes there for the agent and its children, unseen: cut as it grows.
+    watch(path)
 
 
 def life_main(spec: LifeSpec) -> None:
