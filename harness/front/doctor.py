@@ -869,6 +869,12 @@ def _duplicate_in_source(case: _Case, target: Path, detail: Any, *, new_keys: bo
     # files: the last file again under a name its glob still matches
     relative = identity.partition(":")[0]
     original = workspace / relative
+    if (isinstance(detail, dict) and detail.get("change") == "deleted") or not original.is_file():
+        # A probe's deletion (harness.agents.effects): the file went once, and is gone.
+        raise _Cannot(
+            f"the effect is {relative} going (a deletion): there is no file to make a second effect of",
+            scenario_bound=True,
+        )
     for name in (
         f"{original.stem}-again{original.suffix}",
         f"again-{original.name}",

@@ -261,3 +261,19 @@ def test_the_coverage_tables_in_docs_adapters_are_the_doctors_output(
         # Where it planted names case-specific ids (execution ids, byte offsets): the table
         # shows what fired and why not, which are stable.
         assert documented[agent] == f"{coverage.table()}\n\n{coverage.summary()}", agent
+
+
+def test_a_deletion_is_no_effect_the_doctor_can_plant_twice_and_it_says_so(tmp_path: Path) -> None:
+    # A file probe's effect may be a file going (rm -rf): the doctor cannot copy a file that
+    # is gone; it says so in one line instead of a traceback, and another scenario may serve.
+    from types import SimpleNamespace
+
+    from crashmatrix.harness.agents.effects import EffectSpec
+    from crashmatrix.harness.agents.session_records import CannotPlant
+
+    spec = EffectSpec("run_command", "files", "dist/*")
+    case = SimpleNamespace(adapter=SimpleNamespace(spec=SimpleNamespace(effects=(spec,))))
+    (tmp_path / "world" / "workspace").mkdir(parents=True)
+    detail = {"source": spec.label, "identity": "dist/app.js:abc:1|inode=2", "change": "deleted"}
+    with pytest.raises(CannotPlant, match=r"^the effect is dist/app\.js going \(a deletion\)"):
+        doctor._duplicate_in_source(case, tmp_path, detail)  # type: ignore[arg-type]
