@@ -7,6 +7,7 @@
      |    +-- SandboxViolation             a hostile path handed to a mock tool
      +-- LedgerError (ValueError)          an illegal ledger transition (a bug in an agent)
      +-- HarnessError (RuntimeError)       the harness itself could not do its job
+          +-- DiskFull                     the disk it writes to is full: the directory, what to do
 
 Errors caused by user input also subclass the builtin a user would catch (``ValueError``),
 as Hypothesis does, and their message names the file and the fix.
@@ -18,6 +19,7 @@ from pathlib import Path
 
 __all__ = [
     "CrashmatrixError",
+    "DiskFull",
     "HarnessError",
     "InputError",
     "LedgerError",
@@ -79,3 +81,17 @@ class LedgerError(CrashmatrixError, ValueError):
 
 class HarnessError(CrashmatrixError, RuntimeError):
     """The harness could not run a case (not a verdict on the agent)."""
+
+
+class DiskFull(HarnessError):
+    """The disk the harness writes to (a case directory, its world, a template) is full: one
+    line naming the directory and what to do, never a traceback, once the harness removed
+    what it had half written there (``removed``)."""
+
+    def __init__(self, where: Path, removed: str = "") -> None:
+        self.where = where
+        done = f"; the harness removed {removed}" if removed else ""
+        super().__init__(
+            f"no space left on the disk holding {where}{done}: free space there, or run on another "
+            "disk (crashmatrix run --keep DIR, pytest --basetemp DIR, or TMPDIR for scratch)"
+        )

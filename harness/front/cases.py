@@ -25,6 +25,7 @@ instead of a traceback beside a matrix that left it out.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -35,7 +36,8 @@ from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, TraceEvent
-from crashmatrix.harness.errors import CrashmatrixError, SessionCorruption
+from crashmatrix.harness.errors import CrashmatrixError, DiskFull, SessionCorruption
+from crashmatrix.harness.lives.casedir import disk_full
 from crashmatrix.harness.lives.first_crash import SAME_LIVES, FirstCrashes, first_crash, own_copy, power_after
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
@@ -148,8 +150,12 @@ def enumerate_points(
     deadline: float = 30.0,
 ) -> Enumeration:
     started = time.monotonic()
-    run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
-    observation, verdict = _judged(run, scenario, None, agent)
+    try:
+        run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
+        observation, verdict = _judged(run, scenario, None, agent)
+    except Exception as error:
+        _raise_if_disk_full(error, work_dir)
+        raise
     return Enumeration(
         tuple(points_from_trace(run.trace, 1)),
         run,
@@ -377,6 +383,14 @@ def harness_error(
     return CaseResult(scenario, point_id, column, verdict, seconds, 0, case_dir, agent)
 
 
+def _raise_if_disk_full(error: BaseException, case_dir: Path) -> None:
+    """A full disk under ``case_dir`` is ``DiskFull``, one line naming it and what to do, once
+    the half-written case directory is removed (it would only keep the disk full)."""
+    if disk_full(error, case_dir):
+        shutil.rmtree(case_dir, ignore_errors=True)
+        raise DiskFull(case_dir.parent, f"the case directory it was writing ({case_dir.name})") from error
+
+
 def error_cause(error: BaseException) -> str:
     """``error`` in one line: our own errors' message is the cause (one line on purpose);
     any other exception is the harness failing, named by its type."""
@@ -408,6 +422,14 @@ def guarded(
         verdict = Verdict("failed", None, {}, problems=(problem,))
         return CaseResult(scenario, point_id, column, verdict, time.monotonic() - started, 0, case_dir, agent)
     except Exception as error:  # any harness failure is this case's error
+        try:
+            _raise_if_disk_full(error, case_dir)
+        except DiskFull as full:
+            # One line, no traceback log (there is no room for one): the case is an error.
+            verdict = Verdict("error", None, {}, problems=(str(full),))
+            return CaseResult(
+                scenario, point_id, column, verdict, time.monotonic() - started, 0, case_dir, agent
+            )
         details = "".join(traceback.format_exception(error))
         cause, seconds = error_cause(error), time.monotonic() - started
         return harness_error(scenario, point_id, column, case_dir, agent, cause, details, seconds)

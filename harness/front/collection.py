@@ -28,7 +28,7 @@ from crashmatrix.harness.agents.python_agent import SilentRule, silent_rules
 from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.errors import CrashmatrixError, YamlError
+from crashmatrix.harness.errors import CrashmatrixError, DiskFull, YamlError
 from crashmatrix.harness.front.cases import (
     HARNESS_ERROR_LOG,
     Enumeration,
@@ -309,6 +309,10 @@ class ScenarioFile(pytest.File):
             enum = enumerate_points(
                 scenario, launcher, where, agent=agent_spec, deadline=config.getoption("case_deadline")
             )
+        except DiskFull as error:
+            # No room for a traceback's file: the one line names the disk and what to do.
+            self.config.option.continue_on_collection_errors = True
+            raise ScenarioError(str(error)) from error
         except Exception as error:
             # The clean run's harness side failed: one line and the traceback's file, never
             # a traceback; the report shows the scenario as an error (``not_collected``).

@@ -4,6 +4,7 @@ copies of a stopped case."""
 from __future__ import annotations
 
 import atexit
+import errno
 import itertools
 import json
 import os
@@ -15,7 +16,18 @@ from pathlib import Path
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import stderr_name
 
-__all__ = ["clone_case", "fresh_case", "prepare_case", "remove_templates", "templates_under"]
+__all__ = [
+    "clone_case",
+    "disk_full",
+    "fresh_case",
+    "prepare_case",
+    "remove_templates",
+    "templates_under",
+]
+
+# Below this much free space, SQLite's "disk I/O error" is the disk being full: it says so
+# when it cannot grow a shared-memory file or journal there.
+_NEARLY_FULL = 1 << 20
 
 
 def session_path_of(case_dir: Path) -> Path:
@@ -66,7 +78,11 @@ class _Templates:
                     self._root = Path(tempfile.mkdtemp(prefix="crashmatrix-templates-", dir=self.base))
                     atexit.register(_remove_own, self._root, os.getpid())
                 template = self._root / str(next(self._names))
-                _create_world(template, scenario)
+                try:
+                    _create_world(template, scenario)
+                except BaseException:
+                    shutil.rmtree(template, ignore_errors=True)  # never half a template left
+                    raise
                 self._made[key] = template
             return template
 
@@ -123,3 +139,38 @@ def clone_case(source: Path, case_dir: Path) -> None:
     if case_dir.exists():
         shutil.rmtree(case_dir)
     shutil.copytree(source, case_dir, symlinks=True)
+
+
+def disk_full(error: BaseException, where: Path) -> bool:
+    """Whether ``error``, or what caused it, is the disk holding ``where`` being full:
+    ``ENOSPC`` / ``EDQUOT``, SQLite's "database or disk is full", a copy that failed so
+    (``shutil.Error`` lists its failures as text), or SQLite's "disk I/O error" where that
+    disk has (almost) no space left."""
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [error]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        text = str(current)
+        if "database or disk is full" in text or os.strerror(errno.ENOSPC) in text:
+            return True
+        if "disk I/O error" in text and _free_bytes(where) < _NEARLY_FULL:
+            return True
+        stack += [current.__cause__, current.__context__]
+    return False
+
+
+def _free_bytes(where: Path) -> int:
+    """Free bytes on the disk holding ``where`` (its nearest existing ancestor)."""
+    path = where
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return _NEARLY_FULL  # unknown: not taken for full
+    return stat.f_bavail * stat.f_frsize
