@@ -366,6 +366,9 @@ class EffectProbe:
             here = self._here()
             now = self.session_size()
             if events:
+                # Files of one source gone by one probe went in one run (``rm -rf dist``): each
+                # later one names the first (``part_of``), so they count as one effect.
+                first_gone: dict[str, int] = {}
                 with self.world.transaction() as conn:
                     for kind, spec, found_one, detail in events:
                         detail = {
@@ -378,6 +381,9 @@ class EffectProbe:
                         }
                         if by:
                             detail["by"] = by
+                        gone_too = detail.get("change") == DELETED and spec.label in first_gone
+                        if gone_too:
+                            detail["part_of"] = first_gone[spec.label]
                         seq = self.world.record_event(
                             conn,
                             kind,
@@ -391,6 +397,8 @@ class EffectProbe:
                             pid=pid,
                         )
                         self._apply(kind, seq, detail)
+                        if detail.get("change") == DELETED and not gone_too:
+                            first_gone[spec.label] = seq
             self.last_bytes = now
             self.recorded(now)
         finally:

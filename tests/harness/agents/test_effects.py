@@ -243,6 +243,21 @@ def test_a_file_the_probe_saw_that_is_gone_is_a_deletion_effect(world: World) ->
     assert deleted.tool == "run_command" and deleted.detail["seen_at"] == "after_side_effect[call_rm]"
 
 
+def test_files_gone_by_one_probe_are_one_run_of_deletions(world: World) -> None:
+    # rm -rf dist of two files: two events (the timeline names each file) and one run, so
+    # non_idempotent_at_most_once counts one effect (``part_of``, as a command's steps).
+    (world.workspace / "dist").mkdir()
+    for name in ("a.js", "b.js"):
+        (world.workspace / "dist" / name).write_text(name)
+    spec = EffectSpec("run_command", "files", "dist/*")
+    probe = EffectProbe([spec], world.workspace, world, lambda: 10)
+    probe.probe("start of life 1", baseline=True)
+    shutil.rmtree(world.workspace / "dist")
+    probe.probe("after_side_effect[call_rm]")
+    first, second = world.events(EFFECT_KIND)
+    assert "part_of" not in first.detail and second.detail["part_of"] == first.seq
+
+
 def test_a_file_moved_is_one_rename_effect_not_a_write_and_a_deletion(world: World) -> None:
     spec = EffectSpec("write_file", "files", "*.txt")
     (world.workspace / "draft.txt").write_text("text")

@@ -1277,3 +1277,10 @@ def test_a_deletion_outside_the_files_a_probe_watches_is_not_judged_and_says_why
         1, "run_command", at_least=size(lines, 4), at_most=size(lines, 5), tool_call_id="call_rm"
     )
     assert check_all(replace(watching, events=[deleted])) == []
+    # Two files gone in one probe are one run (the probe names the first in part_of).
+    also = replace(deleted, seq=2, detail={**deleted.detail, "part_of": 1})
+    assert check_all(replace(watching, events=[deleted, also])) == []
+    unrelated = replace(deleted, seq=2)
+    only_violation(
+        replace(watching, events=[deleted, unrelated]), "non_idempotent_at_most_once", naming="call_rm"
+    )
