@@ -252,13 +252,13 @@ class MatrixReporter:
         )
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-        if not self.records:
-            return  # no crashmatrix case ran (``pytest tests``): no report
         # Interrupted (Ctrl-C, SIGTERM) or stopped early (-x, --maxfail): write what ran,
         # marked, rather than nothing or a matrix that looks whole.
         incomplete = exitstatus == pytest.ExitCode.INTERRUPTED or bool(
             session.shouldstop or session.shouldfail
         )
+        if not self.records and not incomplete:
+            return  # no crashmatrix case ran (``pytest tests``): no report
         try:
             self.matrix = write_report(self.results(incomplete=incomplete), self.out_dir)
             if self.step_summary is not None:

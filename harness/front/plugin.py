@@ -210,6 +210,15 @@ class _Reporter:
             self._real().not_collected(report.nodeid, file, report.longreprtext)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+        if (
+            self.real is None
+            and exitstatus == pytest.ExitCode.INTERRUPTED
+            and (self.config.stash.get(_ACTIVE, False) or _asked_for_scenarios(self.config))
+        ):
+            # Interrupted before any crash case reported (during collection, or in the clean
+            # runs): an INCOMPLETE report with no case, rather than no report at all (a CI
+            # job would keep last run's matrix, or none, and say nothing).
+            self._real()
         if self.real is not None:
             selected = self.config.stash.get(_SELECTED, None)
             self.real.selected = None if selected is None else frozenset(selected)
@@ -271,6 +280,21 @@ def _named(config: pytest.Config) -> frozenset[Path]:
     if _NAMED not in config.stash:
         config.stash[_NAMED] = frozenset(path for _, path in _arg_paths(config))
     return config.stash[_NAMED]
+
+
+def _asked_for_scenarios(config: pytest.Config) -> bool:
+    """Whether a path on the command line is, or holds, a scenario file (an xdist controller
+    collects nothing, so an interrupt during its workers' collection leaves it this to go by)."""
+    for _, path in _arg_paths(config):
+        if path.is_file():
+            if _is_scenario(path, config):
+                return True
+            continue
+        for folder, dirs, files in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
+            if any(_is_scenario(Path(folder) / name, config) for name in files):
+                return True
+    return False
 
 
 def _is_scenario(file_path: Path, config: pytest.Config) -> bool:
