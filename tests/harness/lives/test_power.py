@@ -148,6 +148,54 @@ def test_a_rollback_of_the_agents_own_world_is_the_harnesss_and_erases_what_it_t
     )
 
 
+def test_a_rollback_cut_into_a_copy_of_the_crash_is_the_harnesss_there_too(tmp_path: Path) -> None:
+    # pytest's power column cuts a copy of P's first crash (``source=``): new inodes, the
+    # agent's effect recorded in the original directory. Still one effect, erased by the cut.
+    from crashmatrix.harness.agents.effects import EFFECT_KIND, HARNESS_KIND, EffectProbe
+    from crashmatrix.harness.agents.foreign import load_foreign_adapter
+    from crashmatrix.harness.lives.casedir import clone_case, fresh_case
+    from crashmatrix.mock_tools.world import World
+
+    agent = str(GOLDEN)
+    adapter = load_foreign_adapter(GOLDEN)
+    first, cut = tmp_path / "first", tmp_path / "cut"
+    fresh_case(first, load_scenario(ROOT / "scenarios" / "write_file" / "external_change_conflict.yaml"))
+
+    def probe(case: Path, where: str, *, baseline: bool = False) -> None:
+        with World(case / "world") as world:
+            EffectProbe(adapter.spec.effects, adapter.workspace(case), world, lambda: 0).probe(
+                where, baseline=baseline
+            )
+
+    probe(first, "start of life 1", baseline=True)  # the seeded notes.txt
+    restore = record_for(agent, first)
+    assert restore is not None
+    try:
+        # A file made durable (its bytes and its name) survives, in the copy under new inodes.
+        todo = adapter.workspace(first) / "todo.txt"
+        with open(todo, "w") as file:
+            file.write("kept\n")
+            file.flush()
+            os.fsync(file.fileno())
+        directory = os.open(todo.parent, os.O_RDONLY)
+        os.fsync(directory)
+        os.close(directory)
+        # Written in place, never synced: the power loss puts the draft back.
+        (adapter.workspace(first) / "notes.txt").write_text("final\n")
+        probe(first, "after_side_effect[call_notes]")
+    finally:
+        restore()
+    clone_case(first, cut)
+    assert cut_power(cut, agent, 1, source=first) is not None
+    assert (adapter.workspace(cut) / "notes.txt").read_text() == "draft\n"
+    probe(cut, "start of life 2")
+    with World(cut / "world") as world:
+        wrote, kept = world.events(EFFECT_KIND)  # in path order
+        changes = [(e.detail["change"], e.detail.get("erases")) for e in world.events(HARNESS_KIND)]
+    assert "todo.txt" in kept.detail["identity"] and "notes.txt" in wrote.detail["identity"]
+    assert sorted(changes, key=str) == [("added", None), ("removed", wrote.seq)]
+
+
 # ---------------------------------------------------------------- end to end (forked lives)
 
 
