@@ -72,7 +72,7 @@ from crashmatrix.harness.core.session_log import SessionLog, prompt_view
 from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError, InputError, SessionCorruption
-from crashmatrix.harness.lives.capped_log import CappedLog
+from crashmatrix.harness.lives.capped_log import CappedLog, cap_file
 from crashmatrix.harness.lives.capped_log import watch as watch_log
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.observation.conversation import conversation_from_requests
@@ -295,17 +295,22 @@ class ForeignAdapter:
         """In the harness's process, after a life ended (killed or not): the effects that
         appeared after its last probe. They happened after the size that probe saw.
 
-        A life killed at a ``torn_write`` point first has its session's last line torn."""
+        A life killed at a ``torn_write`` point then has its session's last line torn: the
+        harness's write (``harness_wrote``), and a line the writer never finished was never an
+        effect, should the session also be an effect source. The probe comes first (a tear
+        moment follows a probe, with nothing written since: it finds only the dead life's)."""
+        if self.spec.effects:
+            mine = [event for event in trace if event.get("life") == life.life]
+            probes = [int(e["bytes"]) for e in mine if e.get("event") == "probe"]
+            pids = [
+                int(e["pid"]) for e in mine if e.get("event") == "start" and isinstance(e.get("pid"), int)
+            ]
+            with World(case_dir / "world") as world:
+                probe = self._probe(case_dir, world, probes[-1] if probes else -1, lambda size: None)
+                probe.probe(f"after life {life.life} ({life.status})", pid=pids[-1] if pids else None)
         if life.status == "crashed" and (life.crash or "").startswith(f"{TORN_WRITE}["):
             self._tear(case_dir, life)
-        if not self.spec.effects:
-            return
-        mine = [event for event in trace if event.get("life") == life.life]
-        probes = [int(e["bytes"]) for e in mine if e.get("event") == "probe"]
-        pids = [int(e["pid"]) for e in mine if e.get("event") == "start" and isinstance(e.get("pid"), int)]
-        with World(case_dir / "world") as world:
-            probe = self._probe(case_dir, world, probes[-1] if probes else -1, lambda size: None)
-            probe.probe(f"after life {life.life} ({life.status})", pid=pids[-1] if pids else None)
+            self.harness_wrote(case_dir, TORN_WRITE, erases=True)
 
     def harness_wrote(self, case_dir: Path, by: str, *, erases: bool = False) -> None:
         """In the harness's process, right after the harness wrote to the agent's world (a
@@ -602,6 +607,8 @@ class ForeignAdapter:
     ) -> None:
         argv = [part.format(**values) for part in self.spec.command]
         stderr_path = ctx.case_dir / f"agent-{ctx.life}.stderr"
+        if ctx.life > 1:
+            cap_file(ctx.case_dir / f"agent-{ctx.life - 1}.stderr")  # killed before its last cut
         with open(stderr_path, "ab") as stderr:
             # Started before any thread of ours runs (the server only binds so far; the life's
             # stderr watcher sleeps holding no lock): the child's pre-exec code then cannot
@@ -635,7 +642,7 @@ class ForeignAdapter:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
         pump.join(5)
-        capping.set()
+        capping.stop()
         if conversation.unanswered is not None:
             raise conversation.unanswered  # the pump killed it: an approval no answer fits
         if code < 0:

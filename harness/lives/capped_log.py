@@ -19,7 +19,7 @@ import re
 import threading
 from pathlib import Path
 
-__all__ = ["HEAD", "TAIL", "CappedLog", "compact", "left_out", "watch"]
+__all__ = ["HEAD", "TAIL", "CappedLog", "Watch", "cap_file", "compact", "left_out", "watch"]
 
 HEAD = 1 << 20
 TAIL = 1 << 20
@@ -94,23 +94,45 @@ class CappedLog:
         self.close()
 
 
-def watch(path: Path, *, every: float = 0.05, head: int = HEAD, tail: int = TAIL) -> threading.Event:
+class Watch:
+    """A daemon thread keeping a file others append to bounded (``watch``)."""
+
+    def __init__(self, path: Path, every: float, head: int, tail: int) -> None:
+        self.path, self.every, self.head, self.tail = path, every, head, tail
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"capped {path.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            stopping = self._stop.wait(self.every)
+            cap_file(self.path, head=self.head, tail=self.tail)
+            if stopping:
+                return
+
+    def stop(self) -> None:
+        """The last cut, made before this returns (the writers are done)."""
+        self._stop.set()
+        self._thread.join(5)
+
+
+def watch(path: Path, *, every: float = 0.05, head: int = HEAD, tail: int = TAIL) -> Watch:
     """Keep ``path`` bounded while others append to it (an agent's fd 2, written by the
     kernel for it and its children): a daemon thread looks every ``every`` seconds and cuts
     it when it grew too long. Bytes appended while it cuts are lost, so its marker says "at
-    least". Set the returned event to stop it (a last cut is made then)."""
-    stop = threading.Event()
+    least". ``stop()`` makes the last cut; a life killed before it leaves the file as the
+    last look left it, plus what was written since (``cap_file`` once it is over)."""
+    return Watch(path, every, head, tail)
 
-    def run() -> None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            while True:
-                stopping = stop.wait(every)
-                compact(fd, os.fstat(fd).st_size, head=head, tail=tail, at_least=True)
-                if stopping:
-                    return
-        finally:
-            os.close(fd)
 
-    threading.Thread(target=run, name=f"capped {path.name}", daemon=True).start()
-    return stop
+def cap_file(path: Path, *, head: int = HEAD, tail: int = TAIL) -> None:
+    """Cut ``path`` to its head, the marker and its tail, if it is longer (see ``compact``);
+    a file that is not there is left so."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        compact(fd, os.fstat(fd).st_size, head=head, tail=tail, at_least=True)
+    finally:
+        os.close(fd)

@@ -34,7 +34,7 @@ from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.lives import descendants
-from crashmatrix.harness.lives.capped_log import watch
+from crashmatrix.harness.lives.capped_log import cap_file, watch
 from crashmatrix.harness.lives.casedir import session_path_of, stderr_path_of
 from crashmatrix.harness.lives.forkserver import in_server
 from crashmatrix.harness.lives.parent_death import die_with_parent
@@ -194,8 +194,6 @@ def _stderr_to(path: Path) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 2)
     os.close(fd)
-    # The kernel writes there for the agent and its children, unseen: cut as it grows.
-    watch(path)
 
 
 def life_main(spec: LifeSpec) -> None:
@@ -206,6 +204,11 @@ def life_main(spec: LifeSpec) -> None:
     descendants.become_subreaper()
     case_dir = Path(spec.case_dir)
     _stderr_to(stderr_path_of(case_dir, spec.life))
+    # The kernel writes there for the agent and its children, unseen: cut as it grows, and
+    # once more when the life ends; a life killed before that is cut by the next one.
+    capping = watch(stderr_path_of(case_dir, spec.life))
+    if spec.life > 1:
+        cap_file(stderr_path_of(case_dir, spec.life - 1))
     if spec.power_loss:
         from crashmatrix.harness.lives.power import record_for
 
@@ -219,5 +222,7 @@ def life_main(spec: LifeSpec) -> None:
         tracer.write(
             {"life": spec.life, "event": "error", "error": text, "traceback": traceback.format_exc()}
         )
+        capping.stop()
         os._exit(EXIT_AGENT_ERROR)
+    capping.stop()
     tracer.write({"life": spec.life, "event": "exit"})

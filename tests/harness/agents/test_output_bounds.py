@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.agents.adapter_file import load_foreign
 from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, _Console
 from crashmatrix.harness.agents.supervised import _pump
-from crashmatrix.harness.front.cases import enumerate_points
+from crashmatrix.harness.front.cases import enumerate_points, run_point
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.capped_log import HEAD, TAIL, CappedLog, left_out
 from crashmatrix.harness.lives.injector import LifeLauncher
@@ -83,20 +82,39 @@ def launcher() -> Iterator[LifeLauncher]:
 
 
 @pytest.mark.slow
-def test_a_black_box_printing_200_mb_then_answering_correctly_passes_with_bounded_logs(
-    launcher: LifeLauncher, tmp_path: Path
+@pytest.mark.parametrize(
+    ("adapter", "stderr"),
+    [(FLOOD, "agent-1.stderr"), (FLOOD.with_name("adapter-in-process.yaml"), "life-1.stderr")],
+    ids=["kind 3", "kind 2"],
+)
+def test_an_agent_printing_200_mb_then_answering_correctly_passes_with_bounded_logs(
+    adapter: Path, stderr: str, launcher: LifeLauncher, tmp_path: Path
 ) -> None:
-    assert load_foreign(FLOOD).command  # kind 3: flood.py, then examples/blackbox_agent
     scenario = load_scenario(BLACKBOX / "scenario.yaml")
-    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=str(FLOOD))
+    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=str(adapter))
     case = enum.clean_case()
     assert case.verdict.status == "passed", (case.verdict.status, case.verdict.problems)
     assert enum.points  # it reached its crash points too
-    logs = sorted(p for p in case.case_dir.iterdir() if p.suffix in (".log", ".stderr"))
-    sizes = {p.name: os.path.getsize(p) for p in logs}
-    assert {"agent-1.log", "agent-1.stderr"} <= set(sizes)
+    sizes = {p.name: os.path.getsize(p) for p in case.case_dir.iterdir() if p.suffix in (".log", ".stderr")}
+    assert {"agent-1.log", stderr} <= set(sizes)
     assert all(size <= BOUND for size in sizes.values()), sizes
     stdout = (case.case_dir / "agent-1.log").read_bytes()
     assert stdout.startswith(b"flood flood ")
     assert left_out(stdout) > 190 * 1024 * 1024
-    assert b"[crashmatrix: at least " in (case.case_dir / "agent-1.stderr").read_bytes()
+    assert b"[crashmatrix: at least " in (case.case_dir / stderr).read_bytes()
+
+
+@pytest.mark.slow
+def test_a_life_killed_after_its_flood_leaves_bounded_logs_and_recovers(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    adapter = FLOOD.with_name("adapter-in-process.yaml")
+    scenario = load_scenario(BLACKBOX / "scenario.yaml")
+    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=str(adapter))
+    point = next(p for p in enum.points if p.boundary == "after_running")
+    case = run_point(scenario, point, launcher, tmp_path / "case", agent=str(adapter))
+    assert case.verdict.status == "passed", (case.verdict.status, case.verdict.problems)
+    # Life 1 was SIGKILLed at the point, after its flood: its logs are bounded all the same.
+    sizes = {p.name: os.path.getsize(p) for p in case.case_dir.iterdir() if p.suffix in (".log", ".stderr")}
+    assert {"agent-1.log", "agent-2.log", "life-1.stderr", "life-2.stderr"} <= set(sizes)
+    assert all(size <= BOUND for size in sizes.values()), sizes

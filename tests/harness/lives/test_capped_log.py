@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from crashmatrix.harness.lives.capped_log import CappedLog, compact, left_out, watch
+from crashmatrix.harness.lives.capped_log import CappedLog, cap_file, compact, left_out, watch
 
 HEAD, TAIL = 1000, 1000
 
@@ -54,7 +54,7 @@ def test_a_later_life_appends_to_the_same_capped_log(tmp_path: Path) -> None:
 def test_a_file_others_append_to_is_cut_while_it_grows_and_says_at_least(tmp_path: Path) -> None:
     path = tmp_path / "life-1.stderr"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)  # like the agent's fd 2
-    stop = watch(path, every=0.01, head=HEAD, tail=TAIL)
+    capping = watch(path, every=0.01, head=HEAD, tail=TAIL)
     try:
         for _ in range(50):
             os.write(fd, _numbered(1000))
@@ -62,14 +62,32 @@ def test_a_file_others_append_to_is_cut_while_it_grows_and_says_at_least(tmp_pat
         time.sleep(0.1)  # no cut under way: a line appended during one may be lost ("at least")
         os.write(fd, b"the last line\n")
     finally:
-        stop.set()
+        capping.stop()
         os.close(fd)
-    time.sleep(0.2)  # its last cut
     kept = path.read_bytes()
     assert len(kept) <= HEAD + 2 * TAIL + 200
     assert kept.startswith(_numbered(100))  # its head
     assert b"[crashmatrix: at least " in kept
     assert kept.endswith(b"the last line\n")
+
+
+def test_a_flood_faster_than_the_watch_is_cut_when_it_stops(tmp_path: Path) -> None:
+    path = tmp_path / "life-1.stderr"
+    capping = watch(path, every=60, head=HEAD, tail=TAIL)  # it never looks on its own here
+    with open(path, "ab") as stderr:
+        stderr.write(_numbered(100_000))
+    capping.stop()  # the life ended: its last cut
+    assert len(path.read_bytes()) <= HEAD + 2 * TAIL + 200
+
+
+def test_a_life_killed_before_its_last_cut_is_cut_later(tmp_path: Path) -> None:
+    path = tmp_path / "life-1.stderr"
+    path.write_bytes(_numbered(100_000))
+    cap_file(path, head=HEAD, tail=TAIL)
+    kept = path.read_bytes()
+    assert len(kept) <= HEAD + 2 * TAIL + 200
+    assert kept.endswith(_numbered(100_000)[-TAIL:])
+    cap_file(tmp_path / "never-written.stderr")  # nothing there: nothing to do
 
 
 def test_compact_leaves_a_file_under_its_bound_alone(tmp_path: Path) -> None:
