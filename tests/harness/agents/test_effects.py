@@ -361,3 +361,60 @@ def test_a_harness_write_that_replaces_an_agents_file_erases_it_only_for_a_power
     removed = [e for e in world.events(HARNESS_KIND) if e.detail["change"] == "removed"]
     # Overwritten by a colleague, the agent's write still happened: not erased.
     assert len(removed) == 1 and "erases" not in removed[0].detail
+
+
+def test_a_torn_line_of_a_session_that_is_also_an_effect_source_is_erased_by_the_tear(
+    tmp_path: Path,
+) -> None:
+    # The agent's journal is both its session and where its mails show (effects: on it). A
+    # torn_write cut of the mail's line is the harness's write: the line was never finished,
+    # so the mail it recorded is erased, not counted beside the one the agent writes again.
+    from crashmatrix.harness.agents.foreign import load_foreign_adapter
+    from crashmatrix.harness.core.trace import LifeRecord
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.lives.casedir import fresh_case
+
+    root = Path(__file__).resolve().parents[3]
+    adapter_file = tmp_path / "adapter.yaml"
+    adapter_file.write_text(
+        f"""name: journal-effects
+python: {{script: {root / "tests" / "golden" / "harness_writes" / "agent.py"}}}
+tools: agent
+catalogue: {{send_email: {{}}}}
+session: {{path: .journal.jsonl}}
+effects:
+  - tool: send_email
+    jsonl: .journal.jsonl
+    where: {{status: succeeded, tool_name: send_email}}
+    ids: {{tool_call_id: tool_call_id}}
+""",
+        encoding="utf-8",
+    )
+    adapter = load_foreign_adapter(adapter_file)
+    case = tmp_path / "case"
+    fresh_case(case, load_scenario(root / "scenarios" / "send_email" / "send_once.yaml"))
+    journal = adapter.raw_session(case)
+    for status in ("running", "succeeded"):
+        _line(
+            journal,
+            {
+                "type": "tool_execution",
+                "tool_call_id": "call_mail",
+                "tool_name": "send_email",
+                "execution_id": "e1",
+                "status": status,
+            },
+        )
+    with World(case / "world") as world:
+        EffectProbe(adapter.spec.effects, adapter.workspace(case), world, lambda: 0).probe("fsync")
+    killed = LifeRecord(1, "torn_write[call_mail:succeeded]", "crashed", -9, 0.1)
+    adapter.after_life(case, killed, [])
+    assert not journal.read_bytes().endswith(b"\n")  # torn
+    with World(case / "world") as world:
+        [mail] = world.events(EFFECT_KIND)
+        [took] = world.events(HARNESS_KIND)
+    assert (took.detail["by"], took.detail["change"], took.detail["erases"]) == (
+        "torn_write",
+        "removed",
+        mail.seq,
+    )
