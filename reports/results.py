@@ -452,6 +452,10 @@ def write_results(results: Results, path: Path | str, derived: Mapping[str, Any]
     # One case per line: readable, greppable and diffable, without indenting ~700 timelines.
     head = json.dumps(raw, ensure_ascii=False, indent=1)[:-2]
     body = ",\n".join(json.dumps(case, ensure_ascii=False, separators=(",", ":")) for case in cases)
-    tmp.write_text(f'{head},\n "cases": [\n{body}\n ]\n}}\n', "utf-8")
+    try:
+        tmp.write_text(f'{head},\n "cases": [\n{body}\n ]\n}}\n', "utf-8")
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no half a file
+        raise
     tmp.replace(path)
     return path

@@ -21,7 +21,11 @@ _MARGIN = 1024
 
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+    except OSError:
+        tmp.unlink(missing_ok=True)  # a full disk keeps no half a file
+        raise
     tmp.replace(path)
 
 

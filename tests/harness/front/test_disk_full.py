@@ -185,3 +185,27 @@ def test_cases_that_fill_the_disk_are_errors_in_one_line_and_are_removed(
     assert errored
     for name in errored:
         assert not (keep / name).exists(), name  # its half-written directory went
+
+
+def test_a_report_the_disk_cannot_hold_leaves_no_half_written_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crashmatrix.reports.results import Results
+    from crashmatrix.reports.writer import write_report
+
+    original = Path.write_text
+
+    def full(self: Path, text: str, *args: object, **kwargs: object) -> int:
+        original(self, text[: len(text) // 2], *args, **kwargs)  # type: ignore[arg-type]
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self))
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError, match="No space left"):
+        write_report(Results("reference", ()), tmp_path / "latest")
+    monkeypatch.undo()
+    assert list((tmp_path / "latest").iterdir()) == []  # no .matrix.json.tmp kept
+    with pytest.raises(OSError, match="No space left"):
+        monkeypatch.setattr(Path, "write_text", full)
+        write_report(Results("reference", ()), tmp_path / "latest", with_json=False)
+    monkeypatch.undo()
+    assert list((tmp_path / "latest").iterdir()) == []  # nor .matrix.md.tmp
