@@ -661,7 +661,8 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
 
 def _call_paths(evidence: Evidence, call: ToolCall) -> list[str]:
     """The workspace paths a call names: its contract's path argument, or, for a command,
-    each word of it (``rm -rf dist`` names ``dist``; words that are no path match nothing)."""
+    each argument of each program in it and each redirection's target (``rm -rf dist``
+    names ``dist``; an argument that is no path matches nothing)."""
     renamed = evidence.argument_names.get(call.name, {})
     arguments = {renamed.get(name, name): value for name, value in call.parsed_arguments().items()}
     contract = evidence.contract(call.name)
@@ -669,11 +670,22 @@ def _call_paths(evidence: Evidence, call: ToolCall) -> list[str]:
     if (contract.classify == "run_command" or evidence.suite(call.name) == "run_command") and isinstance(
         command, str
     ):
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
         try:
-            words = shlex.split(command)
+            tokens = list(lexer)
         except ValueError:
-            words = command.split()
-        return [posixpath.normpath(w) for w in words if w and not w.startswith("-")]
+            tokens = command.split()
+        paths: list[str] = []
+        program = True  # the next word names a program, not a path
+        for token in tokens:
+            if token and all(c in "();<>|&" for c in token):
+                program = token not in (">", ">>", "<")  # a redirection's target is a path
+            elif program:
+                program = False
+            elif not token.startswith("-"):
+                paths.append(posixpath.normpath(token))
+        return paths
     path = arguments.get(contract.path_argument)
     return [posixpath.normpath(path)] if isinstance(path, str) else []
 

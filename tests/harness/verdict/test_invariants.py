@@ -1265,7 +1265,7 @@ def test_a_deletion_outside_the_files_a_probe_watches_is_not_judged_and_says_why
     assert "told_the_truth" not in names(check_all(probed_elsewhere))
     why = [w for name, w in not_applicable(probed_elsewhere) if name == "told_the_truth"]
     assert why == [
-        "call_rm (run_command) names rm, dist, outside the files its effects: probes watch (notes/*): "
+        "call_rm (run_command) names dist, outside the files its effects: probes watch (notes/*): "
         "a write or a deletion there is not seen"
     ]
     # A probe of dist/* sees the file go: told success with no effect is a lie again...
