@@ -659,10 +659,11 @@ def non_idempotent_at_most_once(evidence: Evidence) -> list[Violation]:
     return out
 
 
-def _call_paths(evidence: Evidence, call: ToolCall) -> list[str]:
-    """The workspace paths a call names: its contract's path argument, or, for a command,
-    each argument of each program in it and each redirection's target (``rm -rf dist``
-    names ``dist``; an argument that is no path matches nothing)."""
+def _call_paths(evidence: Evidence, call: ToolCall) -> list[str] | None:
+    """The workspace paths a call acts on: for a command, each argument of each program in
+    it and each redirection's target (``rm -rf dist`` names ``dist``; an argument that is no
+    path matches nothing); else its contract's path argument. None: the call is addressed by
+    no path (``send_email``): its effects show wherever its probe looks."""
     renamed = evidence.argument_names.get(call.name, {})
     arguments = {renamed.get(name, name): value for name, value in call.parsed_arguments().items()}
     contract = evidence.contract(call.name)
@@ -687,7 +688,7 @@ def _call_paths(evidence: Evidence, call: ToolCall) -> list[str]:
                 paths.append(posixpath.normpath(token))
         return paths
     path = arguments.get(contract.path_argument)
-    return [posixpath.normpath(path)] if isinstance(path, str) else []
+    return [posixpath.normpath(path)] if isinstance(path, str) else None
 
 
 def _unseen_paths(evidence: Evidence, call: ToolCall) -> str | None:
@@ -699,6 +700,8 @@ def _unseen_paths(evidence: Evidence, call: ToolCall) -> str | None:
         return None
     known = set(evidence.seed_files) | set(evidence.files or {})
     paths = _call_paths(evidence, call)
+    if paths is None:
+        return None
     for path in paths:
         candidates = {path} | {f for f in known if f.startswith(path.rstrip("/") + "/")}
         if any(fnmatch.fnmatchcase(c, g) for c in candidates for g in globs):

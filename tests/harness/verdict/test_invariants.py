@@ -1284,3 +1284,17 @@ def test_a_deletion_outside_the_files_a_probe_watches_is_not_judged_and_says_why
     only_violation(
         replace(watching, events=[deleted, unrelated]), "non_idempotent_at_most_once", naming="call_rm"
     )
+
+
+def test_a_tool_addressed_by_no_path_is_judged_wherever_its_file_probe_looks() -> None:
+    # A mail agent whose mails are files in its outbox (files: outbox/new/*.eml): send_email
+    # names no path, the probe sees every mail it makes, so a lie about it is still caught.
+    lines = email_session([("exec_mail", ["approved", "running", "succeeded"])])
+    probed_outbox = replace(
+        evidence(lines),
+        watched=frozenset({"send_email"}),
+        watched_files={"send_email": ("outbox/new/*.eml",)},
+        files={},
+    )
+    only_violation(probed_outbox, "told_the_truth", naming="call_mail")
+    assert "told_the_truth" not in dict(not_applicable(probed_outbox))
