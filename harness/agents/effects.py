@@ -23,12 +23,13 @@ new path, one rename (``change: renamed``): ``rm -rf`` and ``mv`` are seen like 
 
 Each probe diffs against what the sources held at the last probe (``_Held``, replayed from
 the world's events). The harness writes to the agent's world too -- the scenario's seeded
-files, a colleague's edit between lives, a power loss rolling files back -- and each such
+files (probed before the first life as what the world held), a colleague's edit between
+lives, a power loss rolling files back, a torn write's cut of the session -- and each such
 writer probes right after its write with ``by=`` naming itself (``harness_wrote``): what it
 added or removed is recorded as the harness's (``HARNESS_KIND``, never an agent effect), so
-the next probe diffs against the state the harness left. A power loss that takes an effect
-the agent made says which (``detail.erases``): the world no longer holds it, and the checks
-that count effects do not count it.
+the next probe diffs against the state the harness left. A power loss (or a tear) that takes
+an effect the agent made says which (``detail.erases``): the world no longer holds it, and
+the checks that count effects do not count it.
 """
 
 from __future__ import annotations
@@ -340,10 +341,10 @@ class EffectProbe:
 
         ``baseline``: what the sources show is the world before the agent's first life
         (files the scenario seeded), recorded as such, never as the agent's effects. ``by``:
-        the harness just wrote to the agent's world (``external_write``, ``power_loss``):
+        the harness just wrote to the agent's world (``external_write``, ``power_loss``, ...):
         what it added or removed is recorded as the harness's, so the next probe of a life
         diffs against it; ``erases``: what it removed of the agent's effects was never made
-        durable (a power loss), so those effects are no longer in the world."""
+        durable (a power loss) or never finished (a torn line): they are not in the world."""
         if not self.specs or self._busy:
             return
         self._busy = True
