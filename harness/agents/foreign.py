@@ -330,8 +330,14 @@ class ForeignAdapter:
 
     def tamper_arguments(self, case_dir: Path, call_id: str, arguments: Mapping[str, Any]) -> Tampered:
         """In the harness's process, between lives: the saved tool call's arguments edited in
-        the agent's own session, where its mapping finds the call (``harness.lives.between``)."""
-        return tamper_saved_arguments(self.spec.source, self.workspace(case_dir), call_id, arguments)
+        the agent's own session, where its mapping finds the call (``harness.lives.between``),
+        under the agent's argument names (its ``catalogue:``), as the model would send them."""
+        tools = self.dialect.tools
+
+        def shape(tool: str, suite: Mapping[str, Any]) -> Mapping[str, Any]:
+            return tools.agent_arguments(tools.suite_name(tool), suite)
+
+        return tamper_saved_arguments(self.spec.source, self.workspace(case_dir), call_id, arguments, shape)
 
     def _hooked(self, hook: BoundaryHook, probe: EffectProbe) -> BoundaryHook:
         """The life's hook, with a probe first: the moment the agent passed a boundary is a

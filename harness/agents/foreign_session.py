@@ -16,7 +16,7 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -439,12 +439,20 @@ def _latest_call(log: SessionLog, call_id: str) -> int | None:
 
 
 def tamper_saved_arguments(
-    source: SessionSource, workspace: Path, call_id: str, arguments: Mapping[str, Any]
+    source: SessionSource,
+    workspace: Path,
+    call_id: str,
+    arguments: Mapping[str, Any],
+    shape: Callable[[str, Mapping[str, Any]], Mapping[str, Any]] | None = None,
 ) -> Tampered:
     """Someone edits the saved tool call ``call_id``'s arguments in the agent's own session
     (the harness, not the agent, does this, between its lives). The line is found through
     the adapter's mapping, rewritten through ``JsonlLines`` (fsynced before the next life) and
-    read back: the edit acted only if the mapped session now holds those arguments."""
+    read back: the edit acted only if the mapped session now holds those arguments.
+
+    ``arguments`` are the scenario's, in the suite's names; ``shape(tool, arguments)`` puts
+    them in the agent's (its ``catalogue:`` renames them, as the scripted model does), the
+    tool being the saved call's, as the agent names it."""
     why = tamper_unreachable(source)
     if why:
         return Tampered((), why)
@@ -460,13 +468,14 @@ def tamper_saved_arguments(
     assert isinstance(entry, MessageEntry)
     [call, *_] = [c for c in entry.message.tool_calls if c.id == call_id]
     records = JsonlLines(path)
+    arguments = dict(shape(call.name, arguments) if shape is not None else arguments)
     edited = with_arguments(records.get(entry.line), source.ledger, call_id, arguments)
     if edited is None:
         return Tampered((), f"{path.name} line {entry.line} holds {call_id} in no form the harness can edit")
     records.replace(entry.line, edited)
     after, _ = read_foreign(source, workspace)
     held = _arguments_in(records.get(entry.line), source.ledger, call_id)
-    if not held or any(value != dict(arguments) for value in held):
+    if not held or any(value != arguments for value in held):
         return Tampered((), f"{path.name} line {entry.line}: the edit of {call_id}'s arguments did not hold")
     old_end = before.offsets[index]
     return Tampered(

@@ -22,9 +22,10 @@ from pathlib import Path
 import pytest
 
 from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.front.cases import enumerate_points, run_point
+from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST
 from crashmatrix.harness.verdict.result import CaseResult
 
 pytestmark = pytest.mark.slow
@@ -40,14 +41,25 @@ def launcher() -> Iterator[LifeLauncher]:
     yield LifeLauncher("fork", preload=["crashmatrix.mock_tools.toolbox"])
 
 
-def _matrix(adapter: Path, launcher: LifeLauncher, work: Path, scenario: Scenario) -> dict[str, CaseResult]:
+def _matrix(
+    adapter: Path, launcher: LifeLauncher, work: Path, scenario: Scenario, *, depth: bool = False
+) -> dict[str, CaseResult]:
     """The clean case and the case of every point the scenario covers, as ``crashmatrix run``
-    runs them (each tampers between lives; after the Tool Result nothing is pending)."""
+    runs them (each tampers between lives; after the Tool Result nothing is pending); with
+    ``depth``, also a power loss at each point and a second crash while recovering."""
     agent = str(adapter)
     enum = enumerate_points(scenario, launcher, work / "clean", agent=agent)
     cases = {"clean": enum.clean_case()}
     for point in (p for p in enum.points if scenario.covers(p)):
         cases[point.id] = run_point(scenario, point, launcher, work / point.id, agent=agent)
+        if depth:
+            cases[f"power@{point.id}"] = run_point(
+                scenario, point, launcher, work / f"power-{point.id}", agent=agent, power_loss=True
+            )
+            if point.boundary in RECOVERY_FIRST:  # where the restart has work to do
+                cases[f"recovery@{point.id}"] = run_recovery(
+                    scenario, point, launcher, work / f"recovery-{point.id}", agent=agent
+                )
     return cases
 
 
@@ -65,13 +77,14 @@ def _applied(case: CaseResult) -> list[dict[str, object]]:
 def test_a_correct_agent_keeping_its_own_session_is_green_where_its_saved_call_was_tampered(
     scenario: Scenario, launcher: LifeLauncher, tmp_path: Path
 ) -> None:
-    cases = _matrix(HERE / "adapter.yaml", launcher, tmp_path, scenario)
+    cases = _matrix(HERE / "adapter.yaml", launcher, tmp_path, scenario, depth=True)
     assert {"after_approved", "after_running", "before_tool_result"} <= {p.split("[")[0] for p in cases}
+    assert {"power@after_running", "recovery@after_running"} <= {p.split("[")[0] for p in cases}
     failed = {name: (case.verdict.status, _checks(case)) for name, case in cases.items() if not case.passed}
     assert failed == {}
     for name, case in cases.items():
-        if name == "clean":
-            continue
+        if name == "clean" or "@" in name:
+            continue  # a power loss's and a recovery's own directories: their lives
         # The tamper acted on the agent's own file, and said where.
         [applied] = _applied(case)
         assert applied["acted"] is True, (name, applied)

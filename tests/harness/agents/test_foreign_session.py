@@ -139,3 +139,20 @@ def test_a_session_the_harness_cannot_edit_says_why(tmp_path: Path, source: Sess
     assert tamper_unreachable(source) == why
     assert tamper_saved_arguments(source, tmp_path, "call_chair", NEW).detail == why
     assert tamper_unreachable(SOURCE) == ""
+
+
+def test_the_scenarios_arguments_are_written_under_the_agents_own_argument_names(tmp_path: Path) -> None:
+    # A catalogue renaming item -> product, quantity -> count (memo_agent's kind): the agent
+    # must find its own names in the saved call, or its recovery fails on a KeyError.
+    path = _session(tmp_path, USER, ASSISTANT, STEP)
+    seen: list[str] = []
+
+    def shape(tool: str, arguments: Any) -> dict[str, Any]:
+        seen.append(tool)
+        return {"product": arguments["item"], "count": arguments["quantity"]}
+
+    done = tamper_saved_arguments(SOURCE, tmp_path, "call_chair", NEW, shape)
+    assert done.detail.startswith("edited the saved arguments of call_chair")
+    assert seen == ["create_order"]  # the saved call's tool, as the agent names it
+    [call] = json.loads(path.read_text().splitlines()[1])["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {"product": "chair", "count": 12}
