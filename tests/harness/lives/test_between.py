@@ -129,3 +129,31 @@ def test_an_adapter_that_cannot_edit_its_agents_session_leaves_the_tamper_unacte
         applied["detail"]
         == "the agent keeps its own session and its adapter cannot edit a saved tool call in it"
     )
+
+
+MEMO = ROOT / "examples" / "memo_agent" / "adapter.yaml"  # catalogue: order(product, count)
+
+
+def test_a_tamper_writes_the_arguments_under_the_names_the_agents_catalogue_gives_them(
+    tmp_path: Path,
+) -> None:
+    adapter = load_foreign_adapter(MEMO)
+    case = tmp_path / "case"
+    fresh_case(case, load_scenario(TAMPERED))
+    journal = adapter.workspace(case) / ".memo" / "journal.jsonl"
+    journal.parent.mkdir(parents=True)
+    call = {
+        "id": "call_chair",
+        "type": "function",
+        "function": {"name": "order", "arguments": '{"product":"chair","count":1}'},
+    }
+    journal.write_text(
+        json.dumps({"entry": "chat", "role": "assistant", "content": "", "tool_calls": [call]}) + "\n"
+    )
+    apply_between_lives(case, load_scenario(TAMPERED), session_editable=False, agent=str(MEMO))
+    [saved] = json.loads(journal.read_text())["tool_calls"]
+    # The scenario says {item: chair, quantity: 12}; memo_agent reads product and count.
+    assert json.loads(saved["function"]["arguments"]) == {"product": "chair", "count": 12}
+    with World(case / "world") as world:
+        [fault] = world.events("fault")
+    assert (fault.tool, fault.detail["arguments_before"]) == ("order", '{"product":"chair","count":1}')
