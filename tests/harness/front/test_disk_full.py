@@ -209,3 +209,31 @@ def test_a_report_the_disk_cannot_hold_leaves_no_half_written_file(
         write_report(Results("reference", ()), tmp_path / "latest", with_json=False)
     monkeypatch.undo()
     assert list((tmp_path / "latest").iterdir()) == []  # nor .matrix.md.tmp
+
+
+@pytest.mark.slow
+def test_pytest_on_a_full_disk_says_so_in_one_line_per_scenario(small_disk: Path, tmp_path: Path) -> None:
+    _fill(small_disk, leave=0)
+    options = ["-p", "no:cacheprovider", "-q", "--basetemp", str(small_disk / "bt")]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(DATA / "email_once.yaml"),
+            *options,
+            "--report-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "Traceback" not in out and "OperationalError" not in out, out
+    assert f"no space left on the disk holding {small_disk / 'bt'}" in out, out
+    assert "the harness removed the case directory it was writing (enumerate)" in out, out
+    left = [p for p in (small_disk / "bt").rglob("*") if p.is_file()]
+    assert left == [], left
