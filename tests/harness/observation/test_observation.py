@@ -132,14 +132,10 @@ def test_a_case_is_judged_from_its_observation_after_its_directory_is_gone(
 def test_a_tamper_that_finds_no_saved_call_is_recorded_as_not_acting(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
-    text = (ROOT / "faults" / "create_order_arguments_tampered.yaml").read_text(encoding="utf-8")
-    path = tmp_path / "tamper_nothing.yaml"
-    path.write_text(
-        text.replace("tamper_arguments: {call: call_chair,", "tamper_arguments: {call: call_nobody,"),
-        encoding="utf-8",
-    )
-    scenario = load_scenario(path)
-    run = run_case(tmp_path / "case", scenario, launcher, point=CrashPoint("after_running", "call_chair"))
+    # Killed right after the model replied, before the call was saved: the session holds no
+    # call_chair to edit. (A call the script never makes is refused when the file is loaded.)
+    scenario = load_scenario(ROOT / "faults" / "create_order_arguments_tampered.yaml")
+    run = run_case(tmp_path / "case", scenario, launcher, point=CrashPoint("after_model_reply", "call_chair"))
     applied = read_observation(run).between_lives.applied
     assert [(a.fault, a.acted) for a in applied] == [("tamper_arguments", False)]
-    assert "call_nobody" in applied[0].detail
+    assert "call_chair" in applied[0].detail
