@@ -9,7 +9,9 @@ tools itself, against its own world:
 * create_order inserts a row into its own SQLite database ``orders.db`` whose
   ``idempotency_key`` is UNIQUE: the same key never places a second order.
 
-Recovery follows seed 000's table and seed 004's contracts: a call left ``running`` is
+Recovery follows seed 000's table and seed 004's contracts. A call with a ledger line is
+first compared with the arguments hash its execution recorded: a saved call someone changed
+since is neither run nor replayed (ARGUMENTS_MISMATCH). A call left ``running`` is
 marked ``unknown``; an order is placed again as a new execution under the SAME idempotency
 key the runtime built (the database's UNIQUE key makes that safe: the first order is
 returned if it exists); an email is never sent blindly again: the model is told
@@ -239,9 +241,35 @@ class Agent:
             "metadata": {"retryable": False, "idempotency": "non_idempotent"},
         }
 
+    def mismatch(self, call: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "ok": False,
+            "code": "ARGUMENTS_MISMATCH",
+            "content": f"the saved {call['function']['name']} call changed after it was approved: not run",
+            "metadata": {"retryable": False},
+        }
+
+    def refuse_changed(self, call: dict[str, Any], latest: dict[str, Any]) -> None:
+        """The saved call is not what was approved (someone edited the session): run nothing,
+        replay nothing. An open execution is closed under what it recorded (its hash and key,
+        not the edited call's): approved never ran, so rejected; running may have acted, so
+        unknown. A closed one keeps its status; only the model is told."""
+        result = self.mismatch(call)
+        if latest["status"] in ("approved", "running"):
+            status = "rejected" if latest["status"] == "approved" else "unknown"
+            closed = {k: latest[k] for k in ("type", "execution_id", "tool_call_id", "tool_name")}
+            closed |= {k: latest[k] for k in ("idempotency_key", "arguments_sha256") if k in latest}
+            append_line(self.session, {**closed, "status": status, "result": result})
+        self.publish(call, result)
+
     def recover_call(self, call: dict[str, Any], history: list[dict[str, Any]]) -> None:
         latest = history[-1] if history else None
         name = call["function"]["name"]
+        if latest is not None:
+            arguments = json.loads(call["function"]["arguments"] or "{}")
+            if latest.get("arguments_sha256") != arguments_sha256(arguments):
+                self.refuse_changed(call, latest)
+                return
         if latest is None or latest["status"] == "approved":
             self.run_call(call, again=latest is not None)  # nothing started: route it again
             return

@@ -12,7 +12,8 @@ inputHash, idempotencyKey, status planned / approved / started / succeeded / fai
 uncertain; a refusal is ``denied``). Every line is fsynced before the agent goes on.
 
 Recovery is seed 000's table, with seed 004's contracts deciding what an uncertain step
-may do next:
+may do next. A call with steps is first compared with the inputHash they recorded: a saved
+call someone changed since is neither run nor replayed (ARGUMENTS_MISMATCH). Then:
 
 * no ledger, or the last step ``planned`` / ``approved``: nothing started; the call is
   routed again, approval asked again;
@@ -361,9 +362,34 @@ def settle(call: dict[str, Any], key: str, step: str, attempt: int, *, interrupt
     return False  # send_email has no key: never sent again
 
 
+def mismatch_result(call: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "ok": False,
+        "code": "ARGUMENTS_MISMATCH",
+        "content": f"the saved {call['function']['name']} call changed after its step was recorded: not run",
+        "metadata": {"retryable": False},
+    }
+
+
+def refuse_changed(call: dict[str, Any], last: dict[str, Any]) -> None:
+    """The saved call is not the one its steps were recorded for (someone edited the
+    session): nothing runs, nothing stored is replayed for the new arguments. An open step is
+    closed under what it recorded (its inputHash and key, not the edited call's): one that
+    never started is denied, a started one may have acted, so uncertain. A closed step keeps
+    its status; only the model is told."""
+    result = mismatch_result(call)
+    if last["status"] not in TERMINAL:
+        status = "uncertain" if last["status"] == "started" else "denied"
+        append({**{k: v for k, v in last.items() if k != "result"}, "status": status, "result": result})
+    publish(call, result)
+
+
 def recover_call(call: dict[str, Any], steps: list[dict[str, Any]]) -> None:
     """Seed 000's recovery of one call that has no Tool Result yet."""
     last = steps[-1] if steps else None
+    if last is not None and last.get("inputHash") != input_hash(call):
+        refuse_changed(call, last)
+        return
     if last is None or last["status"] in ("planned", "approved"):
         # Nothing of this step started; an earlier one may have (a retry that was cut short).
         acted = next((s["stepId"] for s in reversed(steps) if s["status"] in ("started", "uncertain")), "")

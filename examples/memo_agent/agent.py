@@ -475,10 +475,13 @@ class MemoAgent:
         if last["digest"] != call.digest:
             # What is saved is not what was approved: neither run nor reuse anything.
             text = f"CONFLICT: {call.describe()} no longer matches what was approved; I left it."
-            if last["phase"] == "in_flight":
-                self.note_attempt(call, last["attempt"], "in_doubt", outcome=self.unsure(call, "restarted"))
-            elif last["phase"] == "cleared":
-                self.note_attempt(call, last["attempt"], "declined", outcome=text)
+            closing = {"in_flight": "in_doubt", "cleared": "declined"}.get(last["phase"])
+            if closing is not None:
+                # Closed under what the attempt recorded (its digest and key), not the edited
+                # call's: written with the edited digest, a second crash before the model is
+                # told would find a match and run the edited call.
+                recorded = {k: v for k, v in last.items() if k not in ("at", "outcome")}
+                self.journal.write({**recorded, "phase": closing, "outcome": text})
             self.tell(call, text)
             return
         phase = last["phase"]
