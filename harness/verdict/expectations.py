@@ -99,6 +99,18 @@ def project(log: SessionLog, world: Mapping[str, Any], results: ResultMapping = 
     return Observed(ledger, outcome, code, world, len(entries), told)
 
 
+def _ledger_as_expected(want: Any, got: list[str]) -> list[str]:
+    """The observed statuses in the vocabulary of the expectation ``want``: a sequence in ours
+    (no ``planned``) is compared without a seed 004 agent's ``planned`` steps. ``planned`` is
+    the state "recorded, nobody approved it yet", our state "no ledger yet" (``core.ledger``):
+    an agent that writes it before asking is as correct as one that does not. A sequence that
+    names ``planned`` (a scenario written for such an agent) is compared as observed."""
+    options = want["in"] if isinstance(want, Mapping) and set(want) == {"in"} else [want]
+    if any(isinstance(option, list) and "planned" in option for option in options):
+        return got
+    return [status for status in got if status != "planned"]
+
+
 def compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Mismatch], bool]:
     """The mismatches, and whether a match relied on a set of allowed values."""
     mismatches: list[Mismatch] = []
@@ -109,7 +121,8 @@ def compare(expected: Mapping[str, Any], observed: Observed) -> tuple[list[Misma
             got = table.get(call_id, None if name != "ledger" else [])
             if name in ("outcome", "told") and call_id not in table:
                 got = "(no tool result)"
-            if not matches(want, got):
+            # The mismatch shows the ledger as the agent wrote it, planned steps included.
+            if not matches(want, _ledger_as_expected(want, got) if name == "ledger" else got):
                 mismatches.append(Mismatch(f"{name}[{call_id}]", want, got))
             elif isinstance(want, Mapping) and len(want["in"]) > 1 and name != "told":
                 # A set of categories is the suite being fair to every agent's wording

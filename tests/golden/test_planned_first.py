@@ -1,0 +1,73 @@
+"""Golden: a seed 004 ledger that records ``planned`` before each approval (issue 25).
+
+``planned_first/agent.py`` is a black box that passes the harness's tool results on as they
+are (``results: crashmatrix``), so the suite's exact ``ledger:`` sequences are judged against
+its ledger. Seed 004's ``planned`` is our state "no ledger yet": before, every such sequence
+was red for it (``create_order_arguments_tampered.yaml``'s clean case: expected [approved,
+running, succeeded], observed [planned, approved, running, succeeded]), as it was for
+examples/blackbox_agent. Now a sequence in our vocabulary is compared without the planned
+steps: the agent is green on the tamper scenario, and its twin
+(``PLANNED_FIRST_BUG=started_failed``: a changed call's started step closed ``failed``, though
+the order may have been placed) stays red, on the ledger alone, with the ledger shown as
+written.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.reports.results import Results, load_results
+
+from ..planted import plant
+from ..pytest_runs import run_inprocess
+
+pytestmark = pytest.mark.slow
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent / "planned_first"
+TAMPERED = ROOT / "scenarios" / "faults" / "create_order_arguments_tampered.yaml"
+STARTED = ("after_running[call_chair]", "after_side_effect[call_chair]")
+
+
+def _run(pytester: pytest.Pytester, adapter: Path) -> Results:
+    target = pytester.path / "scenarios" / TAMPERED.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(TAMPERED, target)
+    result = run_inprocess(
+        pytester, "scenarios", f"--agent={adapter}", "-p", "no:cacheprovider", "--no-doctor"
+    )
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    assert results.cases, result.stdout.str()
+    return results
+
+
+def test_a_ledger_that_plans_first_is_green_on_the_suites_sequences(pytester: pytest.Pytester) -> None:
+    results = _run(pytester, HERE / "adapter.yaml")
+    cases = {case.point: case for case in results.cases}
+    assert {case.status for case in results.cases} <= {"passed", "not_reached"}, [
+        (c.point, c.status, c.mismatches) for c in results.cases
+    ]
+    for point in ("clean", *STARTED):
+        assert cases[point].status == "passed", cases[point]
+        observed = cases[point].observed or {}
+        assert observed["ledger"]["call_chair"][0] == "planned"  # judged, and kept as written
+        assert "ledger" in cases[point].expected
+    assert cases["after_running[call_chair]"].observed["code"] == {"call_chair": "ARGUMENTS_MISMATCH"}  # type: ignore[index]
+
+
+def test_its_twin_closing_a_started_step_failed_stays_red_on_the_ledger(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    twin = plant(HERE, "adapter.yaml", "PLANNED_FIRST_BUG", "started_failed", tmp_path / "twin")
+    results = _run(pytester, twin)
+    cases = {case.point: case for case in results.cases}
+    assert cases["clean"].status == "passed"
+    for point in STARTED:
+        assert cases[point].status == "failed"
+        (mismatch,) = cases[point].mismatches
+        assert mismatch["field"] == "ledger[call_chair]"
+        assert mismatch["observed"] == ["planned", "approved", "running", "failed"]
