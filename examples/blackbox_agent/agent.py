@@ -7,8 +7,10 @@ could do the same; nothing here imports crashmatrix.
 Its session ($CRASHMATRIX_SESSION_PATH) is JSONL with its own vocabulary: lines have a
 "kind" ("message" or "ledger"), and ledger lines follow seed 004's ToolLedgerEntry
 (callId, stepId, toolName, inputHash, idempotencyKey, status planned / approved / started /
-succeeded / failed / uncertain). Recovery: a step left "started" becomes "uncertain" and is
-retried with the SAME idempotency key, which the order service deduplicates.
+succeeded / failed / uncertain). Recovery: a call whose saved arguments no longer match its
+steps' inputHash (someone edited the session) is neither sent nor replayed: ARGUMENTS_MISMATCH.
+A step left "started" becomes "uncertain" and is retried with the SAME idempotency key, which
+the order service deduplicates.
 
 ``BLACKBOX_AGENT_BUG`` plants one bug, for the tests of a crash harness:
 blind_retry_after_unknown (a step left started is retried as if it never ran: a new key, so the
@@ -138,6 +140,24 @@ def execute(call: dict[str, Any], key: str, *, again: bool = False, planned: boo
     )
 
 
+def refuse_changed(call: dict[str, Any], last: dict[str, Any]) -> None:
+    """The saved call is not the one its steps were recorded for (someone edited the
+    session): nothing is sent, no stored result is replayed for the new arguments. An open
+    step is closed under what it recorded (its inputHash, not the edited call's): a started
+    one may have acted (uncertain), one that never started was not carried out (rejected)."""
+    result = {
+        "ok": False,
+        "code": "ARGUMENTS_MISMATCH",
+        "recovery": "conflict",
+        "content": f"the saved {call['function']['name']} call changed after its step was recorded",
+    }
+    if last["status"] not in FINAL:
+        status = "uncertain" if last["status"] == "started" else "rejected"
+        append({**{k: v for k, v in last.items() if k != "result"}, "status": status, "result": result})
+    content = json.dumps(result)
+    append({"kind": "message", "message": {"role": "tool", "tool_call_id": call["id"], "content": content}})
+
+
 def think() -> None:
     while True:
         reply = post(f"{MODEL_URL}/chat/completions", {"model": "order-desk", "messages": messages()})
@@ -163,6 +183,9 @@ def recover() -> None:
             steps = [e for e in log if e["kind"] == "ledger" and e["callId"] == call["id"]]
             last = steps[-1] if steps else None
             key = last["idempotencyKey"] if last else f"order-desk:{call['id']}"
+            if last is not None and last["inputHash"] != input_hash(call["function"]["arguments"]):
+                refuse_changed(call, last)
+                continue
             if last is not None and last["status"] == "started":
                 ledger(call, last["stepId"], "uncertain", key)  # the request may have gone out
                 if BUG == "blind_retry_after_unknown":
