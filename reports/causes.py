@@ -37,6 +37,7 @@ __all__ = [
     "Cause",
     "Causes",
     "Finding",
+    "after_status",
     "cause_code",
     "codes",
     "expectation_key",
@@ -109,6 +110,14 @@ def reasons(case: CaseRecord) -> list[str]:
 def first_reason(case: CaseRecord) -> str:
     """The one line a list of failures shows for ``case``: its most important finding."""
     return reasons(case)[0]
+
+
+def after_status(case: CaseRecord) -> str:
+    """``first_reason`` as it reads after the case's status (``error: ...``): a reason that
+    already starts with the status word does not say it twice ("error: error: ...")."""
+    reason = first_reason(case)
+    lead = f"{case.status}:"
+    return reason[len(lead) :].lstrip() if reason.startswith(lead) else reason
 
 
 def cause_code(index: int) -> str:

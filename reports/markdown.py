@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
 from crashmatrix.harness.verdict.expectations import show_value
-from crashmatrix.reports.causes import Causes, codes, reasons
+from crashmatrix.reports.causes import Causes, after_status, codes, reasons
 from crashmatrix.reports.matrix import COLUMNS, COUNTS, LABELS, Matrix, Row
 from crashmatrix.reports.results import CaseRecord
 from crashmatrix.reports.scorecard import COUNTS as SCORECARD_COUNTS
@@ -142,7 +142,7 @@ def _second_crash_detail(case: CaseRecord) -> list[str]:
 
 
 def _failure_line(case: CaseRecord) -> str:
-    reason = _escape(reasons(case)[0])
+    reason = _escape(after_status(case))
     return f"- {MARKS['fail']} {_code(case.title)} {case.status}: {reason} — {_code(case.repro)}"
 
 

@@ -11,7 +11,7 @@ hundreds live in the legend, where they do not need a column's width.
 from __future__ import annotations
 
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS
-from crashmatrix.reports.causes import Causes, first_reason
+from crashmatrix.reports.causes import Causes, after_status
 from crashmatrix.reports.matrix import COLUMNS, LABELS, SHORT, Matrix
 from crashmatrix.reports.scorecard import COUNTS as SCORECARD_COUNTS
 from crashmatrix.reports.scorecard import EvalRow, Scorecard
@@ -85,7 +85,7 @@ def render_terminal(
     if matrix.failing:
         lines.append(f"failures ({len(matrix.failing)}):")
         for case in matrix.failing[:max_failures]:
-            lines.append(f"  {marks['fail']} {case.title} {case.status}: {first_reason(case)}")
+            lines.append(f"  {marks['fail']} {case.title} {case.status}: {after_status(case)}")
             lines.append(f"      rerun: {case.repro}")
         if len(matrix.failing) > max_failures:
             lines.append(f"  ... and {len(matrix.failing) - max_failures} more (see matrix.html)")

@@ -126,3 +126,18 @@ def test_every_renderer_leads_with_the_causes(blind_retry: Results) -> None:
     page = render_html(blind_retry, matrix)
     assert page.index('id="causes"') < page.index('id="matrix"') < page.index('id="failures"')
     assert page.count('<tr class="cause ') == 8
+
+
+def test_a_failure_line_says_its_status_once(results: Results) -> None:
+    hung = dataclasses.replace(
+        _failing(results), status="hung", problems=("life 2 hung: no exit within 30s",)
+    )
+    cut = dataclasses.replace(
+        results, cases=(*(c for c in results.cases if c is not _failing(results)), hung)
+    )
+    matrix = build_matrix(cut)
+    line = f"{hung.title} hung: life 2 hung: no exit within 30s"
+    assert any(line in text for text in render_terminal(matrix, encoding="utf-8", width=200))
+    assert "hung: hung:" not in "\n".join(render_terminal(matrix, encoding="utf-8", width=200))
+    assert "hung: hung:" not in render_markdown(matrix)
+    assert "hung: hung:" not in render_markdown(matrix, max_bytes=3000)  # the short list of failures
