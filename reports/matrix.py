@@ -111,6 +111,10 @@ class Tally:
     not_reached: int = 0
     not_applicable: int = 0
     not_reachable: int = 0  # cases recorded at a point this agent cannot be killed at
+    # Of ``failed``: the cases that did not end at all (an error, of the agent's lives or of the
+    # harness, its cause naming which; a hang), so a headline never hides them among verdicts.
+    errored: int = 0
+    hung: int = 0
 
     @classmethod
     def of(cls, cases: Iterable[CaseRecord]) -> Tally:
@@ -123,6 +127,8 @@ class Tally:
             not_reached=sum(c.status == "not_reached" for c in cases),
             not_applicable=sum(c.status == "not_applicable" for c in cases),
             not_reachable=sum(c.status == "not_reachable" for c in cases),
+            errored=sum(c.status == "error" for c in cases),
+            hung=sum(c.status == "hung" for c in cases),
         )
 
     def __add__(self, other: Tally) -> Tally:
@@ -134,6 +140,8 @@ class Tally:
             self.not_reached + other.not_reached,
             self.not_applicable + other.not_applicable,
             self.not_reachable + other.not_reachable,
+            self.errored + other.errored,
+            self.hung + other.hung,
         )
 
     @property
@@ -287,7 +295,9 @@ class Matrix:
         text = f"{t.passed}/{t.cases} cases passed, {len(self.rows)} scenarios, agent {self.agent}"
         extras = []
         if t.failed:
-            extras.append(f"{t.failed} failed")
+            unfinished = [f"{t.errored} error{'s' if t.errored > 1 else ''}"] if t.errored else []
+            unfinished += [f"{t.hung} hung"] if t.hung else []
+            extras.append(f"{t.failed} failed" + (f" ({', '.join(unfinished)})" if unfinished else ""))
         if t.not_reached:
             extras.append(f"{t.not_reached} not reached")
         if t.not_applicable:

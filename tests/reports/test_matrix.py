@@ -254,3 +254,17 @@ def test_every_cell_of_a_scenario_that_does_not_apply_is_not_applicable(results:
     # A scenario that ran keeps "not reached" for a column with no case and no reason.
     ran = next(r for r in matrix.rows if r.scenario_path != "scenarios/x/needs_a_tool.yaml")
     assert any(cell.state != "not_applicable" for cell in ran.cells)
+
+
+def test_the_headline_names_the_failed_cases_that_never_ended(results: Results) -> None:
+    import dataclasses
+
+    failing = [c for c in results.cases if c.failing]
+    passing = [c for c in results.cases if c.passed]
+    errored = dataclasses.replace(passing[0], status="error", problems=("error: harness failed",))
+    hung = dataclasses.replace(passing[1], status="hung", problems=("life 2 hung",))
+    cut = dataclasses.replace(
+        results, cases=(*(c for c in results.cases if c not in passing[:2]), errored, hung)
+    )
+    assert f"{len(failing) + 2} failed (1 error, 1 hung)" in build_matrix(cut).headline
+    assert "error" not in build_matrix(results).headline  # a run with neither does not say so
