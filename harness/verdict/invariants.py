@@ -767,6 +767,10 @@ def no_result_for_other_arguments(evidence: Evidence) -> list[Violation]:
     (edited, or a reused id in a later turn), replaying the stored result tells the model
     that ``pay 5`` happened when it asked for ``pay 500``. An execution_id the ledger does
     not know, or one owned by another call, is a result borrowed from elsewhere.
+
+    A Tool Result that says ``conflict`` (``ARGUMENTS_MISMATCH``) naming the execution whose
+    hash no longer matches is the refusal this rule asks for, not a result of that execution:
+    it claims nothing ran for the current arguments, so it is not judged here.
     """
     entries = evidence.entries
     name = "no_result_for_other_arguments"
@@ -780,6 +784,11 @@ def no_result_for_other_arguments(evidence: Evidence) -> list[Violation]:
         if scope is None or execution_id is None:
             continue  # an unanswered id is one_tool_result_per_call's to report
         call = scope.site.call
+        result = entries[index]
+        if isinstance(result, MessageEntry) and evidence.results.category(result.message.content) == (
+            "conflict"
+        ):
+            continue  # refused for the changed arguments: nothing of that execution is claimed
         where = f"Tool Result at line {_line(entries, index)} for {call.id!r}"
         indices = owned.get((scopes.index(scope), execution_id))
         if indices is None:

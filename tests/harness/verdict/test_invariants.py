@@ -805,6 +805,24 @@ def test_a_result_for_an_execution_of_other_arguments_is_a_violation() -> None:
     assert arguments_sha256(old)[:12] in v.message
 
 
+def test_a_conflict_naming_the_execution_it_refuses_for_changed_arguments_is_no_violation() -> None:
+    # The same edited call, answered the way seed 000 asks: ARGUMENTS_MISMATCH, naming the
+    # execution whose hash no longer matches. It claims nothing ran for the new arguments.
+    old = {"to": "a@example.com", "subject": "pay", "body": "5"}
+    lines = email_session([("exec_old", ["approved", "running", "unknown"])])
+    lines[2:5] = [
+        ledger("exec_old", "call_mail", s, "send_email", old) for s in ("approved", "running", "unknown")
+    ]
+    refusal = {"ok": False, "code": "ARGUMENTS_MISMATCH", "execution_id": "exec_old"}
+    lines[5] = tool_result("call_mail", refusal)
+    events = [Event(1, "email", "send_email", "call_mail", "exec_old", size(lines, 4))]
+    assert check_all(evidence(lines, events), only=["no_result_for_other_arguments"]) == []
+    # The same line saying the stored result instead is the violation.
+    lines[5] = tool_result("call_mail", {**ok_result("exec_old"), "recovery": "result_replayed"})
+    [replayed] = check_all(evidence(lines, events), only=["no_result_for_other_arguments"])
+    assert "exec_old" in replayed.message
+
+
 def test_a_result_naming_an_execution_the_ledger_does_not_know_is_a_violation() -> None:
     lines = [*NORMAL[:5], tool_result(NORMAL_CALL, ok_result("exec_borrowed")), NORMAL[6]]
     only_violation(evidence(lines, normal_events()), "no_result_for_other_arguments", naming="exec_borrowed")
