@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import runpy
-import sys
 from pathlib import Path
 
 AGENT = Path(__file__).resolve().parents[5] / "examples" / "blackbox_agent" / "agent.py"
