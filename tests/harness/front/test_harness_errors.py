@@ -146,7 +146,7 @@ def test_a_harness_error_in_one_case_is_red_in_every_view_and_no_traceback(
         "after_side_effect[call_1]": "passed",
     }
     # Every headline counts it and none is greener than pytest's exit status.
-    headline = "2/3 cases passed, 1 scenarios, agent reference (1 failed, "
+    headline = "2/3 cases passed, 1 scenarios, agent reference (1 failed (1 error), "
     result.stdout.fnmatch_lines([f"crashmatrix: {headline}*"])
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     assert f"## crashmatrix: {headline}" in markdown
@@ -208,7 +208,9 @@ def test_a_case_pytest_fails_outside_its_verdict_is_an_error_in_the_report(
         "pytest failed the case in its setup: RuntimeError: the case's setup broke"
     )
     assert case.idempotency == ("non_idempotent",)  # its scenario's row, its scorecard rows
-    result.stdout.fnmatch_lines(["crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed, *"])
+    result.stdout.fnmatch_lines(
+        ["crashmatrix: 2/3 cases passed, 1 scenarios, agent reference (1 failed (1 error), *"]
+    )
 
 
 @pytest.mark.slow
