@@ -173,7 +173,8 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 "such as 'mock: {kind: record_row, table: NAME}' (kinds: record_row, lookup_row, read_only)",
             )
     called: set[str] = set()
-    call_ids: dict[str, int] = {}
+    call_ids: dict[str, int] = {}  # call id -> the rule that makes it
+    calls_of: dict[str, str] = {}  # call id -> its tool
     for index, rule in enumerate(data["model"]):
         reply = rule["reply"]
         if not reply.get("tool_calls") and "content" not in reply:
@@ -192,6 +193,7 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                     "give each tool call its own id",
                 )
             call_ids[call["id"]] = index
+            calls_of[call["id"]] = call["name"]
             called.add(call["name"])
     for index, rule in enumerate(data["model"]):
         when = rule["when"]
@@ -225,7 +227,6 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 ("needs", index),
                 f"{need} is about run_command's shell, and the model never calls run_command; drop it",
             )
-    calls_of = {c["id"]: c["name"] for rule in data["model"] for c in rule["reply"].get("tool_calls") or ()}
     for index, fault in enumerate(data.get("faults") or ()):
         if fault["tool"] not in tools:
             raise doc.error(("faults", index, "tool"), f"fault on {fault['tool']!r}, which is not in tools")
