@@ -66,7 +66,7 @@ class Intercept:
 class ForeignSpec:
     path: Path
     name: str
-    kind: str  # "python" | "command"
+    kind: str  # "python" | "command" | "framework"
     script: Path | None = None
     module: str | None = None
     main: str = "main"
@@ -94,6 +94,10 @@ class ForeignSpec:
     services: tuple[str, ...] = ()
     intercepts: tuple[Intercept, ...] = ()
     dialect: Dialect = field(default_factory=Dialect)
+    # kind "framework": which one (``harness.agents.team_life.FRAMEWORKS``) and its options; the
+    # factory is ``module:main``.
+    framework: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def here(self) -> Path:
@@ -129,9 +133,14 @@ def load_foreign(path: Path | str) -> ForeignSpec:
     data: dict[str, Any] = doc.data
     here = doc.path.resolve().parent
     python = data.get("python")
+    framework = data.get("framework")
     script: Path | None = None
     module: str | None = None
-    if python is not None:
+    if framework is not None:
+        _framework_keys(doc, data)
+        module, _, factory = data["factory"].partition(":")
+        python = {"module": module, "main": factory}
+    elif python is not None:
         if ("script" in python) == ("module" in python):
             raise doc.error(("python",), "give exactly one of 'script:' (a .py file) or 'module:'")
         if "script" in python:
@@ -159,7 +168,13 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         fields=dict(session.get("fields") or {}),
         statuses=dict(session.get("statuses") or {}),
     )
-    source = _session_source(doc, session, session_path, ledger, here)
+    if framework is not None:
+        from crashmatrix.harness.agents.team_life import reader_of
+
+        # The framework's store is the session: its adapter module reads it as records.
+        source = SessionSource(kind="reader", reader=reader_of(framework), here=here, ledger=ledger)
+    else:
+        source = _session_source(doc, session, session_path, ledger, here)
     contracts = _contracts(doc, here)
     effects = tuple(
         _effect(doc, index, raw, contracts) for index, raw in enumerate(data.get("effects") or ())
@@ -185,7 +200,8 @@ def load_foreign(path: Path | str) -> ForeignSpec:
             for tool, raw in (data.get("intercept") or {}).items()
         ]
         for key, function in named:
-            if function not in names:
+            # ``module.attr``: an attribute of a module the agent imports (resolved at run time).
+            if function not in names and function.partition(".")[0] not in names:
                 raise doc.error(key, f"the agent has no function {function!r}; name one it defines")
     boundaries = data.get("boundaries") or ()
     if boundaries and not any(raw.get("call_id") for raw in boundaries):
@@ -222,7 +238,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
     return ForeignSpec(
         path=doc.path.resolve(),
         name=data["name"],
-        kind="python" if python is not None else "command",
+        kind="framework" if framework is not None else "python" if python is not None else "command",
         script=script,
         module=module,
         main=(python or {}).get("main", "main"),
@@ -230,7 +246,7 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         command=tuple(data.get("command", ())),
         cwd=data.get("cwd", "workspace"),
         env=dict(data.get("env") or {}),
-        tools=data.get("tools", "harness"),
+        tools=data.get("tools", "agent" if framework is not None else "harness"),
         input_prompt=prompt,
         approval_prompt=approvals.get("prompt"),
         approval_where=f"{doc.path}:{':'.join(map(str, doc.where(('approvals', 'prompt'))))}",
@@ -238,7 +254,10 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         approval_no=approvals.get("deny", "n"),
         approval_prompts=prompts,
         session=session_path,
-        keeps_ledger=_keeps_ledger(session, boundaries) if source.readable else False,
+        # A framework keeps a conversation, not a ledger of attempts.
+        keeps_ledger=False
+        if framework is not None
+        else _keeps_ledger(session, boundaries) if source.readable else False,
         ledger=ledger,
         rules=tuple(rules),
         source=source,
@@ -246,7 +265,36 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         services=tuple(data.get("services") or ()),
         intercepts=intercepts,
         dialect=dialect,
+        framework=framework or "",
+        options=dict(data.get("options") or {}),
     )
+
+
+# What a framework agent cannot take: its driver is the framework's, its session its store.
+_NOT_FOR_FRAMEWORKS = {
+    "python": "the factory names the team's module; drop python:",
+    "command": "a framework agent runs in the life process; drop command:",
+    "session": "the framework's store is the session (its adapter reads it); drop session:",
+    "input": "crashmatrix sends the turns through the framework's API, not stdin; drop input:",
+    "approvals": "approvals are the framework's own (interrupts, needs_approval); drop approvals:",
+    "cwd": "a framework agent runs in the case's workspace; drop cwd:",
+}
+
+
+def _framework_keys(doc: Located, data: Mapping[str, Any]) -> None:
+    for key, why in _NOT_FOR_FRAMEWORKS.items():
+        if key in data:
+            raise doc.error((key,), f"not for a framework: agent: {why}")
+    from crashmatrix.harness.agents.team_life import framework_module
+
+    options = data.get("options") or {}
+    known = framework_module(data["framework"], str(doc.path)).FRAMEWORK.options
+    for key in options:
+        if key not in known:
+            accepted = ", ".join(known) or "none"
+            raise doc.error(
+                ("options", key), f"{data['framework']} takes no option {key!r} (it takes: {accepted})"
+            )
 
 
 def _keeps_ledger(session: Mapping[str, Any], boundaries: Sequence[Mapping[str, Any]]) -> bool | None:

@@ -64,11 +64,13 @@ from crashmatrix.harness.agents.python_agent import (
     probing_fsyncs,
 )
 from crashmatrix.harness.agents.supervised import _left_behind, _pump, _stopped
+from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkModule, TeamLife, framework_module
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog, prompt_view
+from crashmatrix.harness.core.toolmap import ToolMap, ToolName
 from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError, InputError, SessionCorruption
@@ -82,7 +84,7 @@ from crashmatrix.harness.session_file import read_session
 from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.mock_tools.world import World
 
-__all__ = ["ForeignAdapter"]
+__all__ = ["ForeignAdapter", "TeamLife"]
 _LOOPBACK_EDGES = ("after_running", "after_side_effect")
 
 
@@ -142,6 +144,11 @@ class ForeignAdapter:
         )
         # The tool and service requests it makes are edges the harness sees.
         edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
+        self.framework: FrameworkModule | None = None
+        self.unreachable: Mapping[str, str] = {}
+        if spec.kind == "framework":
+            self._as_framework(spec)
+            return
         if spec.kind == "python":
             mapped = {rule.boundary for rule in spec.rules}
             # The model's reply is an edge of every agent that asks the loopback model.
@@ -164,6 +171,33 @@ class ForeignAdapter:
         self.torn_write_unreachable = _why_not_torn(spec)
         self.tears_writes = not self.torn_write_unreachable
 
+    def _as_framework(self, spec: ForeignSpec) -> None:
+        """A framework agent (``framework:``): everything above is kind 2's, the boundaries,
+        the tools it has and whether it asks are its framework module's to say."""
+        self.framework = framework = framework_module(spec.framework, str(spec.path))
+        info = framework.FRAMEWORK
+        native = set(info.boundaries)
+        # Its tools run in this process, under the framework's own tool seams (the driver
+        # fires after_running / after_side_effect there); the loopback model's edge only
+        # where the framework has no seam for the reply. Service requests are not edges: the
+        # tool that makes one is already bracketed by the driver.
+        self.loopback_edges = frozenset(set() if "after_model_reply" in native else {"after_model_reply"})
+        mapped = {rule.boundary for rule in spec.rules}
+        inside = {"during_side_effect"} if spec.intercepts or spec.tools == "harness" else set()
+        self.boundaries = _ordered(native | mapped | inside | self.loopback_edges)
+        self.unreachable = {b: why for b, why in info.unreachable.items() if b not in self.boundaries}
+        self.preload = (*info.preload, *_libraries_of(spec))
+        self.torn_write_unreachable = info.why_not_torn or _why_not_torn(spec)
+        self.tears_writes = False
+        facts = framework.check(spec) if hasattr(framework, "check") else AgentFacts()
+        tools = spec.dialect.tools
+        if tools.tools is None and facts.tools is not None:
+            # No catalogue: the suite's tools are the ones the built agent has, under the
+            # suite's names; any other is not applicable to it (never a red for its absence).
+            tools = ToolMap({name: ToolName(name) for name in sorted(facts.tools)})
+            self.dialect = dataclasses.replace(spec.dialect, tools=tools)
+        self.capabilities = dataclasses.replace(self.capabilities, tools=tools, approvals=facts.approvals)
+
     # -- sessions ---------------------------------------------------------------------------
 
     def workspace(self, case_dir: Path) -> Path:
@@ -175,6 +209,10 @@ class ForeignAdapter:
     def power_session(self, case_dir: Path) -> Path | str:
         """The file a power loss cuts back to its last fsync (``harness.lives.power``), or
         why a power loss cannot act on this agent."""
+        if self.framework is not None:
+            return self.framework.FRAMEWORK.why_no_power or (
+                f"its session is {self.spec.framework}'s store: the harness does not know which file to cut"
+            )
         if self.spec.kind != "python":
             return (
                 "a black box's fsyncs are not visible to the harness (kind 3: the agent is a "
@@ -252,6 +290,8 @@ class ForeignAdapter:
         if not self.keeps_ledger:
             if not self.spec.source.readable:
                 return {}  # the session cannot be read: read_observation says so
+            if self.framework is not None:
+                return {"no_ledger": f"{self.spec.framework} keeps a conversation, no ledger of attempts"}
             return {"no_ledger": f"adapter {self.name} says session.keeps_ledger: false"}
         if self.spec.keeps_ledger is not None or observation.session is None:
             return {}
@@ -522,7 +562,8 @@ class ForeignAdapter:
             on_edge=hook,
             edges=self.loopback_edges,
             freeze=lambda: _stopped(holder["pid"]) if "pid" in holder else contextlib.nullcontext(),
-            stoppable=self.spec.kind != "python",
+            # Only a separate process can be stopped apart from the server.
+            stoppable=self.spec.kind == "command",
             before_tool=lambda: self._copy(ctx),
             on_request=on_request,
         )
@@ -540,6 +581,7 @@ class ForeignAdapter:
         }
         env = {
             "OPENAI_BASE_URL": server.model_url,
+            "OPENAI_API_BASE": server.model_url,  # LangChain's name for it (langchain-openai)
             "OPENAI_API_KEY": "crashmatrix",
             "CRASHMATRIX_TOOLS_URL": server.tools_url,
             "CRASHMATRIX_ORDERS_URL": server.orders_url,
@@ -552,6 +594,8 @@ class ForeignAdapter:
         try:
             if self.spec.kind == "python":
                 self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox, on_sync)
+            elif self.framework is not None:
+                self._run_framework(ctx, server, env, cwd, hook, probe, toolbox)
             else:
                 self._run_command(ctx, server, env, cwd, conversation, values, holder)
         finally:
@@ -600,6 +644,54 @@ class ForeignAdapter:
             finally:
                 sys.argv, sys.stdin, sys.stdout = saved
                 console.flush()  # what it printed last, into its log before that closes
+
+    def _run_framework(
+        self,
+        ctx: LifeContext,
+        server: LoopbackServer,
+        env: Mapping[str, str],
+        cwd: Path,
+        hook: BoundaryHook,
+        probe: EffectProbe,
+        toolbox: Any,
+    ) -> None:
+        """A framework agent's life: prepared as kind 2's (server, environment, workspace, the
+        team's module with its rules), then driven by its framework module (``drive``) instead
+        of a ``main()``: the team's agent built by its factory, resumed, sent the turns."""
+        assert self.framework is not None
+        server.start()
+        os.environ.update(env)
+        os.chdir(cwd)
+        module = import_agent(self.spec)
+        marks = Marks(hook, ctx.trace)
+        run_tool = self._run_tool(ctx, toolbox)
+        install_intercepts(module, self.spec.intercepts, marks, run_tool, self.spec.here)
+        install_boundaries(module, self.spec.rules, hook, marks)
+        factory = getattr(module, self.spec.main, None)
+        if not callable(factory):
+            raise InputError(
+                f"{self.spec.path}: factory: {module.__name__} has no function {self.spec.main!r}"
+            )
+        life = TeamLife(
+            spec=self.spec,
+            ctx=ctx,
+            hook=hook,
+            model_url=server.model_url,
+            toolbox=toolbox,
+            run_tool=run_tool,
+            sync=lambda: self._sync(ctx),
+            workspace=cwd,
+            module=module,
+            factory=factory,
+            options=self.spec.options,
+        )
+        with CappedLog(ctx.case_dir / f"agent-{ctx.life}.log") as log, probing_fsyncs(probe):
+            saved = sys.stdout
+            sys.stdout = cast(TextIO, _Printed(log))  # what the team's code prints, kept bounded
+            try:
+                self.framework.drive(life)
+            finally:
+                sys.stdout = saved
 
     def _run_command(
         self,
@@ -659,6 +751,24 @@ class ForeignAdapter:
         if code != 0:
             tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-400:].strip()
             raise HarnessError(f"agent {self.name} exited with {code}: {tail or '(no stderr)'}")
+
+
+class _Printed:
+    """``sys.stdout`` of a framework agent's life: what the team's code prints, into its
+    bounded log (nobody reads its output: its turns go through the framework's API)."""
+
+    def __init__(self, log: CappedLog) -> None:
+        self._log = log
+
+    def write(self, text: str) -> int:
+        self._log.write(text.encode("utf-8", "replace"))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
 
 
 def _die_with_agent(ctx: LifeContext, number: int) -> None:

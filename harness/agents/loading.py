@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from crashmatrix.harness.agents.protocol import AgentAdapter
+from crashmatrix.harness.agents.team_life import FRAMEWORKS
 from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES, Capabilities
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 
@@ -82,10 +83,6 @@ def observe(adapter: AgentAdapter, run: CaseRun) -> Observation:
 
 # ``--agent=NAME:package.module:factory``: a framework adapter module (its ``load(target,
 # spec=...)`` builds the adapter around the user's factory) and the extra that installs it.
-FRAMEWORKS: dict[str, tuple[str, str]] = {
-    "langgraph": ("crashmatrix.harness.agents.frameworks.langgraph", "langgraph"),
-    "openai-agents": ("crashmatrix.harness.agents.frameworks.openai_agents", "openai-agents"),
-}
 
 
 def _load_framework(spec: str, name: str, target: str, **options: Any) -> AgentAdapter:
