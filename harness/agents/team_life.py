@@ -99,7 +99,9 @@ class FrameworkModule(Protocol):
     def read_records(self, workspace: Path) -> list[Mapping[str, Any]]: ...
 
     # Optional: ``check(spec) -> AgentFacts``, the agent built once at load (a factory that
-    # fails, or a model client that escapes the loopback, is one line there).
+    # fails, or a model client that escapes the loopback, is one line there); and
+    # ``session_records(workspace) -> SessionRecords``, where ``crashmatrix doctor`` plants
+    # its faults in the store (``harness.agents.session_records``).
 
 
 def framework_module(name: str, where: str = "") -> FrameworkModule:

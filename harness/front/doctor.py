@@ -636,6 +636,11 @@ def _session(case: _Case, case_dir: Path) -> SessionRecords:
     if callable(own):
         records: SessionRecords = own(case_dir)
         return records
+    # A framework agent declared in an adapter YAML: its framework module knows its store.
+    framework = getattr(case.adapter, "framework", None)
+    if callable(getattr(framework, "session_records", None)):
+        store: SessionRecords = framework.session_records(case_dir / "world" / "workspace")  # type: ignore[union-attr]
+        return store
     spec = getattr(case.adapter, "spec", None)
     source = getattr(spec, "source", None)
     if source is None:
