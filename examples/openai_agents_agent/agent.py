@@ -6,8 +6,10 @@ crashmatrix runs it with ``--agent=openai-agents:examples.openai_agents_agent.ag
 out and before the SDK saved the step (docs/frameworks.md, "OpenAI Agents SDK"); ``fixed.py``
 is the same agent with a ledger its tools consult.
 
-Approvals are the SDK's human-in-the-loop: ``ctx.tools`` carry ``needs_approval`` where the
-scenario answers an approval, ``Runner.run`` stops with ``result.interruptions`` and the life
+Approvals are the SDK's human-in-the-loop: the factory says its agent asks
+(``ctx.asks_for_approval()``), so ``ctx.tools`` carry ``needs_approval`` where the scenario
+answers an approval (an agent that never asks has the approval scenarios not applicable),
+``Runner.run`` stops with ``result.interruptions`` and the life
 answers them on ``result.to_state()`` and runs again. ``build`` keeps that RunState in memory
 only (the SDK docs' first example); ``build_durable`` is the same agent whose app keeps it
 across restarts the SDK's way (``to_json`` / ``RunState.from_json``).
@@ -26,6 +28,7 @@ INSTRUCTIONS = "You are a helpful assistant. Use the tools to do what the user a
 
 
 def build(ctx: AgentsContext) -> tuple[Agent[Any], SQLiteSession]:
+    ctx.asks_for_approval()
     agent: Agent[Any] = Agent(
         name="assistant", instructions=INSTRUCTIONS, model=ctx.model, tools=list(ctx.tools)
     )

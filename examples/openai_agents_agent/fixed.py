@@ -421,6 +421,9 @@ async def _recover(session: SQLiteSession, calls: Calls) -> None:
 
 
 async def build(ctx: AgentsContext) -> tuple[Agent[Any], SQLiteSession]:
+    # It asks a person before a tool the scenario's approvals name acts (ctx.tools then carry
+    # needs_approval); said before the recovery below, which asks again through ctx.approve.
+    ctx.asks_for_approval()
     session = SQLiteSession(ctx.session_id, ctx.db_path)
     calls = Calls(ctx, Ledger(ctx.db_path.with_name("openai-agents-ledger.db")))
     await _recover(session, calls)

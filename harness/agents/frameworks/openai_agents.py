@@ -61,9 +61,10 @@ import json
 import os
 import ssl
 import tempfile
+import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -73,11 +74,13 @@ from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.session_records import SqliteRows
 from crashmatrix.harness.core.boundaries import BOUNDARIES
 from crashmatrix.harness.core.capabilities import Capabilities
+from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract
-from crashmatrix.harness.core.dialect import NATIVE
+from crashmatrix.harness.core.dialect import Dialect
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import ToolCall
 from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.toolmap import ToolMap, ToolName
 from crashmatrix.harness.core.tools import ToolContext, ToolObservation
 from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.session_file import fsync_directory
@@ -133,6 +136,21 @@ class AgentsContext:
     # The scenario's person, for a factory's own recovery that asks again before acting:
     # (tool, call_id, arguments) -> Answer. The life answers the SDK's interruptions itself.
     approve: Callable[[str, str, Mapping[str, Any]], Answer]
+    declared: _Declared = field(default_factory=lambda: _Declared(), compare=False, repr=False)
+
+    def asks_for_approval(self) -> None:
+        """Say that this agent asks a person before its tools act: ``ctx.tools`` then carry
+        ``needs_approval`` where the scenario answers an approval (per call, by the tool's
+        contract), and the approval scenarios apply to it. A factory whose own tools set
+        ``needs_approval`` need not say it: the adapter sees it on the built agent."""
+        self.declared.asks = True
+
+
+class _Declared:
+    """What a factory said of its agent while building it (mutable: the context is frozen)."""
+
+    def __init__(self) -> None:
+        self.asks = False
 
 
 @dataclass(frozen=True)
@@ -345,22 +363,36 @@ _UNREACHABLE: Mapping[str, str] = {
 }
 
 
+# Its Tool Results are crashmatrix's shape (ctx.tools return them), but its recovery is the
+# SDK's, not crashmatrix's: the reference agent's outcome / code vocabulary is not applicable
+# (verdict._VOCABULARY), what the model was told is. As LangGraph's.
+RESULTS = ResultMapping("openai-agents", CRASHMATRIX.rules)
+DIALECT = Dialect(RESULTS, ToolMap.identity())
+WHY_NO_APPROVAL = (
+    "the agent asks no approval (no tool of its own has needs_approval, and its factory did not "
+    "call ctx.asks_for_approval())"
+)
+# The approval moments, reached only by an agent that asks (load() finds out).
+_APPROVAL_BOUNDARIES = ("after_tool_call_saved", "after_approved")
+
+
 class OpenAIAgentsAdapter:
     """``AgentAdapter`` for an Agents SDK agent (see the module docstring)."""
 
     keeps_ledger = False  # the SDK keeps a conversation, no ledger of attempts
-    dialect = NATIVE  # ctx.tools carry the suite's names and return crashmatrix's Tool Results
+    dialect = DIALECT
     # Said in the matrix where a column is "not reachable"; the agent reaches every other
-    # named boundary (derived, so the two cannot disagree).
-    unreachable = _UNREACHABLE
-    boundaries = tuple(b for b in BOUNDARIES if b not in _UNREACHABLE)
+    # named boundary (derived, so the two cannot disagree). An agent that asks no approval
+    # has the approval moments unreachable too (load(): _found).
+    unreachable: Mapping[str, str] = _UNREACHABLE
+    boundaries: tuple[str, ...] = tuple(b for b in BOUNDARIES if b not in _UNREACHABLE)
     tears_writes = False
     torn_write_unreachable = (
         "its session is a SQLite database (agents.SQLiteSession): SQLite writes rows through its own "
         "journal, there is no appended line to cut"
     )
     edits_native_session = False  # crashmatrix's copy is rebuilt from the SDK's session
-    # It asks: the scenario's approvals make its tools needs_approval (see the module docstring).
+    # Until load() built the agent: what it asks and which suite tools it has decide (_found).
     capabilities = Capabilities(approvals=True, edits_native_session=False)
 
     def __init__(self, spec: str, module: str, factory: Callable[[AgentsContext], Any]) -> None:
@@ -369,6 +401,15 @@ class OpenAIAgentsAdapter:
         self.factory = factory
         # The fork server imports these once (the lead's launcher reads it).
         self.preload: tuple[str, ...] = ("agents", __name__, module)
+
+    def _found(self, tools: ToolMap, asks: bool) -> None:
+        """What the agent the factory built at load has: the suite's tools it lacks are not
+        applicable ("the agent has no read_file"), and an agent that asks no approval has the
+        approval scenarios not applicable and their two moments not reachable, with why."""
+        self.capabilities = Capabilities(tools=tools, approvals=asks, edits_native_session=False)
+        if not asks:
+            self.unreachable = {**_UNREACHABLE, **dict.fromkeys(_APPROVAL_BOUNDARIES, WHY_NO_APPROVAL)}
+            self.boundaries = tuple(b for b in BOUNDARIES if b not in self.unreachable)
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -432,7 +473,8 @@ class OpenAIAgentsAdapter:
         db_path = self.db_path(ctx.case_dir)
         turn = [sum(1 for item in _items(db_path, ctx.session_id) if item.get("role") == "user")]
         approvals = Approvals(ctx, db_path.with_name(ASKED_NAME), lambda: turn[0])
-        asks = _asking(ctx.approvals, ctx.approvals_again)
+        named = _asking(ctx.approvals, ctx.approvals_again)
+        declared = _Declared()
         # An httpx (not httpx2) client: the one the life's respx router intercepts.
         async with httpx.AsyncClient(timeout=30.0, verify=_TLS) as http:
             # after_model_reply: the reply with its calls is in memory, nothing of it saved.
@@ -443,7 +485,10 @@ class OpenAIAgentsAdapter:
             context = AgentsContext(
                 model=model,
                 tools=tuple(
-                    _function_tool(c, run_tool, asks(c.name)) for c in ctx.scenario.contracts.values()
+                    # needs_approval only where the factory said its agent asks (a scenario's
+                    # approvals never make an agent that never asks ask).
+                    _function_tool(c, run_tool, lambda name=c.name: declared.asks and named(name))
+                    for c in ctx.scenario.contracts.values()
                 ),
                 session_id=ctx.session_id,
                 db_path=db_path,
@@ -453,6 +498,7 @@ class OpenAIAgentsAdapter:
                 life=ctx.life,
                 run_state_path=db_path.with_name(RUN_STATE_NAME),
                 approve=approvals,
+                declared=declared,
             )
             built = self.factory(context)
             if inspect.isawaitable(built):  # an async factory may read its session first
@@ -664,9 +710,12 @@ def _step_calls(pending: list[Mapping[str, Any]]) -> Any:
     return StepCalls()
 
 
-def _function_tool(contract: ToolContract, run_tool: RunTool, asks: bool = False) -> Any:
-    """The suite's tool as an SDK ``FunctionTool``, run by the mock tools; ``asks``: it
-    needs approval where its contract requires one for the call's arguments."""
+def _function_tool(
+    contract: ToolContract, run_tool: RunTool, asks: Callable[[], bool] = lambda: False
+) -> Any:
+    """The suite's tool as an SDK ``FunctionTool``, run by the mock tools; ``asks()``: it
+    needs approval where its contract requires one for the call's arguments (asked per call:
+    the factory declares its agent asks while it builds, after the tools were made)."""
     from agents import FunctionTool
 
     async def invoke(tool_context: Any, raw: str) -> str:
@@ -684,16 +733,43 @@ def _function_tool(contract: ToolContract, run_tool: RunTool, asks: bool = False
         params_json_schema=schema,
         on_invoke_tool=invoke,
         strict_json_schema=False,  # the suite's schemas are not all strict-mode schemas
-        needs_approval=_needs_approval(contract) if asks else False,
+        needs_approval=_needs_approval(contract, asks),
     )
 
 
-def _needs_approval(contract: ToolContract) -> Callable[[Any, dict[str, Any], str], Awaitable[bool]]:
+def _needs_approval(
+    contract: ToolContract, asks: Callable[[], bool]
+) -> Callable[[Any, dict[str, Any], str], Awaitable[bool]]:
     # Per call, as the reference agent decides: run_command('ls') is read-only, 'npm test' asks.
     async def needs(context: Any, arguments: dict[str, Any], call_id: str) -> bool:
-        return contract.for_call(arguments).approval == "required"
+        return asks() and contract.for_call(arguments).approval == "required"
 
+    needs.crashmatrix_scenario = True  # type: ignore[attr-defined]  # ours, not the team's (_asks)
     return needs
+
+
+def _asks(agent: Any, declared: bool) -> bool:
+    """Does the built agent ask a person before a tool acts: its factory said so
+    (``ctx.asks_for_approval()``), or one of its tools has a ``needs_approval`` of the
+    team's own (``True`` or a callable; ``ctx.tools``' own callable is the scenario's, and
+    asks nothing unless the factory declared)."""
+    if declared:
+        return True
+    for tool in getattr(agent, "tools", ()):
+        needs = getattr(tool, "needs_approval", False)
+        if needs is True or (callable(needs) and not getattr(needs, "crashmatrix_scenario", False)):
+            return True
+    return False
+
+
+def _suite_tools(agent: Any, offered: Sequence[str]) -> ToolMap:
+    """The suite's tools the built agent has, by name: every one offered (``ctx.tools``
+    whole) is all of them, a scenario's own ``mock:`` tools too; a subset is those only, and
+    a scenario needing another is not applicable ("the agent has no read_file")."""
+    names = {str(getattr(tool, "name", "")) for tool in getattr(agent, "tools", ())}
+    if set(offered) <= names:
+        return ToolMap.identity()
+    return ToolMap({name: ToolName(name) for name in offered if name in names})
 
 
 def _finished(items: Sequence[Mapping[str, Any]]) -> bool:
@@ -790,24 +866,53 @@ def load(target: str, *, spec: str) -> OpenAIAgentsAdapter:
     scratch database, so a wrong return is one line at load (exit 2), not an error in every life."""
     _check_version(spec)
     module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise InputError(
-            f"--agent={spec!r}: cannot import {module_name!r} ({error}); is it on sys.path?"
-        ) from error
+    module = _import(spec, module_name)
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise InputError(
             f"--agent={spec!r}: {module_name} has no function {attr!r} (def {attr}(ctx) -> (agent, session))"
         )
     adapter = OpenAIAgentsAdapter(spec, module_name, factory)
-    _try_factory(spec, factory)
+    adapter._found(*_try_factory(spec, factory))
     return adapter
 
 
-def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
+def _import(spec: str, module_name: str) -> Any:
+    """The team's module, or one line naming ``--agent``, the module and the error (where it
+    was raised in the team's code): an import error, a syntax error, anything its top level
+    raises, never a traceback."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and f"{module_name}.".startswith(f"{error.name}."):
+            raise InputError(
+                f"--agent={spec!r}: cannot import {module_name!r} ({error}); is it on sys.path? "
+                "(run from the directory that holds it)"
+            ) from error
+        raise InputError(
+            f"--agent={spec!r}: importing {module_name!r} failed{_where(error)}: {error} "
+            f"(install it, or fix the import)"
+        ) from error
+    except Exception as error:
+        raised = f"{type(error).__name__}{_where(error)}: {error}"
+        raise InputError(f"--agent={spec!r}: importing {module_name!r} raised {raised}") from error
 
+
+def _where(error: BaseException) -> str:
+    """`` at path:line``: where the team's code raised it (a syntax error's own place)."""
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" at {error.filename}:{error.lineno}"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "importlib" not in f.filename]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> tuple[ToolMap, bool]:
+    """Build the agent once, with every built-in suite tool in ``ctx.tools`` (as a life
+    gives them: a factory picking ``tools["send_email"]`` finds it), and say which of them it
+    took and whether it asks for approvals."""
+    from crashmatrix.mock_tools.registry import catalogue
+
+    contracts = catalogue()
     with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch:
         db_path = Path(scratch) / DB_NAME
         import httpx
@@ -816,7 +921,7 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
         http = httpx.AsyncClient(verify=_TLS)
         context = AgentsContext(
             model=chat_model(MODEL_BASE_URL, http),
-            tools=(),
+            tools=tuple(_function_tool(contract, _no_tool) for contract in contracts.values()),
             session_id=SESSION_ID,
             db_path=db_path,
             workspace=Path(scratch),
@@ -836,10 +941,11 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> None:
             raise InputError(
                 f"--agent={spec!r}: the factory raised {type(error).__name__}: {error}"
             ) from error
-        _, session, _ = _checked(spec, built, context)
+        agent, session, _ = _checked(spec, built, context)
         close = getattr(session, "close", None)
         if callable(close):
             close()
+        return _suite_tools(agent, tuple(contracts)), _asks(agent, context.declared.asks)
 
 
 async def _awaited(built: Any) -> Any:
