@@ -165,7 +165,10 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError("--second needs --crash: the second crash happens while recovering from the first")
     second = parse_point(args.second) if args.second else None
     scenario = load_scenario(file)
-    load_adapter(args.agent)  # a bad --agent fails here, before anything runs
+    adapter = load_adapter(args.agent)  # a bad --agent fails here, before anything runs
+    from crashmatrix.harness.lives.postgres import ensure_servers
+
+    ensure_servers(adapter)  # a store's server (a real PostgreSQL), inherited by every life
     from crashmatrix.harness.front.doctor import blind_checks
 
     blind_checks(args.agent)  # what a cached doctor found blind on it: n.a. in its verdicts too
@@ -187,7 +190,11 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _discard(base: Path) -> None:
-    """Remove a run's scratch directory (a seam: a test looks inside before it goes)."""
+    """Remove a run's scratch directory (a seam: a test looks inside before it goes), and the
+    server databases of its cases (a team's server keeps nothing of the run)."""
+    from crashmatrix.harness.lives.postgres import drop_case_databases
+
+    drop_case_databases(base)
     shutil.rmtree(base, ignore_errors=True)
 
 
@@ -325,12 +332,14 @@ def _print_power_loss(case_dir: Path) -> None:
 
 
 def _points(args: argparse.Namespace) -> int:
-    from crashmatrix.harness.agents.loading import fork_preload
+    from crashmatrix.harness.agents.loading import adapter_for, fork_preload
     from crashmatrix.harness.front.cases import enumerate_points
     from crashmatrix.harness.input.scenario import load_scenario
     from crashmatrix.harness.lives.injector import LifeLauncher
+    from crashmatrix.harness.lives.postgres import ensure_servers
 
     scenario = load_scenario(args.file)
+    ensure_servers(adapter_for(args.agent))  # before the fork server: its lives inherit the server
     launcher = LifeLauncher("fork", preload=fork_preload(args.agent), warm=(args.agent,))
     with tempfile.TemporaryDirectory(prefix="crashmatrix-") as tmp:
         enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)

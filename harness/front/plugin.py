@@ -60,6 +60,8 @@ _SELECTED = pytest.StashKey[set[str]]()
 # --shard=I/N, parsed, and --shard-durations read into seconds per file.
 _SHARD = pytest.StashKey[Any]()
 _RECORDED = pytest.StashKey[dict[str, float]]()
+# Whether this process already owned a PostgreSQL server when the session began.
+_OWNED_SERVER = pytest.StashKey[bool]()
 
 RULE = (
     "a scenario declares '# yaml-language-server: $schema=.../scenario.schema.json' at its top, "
@@ -232,9 +234,35 @@ class _Reporter:
 
 def pytest_configure(config: pytest.Config) -> None:
     _configure_shard(config)
+    _start_servers(config)
     if not hasattr(config, "workerinput") and not config.getoption("no_report"):
         config.pluginmanager.register(_Reporter(config), "crashmatrix-matrix")
     config.pluginmanager.register(_Seen(config), "crashmatrix-seen")
+
+
+def _start_servers(config: pytest.Config) -> None:
+    """The servers the agent's store needs (its adapter's ``servers``: a real PostgreSQL),
+    started here, before xdist starts its workers, so that they, their fork servers and
+    every life inherit the one server (``CRASHMATRIX_POSTGRES_URL``). Only for an agent
+    other than the reference one (the light path stays light); a worker inherits, and an
+    adapter that cannot be loaded says why where it is loaded for real (collection)."""
+    lives = sys.modules.get("crashmatrix.harness.lives.postgres")
+    config.stash[_OWNED_SERVER] = lives is not None and lives.owns_server()
+    agent = config.getoption("agent")
+    if agent == "reference" or hasattr(config, "workerinput"):
+        return
+    from crashmatrix.harness.agents.loading import adapter_for
+    from crashmatrix.harness.errors import CrashmatrixError
+    from crashmatrix.harness.lives import postgres
+
+    try:
+        adapter = adapter_for(agent)
+    except CrashmatrixError:
+        return
+    try:
+        postgres.ensure_servers(adapter)
+    except postgres.PostgresUnavailable as error:
+        raise pytest.UsageError(f"--agent={agent}: {error}") from None
 
 
 # ---------------------------------------------------------------------------- which files
@@ -506,12 +534,18 @@ def _self_check(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-    """This process's world templates go now: an xdist worker may be ended with ``os._exit``
-    and never run the exit handler that would remove them. Looked up, not imported: a pytest
-    run that never touched crashmatrix stays light."""
+    """This process's world templates and the server it started go now: an xdist worker may
+    be ended with ``os._exit`` and never run the exit handlers that would remove them.
+    Looked up, not imported: a pytest run that never touched crashmatrix stays light."""
     casedir = sys.modules.get("crashmatrix.harness.lives.casedir")
     if casedir is not None:
         casedir.remove_templates()
+    # A server this session started (here, or for a test that needed one) stops with it: a
+    # worker's exit handlers may never run. One an enclosing session started (pytest run
+    # in-process by a test) is that session's to stop.
+    postgres = sys.modules.get("crashmatrix.harness.lives.postgres")
+    if postgres is not None and not session.config.stash.get(_OWNED_SERVER, False):
+        postgres.stop_server()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

@@ -15,12 +15,14 @@ from pathlib import Path
 
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import stderr_name
+from crashmatrix.harness.lives import postgres
 
 __all__ = [
     "clone_case",
     "disk_full",
     "fresh_case",
     "prepare_case",
+    "remove_case",
     "remove_templates",
     "templates_under",
 ]
@@ -135,10 +137,20 @@ def clone_case(source: Path, case_dir: Path) -> None:
     """Copy a stopped case (its world, session, trace and model log) to ``case_dir``.
 
     Nothing in a case directory names its own location (the world keeps its session path
-    relative), so the copy is the same case: what a disk holds after the crash, twice."""
+    relative), so the copy is the same case: what a disk holds after the crash, twice.
+    A case whose store is on a PostgreSQL server (``postgres.json``) gets its own copy of
+    that database too (``harness.lives.postgres``)."""
     if case_dir.exists():
-        shutil.rmtree(case_dir)
+        remove_case(case_dir)
     shutil.copytree(source, case_dir, symlinks=True)
+    if (source / postgres.RECORD).exists():
+        postgres.copy_case_database(source, case_dir)
+
+
+def remove_case(case_dir: Path) -> None:
+    """Remove a case directory and, best effort, the server databases of the cases in it."""
+    postgres.drop_case_databases(case_dir)  # nothing to do, and nothing read, without a server
+    shutil.rmtree(case_dir)
 
 
 def disk_full(error: BaseException, where: Path) -> bool:

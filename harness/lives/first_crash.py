@@ -35,7 +35,7 @@ from typing import Any
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
-from crashmatrix.harness.lives.casedir import clone_case
+from crashmatrix.harness.lives.casedir import clone_case, remove_case
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.tracer import read_trace
 
@@ -207,7 +207,7 @@ def power_after(
         rest = (found.run.case_dir / "trace.jsonl").read_bytes()
         if rest.startswith(before):
             (whole / "trace.jsonl").write_bytes(before + after + rest[len(before) :])
-            shutil.rmtree(cut_dir)  # equal to the crash's directory: nothing of its own to keep
+            remove_case(cut_dir)  # equal to the crash's directory: nothing of its own to keep
             return CaseRun(whole, found.run.lives, read_trace(whole)), True
     resumed = CaseRun(cut_dir, found.crashed.lives, read_trace(cut_dir))
     return (

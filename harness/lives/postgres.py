@@ -15,10 +15,12 @@ server run as the ``postgres`` user Debian's package creates, the directory chow
 
 Never a postmaster left behind: the process that started the cluster stops it (``pg_ctl
 stop -m immediate``, then the directory goes) at its exit and at pytest's session finish
-(``stop_server``); the postmaster is its child and dies with it (``PR_SET_PDEATHSIG``) if
-that process is SIGKILLed. Processes forked from the owner (lives, the fork server) inherit
-its exit handlers but never stop the server (the owner's pid is checked, as for world
-templates in ``harness.lives.casedir``).
+(``stop_server``); the postmaster is its child and shuts down with it (SIGQUIT through
+``PR_SET_PDEATHSIG``: start it from the thread that lives as long as the run) if that
+process is SIGKILLed, and the next cluster started removes the directory such a run left
+in ``$TMPDIR``. Processes forked from the owner (lives, the fork server) inherit its exit
+handlers but never stop the server (the owner's pid is checked, as for world templates in
+``harness.lives.casedir``).
 
 A case's database (``case_database_url``): created on first use, named in
 ``case_dir/postgres.json``; the name is derived from the case directory's path (unique
@@ -38,12 +40,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
 import pwd
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -56,7 +60,6 @@ from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.errors import HarnessError
-from crashmatrix.harness.lives.parent_death import die_with_parent
 
 __all__ = [
     "ENV",
@@ -69,6 +72,7 @@ __all__ = [
     "ensure_server",
     "ensure_servers",
     "find_binaries",
+    "owns_server",
     "started_seconds",
     "stop_server",
 ]
@@ -81,6 +85,9 @@ RECORD = "postgres.json"
 INSTALL = "apt-get install postgresql"
 _DEBIAN = Path("/usr/lib/postgresql")
 _BINARIES = ("initdb", "pg_ctl", "postgres")
+_PREFIX = "crashmatrix-postgres-"
+_OWNER = "owner.pid"  # the pid that started the cluster in this directory
+_PR_SET_PDEATHSIG = 1
 # Seconds the server may take to accept connections (a loaded 2-core CI machine).
 _START_WITHIN = 120.0
 # The settings the server runs with. fsync, synchronous_commit and full_page_writes are
@@ -188,6 +195,13 @@ def ensure_servers(adapter: object) -> None:
         ensure_server()
 
 
+def owns_server() -> bool:
+    """Whether this process started what ``stop_server`` would end (a pytest session that
+    began without one stops the one it started, and leaves an enclosing session's alone)."""
+    pid = os.getpid()
+    return (_cluster is not None and _cluster.owner == pid) or (_own_run is not None and _own_run[0] == pid)
+
+
 def started_seconds() -> float | None:
     """How long this process took to make and start its throwaway cluster (initdb + start);
     None when it started none."""
@@ -224,9 +238,12 @@ def _start() -> _Cluster:
     binaries = find_binaries()
     user = _as_user()
     started = time.monotonic()
-    # /tmp, not pytest's basetemp: the postgres user must reach it (basetemp is root's, 0700).
-    directory = Path(tempfile.mkdtemp(prefix="crashmatrix-postgres-"))
+    # $TMPDIR, not pytest's basetemp: the postgres user must reach it (basetemp is root's, 0700).
+    base = Path(tempfile.gettempdir())
+    _sweep(base)
+    directory = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=base))
     try:
+        (directory / _OWNER).write_text(str(os.getpid()), encoding="ascii")
         if user is not None:
             os.chown(directory, user.pw_uid, user.pw_gid)
         data = directory / "data"
@@ -273,8 +290,8 @@ def _start() -> _Cluster:
                 cwd=directory,
                 start_new_session=True,  # a Ctrl-C at the terminal is the harness's, not the server's
                 # Runs after the uid change (a changed uid would clear the request): the
-                # postmaster dies with this process's thread even if it is SIGKILLed.
-                preexec_fn=lambda: die_with_parent(parent),
+                # postmaster shuts down with this process's thread even if it is SIGKILLed.
+                preexec_fn=lambda: _quit_with_parent(parent),
                 **_run_as(user),
             )
         url = f"postgresql://crashmatrix@127.0.0.1:{port}/postgres"
@@ -289,6 +306,44 @@ def _start() -> _Cluster:
         raise
     os.environ[ENV] = url
     return cluster
+
+
+def _quit_with_parent(parent: int) -> None:
+    """In the postmaster before it runs: the kernel sends it SIGQUIT (PostgreSQL's immediate
+    shutdown: its backends go, its shared memory is released) when its parent dies. Not
+    ``parent_death.die_with_parent``'s SIGKILL: a SIGKILLed postmaster leaves its backends
+    to notice on their own and its System V segment behind."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGQUIT, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os.kill(os.getpid(), signal.SIGQUIT)
+
+
+def _sweep(base: Path) -> None:
+    """Remove the directories of clusters whose owner was SIGKILLed (no exit handler ran; the
+    postmaster went with it): the next run leaves ``$TMPDIR`` as a clean run would have."""
+    for directory in base.glob(f"{_PREFIX}*"):
+        try:
+            owner = int((directory / _OWNER).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            continue  # not ours, or being made right now
+        postmaster = directory / "data" / "postmaster.pid"
+        try:
+            server = int(postmaster.read_text(encoding="ascii").split()[0])
+        except (OSError, ValueError, IndexError):
+            server = None
+        if not _alive(owner) and (server is None or not _alive(server)):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _checked(command: list[str], user: pwd.struct_passwd | None, cwd: Path, what: str) -> None:
