@@ -202,6 +202,28 @@ class _Console:
         self.pending, self.pending_size = [], 0
         return line
 
+    def read(self, size: int | None = -1) -> str:
+        """The rest of stdin, as a text stream gives it: every line until the end (an agent
+        that reads its whole input at once gets the turns left, one per line)."""
+        lines: list[str] = []
+        while line := self.readline():
+            lines.append(line)
+            if size is not None and 0 <= size <= sum(map(len, lines)):
+                break
+        return "".join(lines)
+
+    def readlines(self, hint: int = -1) -> list[str]:
+        return self.read().splitlines(keepends=True)
+
+    def __iter__(self) -> _Console:
+        return self
+
+    def __next__(self) -> str:
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
     def isatty(self) -> bool:
         return False
 

@@ -637,13 +637,15 @@ class ForeignAdapter:
             sys.argv = [str(self.spec.script or self.spec.module), *self.spec.argv]
             sys.stdin = sys.stdout = cast(TextIO, console)
             try:
-                main()
+                # What main() returns is its exit status, as under ``sys.exit(main())``.
+                code = main()
             except SystemExit as stop:
-                if stop.code not in (None, 0):
-                    raise HarnessError(f"agent {self.name} exited with {stop.code!r}") from stop
+                code = stop.code
             finally:
                 sys.argv, sys.stdin, sys.stdout = saved
                 console.flush()  # what it printed last, into its log before that closes
+        if code not in (None, 0):
+            raise HarnessError(f"agent {self.name} exited with {code!r}")
 
     def _run_framework(
         self,

@@ -230,3 +230,27 @@ def test_a_bad_prompts_entry_is_one_line(tmp_path: Path, prompts: str, message: 
         _adapter(tmp_path, BRANCHES + f"  prompts: {prompts}\n")
     assert str(caught.value).startswith(f"{tmp_path / 'adapter.yaml'}:{message}")
     assert "\n" not in str(caught.value)
+
+
+# -- stdin as a whole text stream -------------------------------------------------------------
+
+
+def _console(tmp_path: Path, turns: list[str]) -> Any:
+    from crashmatrix.harness.agents.conversation import _Console
+    from crashmatrix.harness.lives.capped_log import CappedLog
+
+    conversation = Conversation(load_foreign(MEMO), turns, _ctx(tmp_path, {}))
+    log = CappedLog(tmp_path / "agent.log")
+    return _Console(conversation, log)
+
+
+def test_an_agent_that_reads_its_whole_stdin_gets_every_turn_left_then_end_of_input(tmp_path: Path) -> None:
+    console = _console(tmp_path, ["Mail the memo", "Order two chairs"])
+    console.write("> ")
+    assert console.read() == "Mail the memo\nOrder two chairs\n"
+    assert console.read() == ""
+
+
+def test_an_agent_that_iterates_over_stdin_gets_one_turn_per_line(tmp_path: Path) -> None:
+    console = _console(tmp_path, ["Mail the memo", "Order two chairs"])
+    assert list(console) == ["Mail the memo\n", "Order two chairs\n"]
