@@ -47,14 +47,20 @@ Moments with no boundary name (documented in docs/frameworks.md): inside a tool 
 first call's result in memory while the second runs (with calls one at a time, the state of
 the first call's ``after_side_effect``).
 
-The graph runs with ``durability="sync"``: every checkpoint is written before the next step
-starts. LangGraph's default (``"async"``) writes it while the next step already runs, so a
-kill would land in a race of two states rather than at one boundary. It also runs with
-``max_concurrency=1`` (LangChain's own config key): ``ToolNode`` then runs the calls of one
-``AIMessage`` one after another, in the message's order, and LangGraph's background pool runs
-its saves in the order it submitted them (a task's pending write before the checkpoint that
-follows it). Each boundary is then one state, the same in every run and every pytest worker;
-the cost is that two calls of one message are never both in flight when the kill lands.
+The graph runs as the team runs it: ``durability`` is an option (sync, async, exit), by
+default LangGraph's own ``"async"`` (a step's checkpoint is written by LangGraph's background
+pool while the next step already runs), and ``max_concurrency`` is not set unless the team
+sets it (``ToolNode`` runs the calls of one message in parallel threads, the pool saves in
+parallel too). The hooks fire on the thread that made the write, once it returned. Two orders
+are held so that each boundary stays one state (``_Saves``): a checkpoint showing a result or
+a reply is committed after that message's own pending write, and a tool starts after the
+checkpoint holding its call. What stays a race, said in docs/frameworks.md: with calls in
+parallel, a kill at one call's boundary finds the other calls of its message anywhere (not
+started, running, done), and under async durability a kill at ``after_tool_result`` may find
+the model already asked again (the request is in the log; nothing of it was saved). The
+verdict reads only what is durable and the world, so it is true in either state.
+Under ``durability="exit"`` nothing is saved until the run returns: the boundaries of a
+save are reached only then.
 
 What the verdict reads (``observe``): the messages of the thread's latest checkpoint, read
 from the SQLite file after the last life, as crashmatrix's records. LangGraph keeps no
@@ -70,6 +76,7 @@ import os
 import sqlite3
 import tempfile
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,6 +121,10 @@ CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a 
 # LangGraph's names for a resume's pending write (private in langgraph 1.x, so spelled here):
 # Command(resume=v) is saved as (NULL_TASK_ID, RESUME, v) until the node that asked finishes.
 RESUME = "__resume__"
+# LangGraph's durability modes (``graph.invoke(..., durability=...)``) and its default: a
+# step's checkpoint written while the next step runs.
+DURABILITIES = ("sync", "async", "exit")
+DURABILITY = "async"
 NULL_TASK_ID = "00000000-0000-0000-0000-000000000000"
 # Where the life notes each approval it answered: "asked before, in an earlier life" is read
 # from it (the person's memory, beside the case's trace; a copied case keeps it).
@@ -139,6 +150,35 @@ WHY_NO_POWER = (
     "the checkpoint is a SQLite database: SQLite syncs from its C library, which the harness's "
     "os.fsync recorder does not see, and a database is not cut back by length"
 )
+
+
+@dataclass(frozen=True)
+class Driving:
+    """How the team runs its graph: LangGraph's ``durability`` (default LangGraph's own,
+    ``"async"``) and LangChain's ``max_concurrency`` (default none: ``ToolNode`` runs the
+    calls of one message in parallel threads, LangGraph's pool saves in parallel too)."""
+
+    durability: str = DURABILITY
+    max_concurrency: int | None = None
+
+    def config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"configurable": {"thread_id": THREAD_ID}}
+        if self.max_concurrency is not None:
+            config["max_concurrency"] = self.max_concurrency
+        return config
+
+
+def driving(options: Mapping[str, Any], where: str) -> Driving:
+    """The options as a ``Driving``, or one line naming the option and what it takes."""
+    durability = options.get("durability", DURABILITY)
+    if durability not in DURABILITIES:
+        raise InputError(f"{where}: durability: {durability!r} is not one of {', '.join(DURABILITIES)}")
+    concurrency = options.get("max_concurrency")
+    if concurrency is not None and (
+        not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1
+    ):
+        raise InputError(f"{where}: max_concurrency: {concurrency!r} is not a whole number of at least 1")
+    return Driving(str(durability), concurrency)
 
 
 class _Approvals:
@@ -360,14 +400,17 @@ class _ToolRunner:
         self.before = before
         self.approvals = approvals
         self.attempts: dict[str, int] = {}
-        # The calls of one AIMessage run one at a time (max_concurrency=1, see the module's
-        # docstring); the lock only keeps a graph that runs tools in its own threads honest.
+        self.saves: _Saves | None = None  # the graph's saves, once its checkpointer is hooked
+        # ToolNode runs the calls of one message in parallel threads (unless max_concurrency
+        # is 1): the lock keeps the copy's write and the attempt count whole.
         self.lock = threading.Lock()
 
     def __call__(self, name: str, arguments: Mapping[str, Any], tool_call_id: str, key: str = "") -> str:
         ctx = self.ctx
         # A tool that called interrupt() itself goes on only once LangGraph saved the answer.
         self.approvals.wait_saved(tool_call_id)
+        if self.saves is not None:
+            self.saves.wait_call(tool_call_id)  # its call checkpointed first (_Saves)
         with self.lock:
             self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
             self.attempts[tool_call_id] = self.attempts.get(tool_call_id, 0) + 1
@@ -425,63 +468,137 @@ def _replies(writes: Sequence[tuple[Any, ...]]) -> list[Any]:
     return out
 
 
+class _Saves:
+    """What LangGraph's saver has committed in this life, for the tool side to wait on.
+
+    LangGraph hands its saves to a thread pool: a step's checkpoint (``put``, awaited before
+    the next step only under ``durability="sync"``) and each task's pending writes
+    (``put_writes``, never awaited), and with more than one thread those can finish in any
+    order. Two orders are held, each one of the orders the pool can take, so that every
+    boundary is one state in every run:
+
+    * a checkpoint that shows a ToolMessage or a model reply is committed only after that
+      message's own pending write returned (before_tool_result / after_tool_call_pending come
+      first, as with one thread);
+    * a tool starts only after the checkpoint holding its call was committed
+      (after_tool_call_saved is reached with no tool started; LangGraph's pool usually wins
+      that race by a few milliseconds anyway). Held only for a call whose reply this life saw
+      entering its pending write (a tool a node runs in the same step as the model that asked
+      for it has no checkpoint to wait for).
+
+    Under ``durability="exit"`` nothing is saved until the run ends: nothing is waited for."""
+
+    WAIT = 30.0
+
+    def __init__(self, durability: str) -> None:
+        self.durability = durability
+        self.changed = threading.Condition()
+        self.seen: set[str] = set()  # message ids in a committed checkpoint
+        # Per tool call id, how many replies asking for it are in a committed checkpoint, and
+        # how many began their pending write (counted: providers reuse ids such as call_0).
+        self.calls: Counter[str] = Counter()
+        self.announced: Counter[str] = Counter()
+        self.written: set[str] = set()  # results (tool call ids) whose pending write returned
+        self.replied: set[str] = set()  # replies (message ids) whose pending write returned
+
+    def _wait(self, ready: Callable[[], bool], what: str) -> None:
+        if self.durability == "exit":
+            return
+        with self.changed:
+            if not self.changed.wait_for(ready, self.WAIT):
+                raise RuntimeError(
+                    f"crashmatrix: LangGraph never saved {what}; the adapter's boundary order does not hold"
+                )
+
+    def wait_call(self, tool_call_id: str) -> None:
+        """Hold a tool until the checkpoint holding its call was committed."""
+        wanted = self.announced[tool_call_id]
+        self._wait(
+            lambda: self.calls[tool_call_id] >= wanted, f"the checkpoint holding tool call {tool_call_id}"
+        )
+
+    def wait_written(self, results: set[str], replies: set[str]) -> None:
+        """Hold a checkpoint until the pending writes of the messages it shows returned."""
+        self._wait(
+            lambda: results <= self.written and replies <= self.replied,
+            f"the pending writes of {sorted(results | replies)}",
+        )
+
+    def note(self, **sets: Any) -> None:
+        with self.changed:
+            for name, values in sets.items():
+                getattr(self, name).update(values)  # a set's or a Counter's update
+            self.changed.notify_all()
+
+
 def _hook_checkpointer(
-    saver: Any, hook: BoundaryHook, config: Mapping[str, Any], approvals: _Approvals | None = None
-) -> None:
+    saver: Any,
+    hook: BoundaryHook,
+    config: Mapping[str, Any],
+    approvals: _Approvals | None = None,
+    durability: str = DURABILITY,
+) -> _Saves:
     """Wrap ``put`` and ``put_writes`` of this saver instance: after LangGraph's own call
     committed, the boundary that write completes (and, at the entry of the model's pending
-    write, ``after_model_reply``: the one moment before a write).
-
-    LangGraph submits a task's ``put_writes`` and the step's checkpoint ``put`` to its
-    background pool; with ``max_concurrency=1`` (run_life) that pool has one thread and runs
-    them in the order submitted, so a ToolMessage's pending write is committed before the
-    checkpoint that shows it. Were that ever not so, the life fails here, loudly, rather than
-    announce after_tool_result for a result whose before_tool_result never happened."""
+    write, ``after_model_reply``: the one moment before a write). The hooks fire on
+    LangGraph's background thread that made the write, once it returned; ``_Saves`` (returned,
+    for the tools to wait on) says which orders of those writes are held and why."""
     from langchain_core.messages import AIMessage, ToolMessage
 
+    saves = _Saves(durability)
     found = saver.get_tuple(config)
     # What earlier lives saved is not this life's boundary.
-    seen = (
-        {str(m.id) for m in _messages_of(found.checkpoint.get("channel_values")) if m.id} if found else set()
-    )
-    written = {m.tool_call_id for m in _tool_messages(found.pending_writes or [])} if found else set()
-    # Model replies already saved as pending writes (a life killed at after_tool_call_pending):
-    # LangGraph reuses them on resume, no reply of this life.
-    replied = {str(m.id) for m in _replies(found.pending_writes or [])} if found else set()
+    if found:
+        messages = _messages_of(found.checkpoint.get("channel_values"))
+        saves.seen.update(str(m.id) for m in messages if m.id)
+        saves.calls.update(str(c["id"]) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls)
+        saves.announced.update(saves.calls)
+        saves.written.update(m.tool_call_id for m in _tool_messages(found.pending_writes or []))
+        # Model replies already saved as pending writes (a life killed at
+        # after_tool_call_pending): LangGraph reuses them on resume, no reply of this life.
+        pending = _replies(found.pending_writes or [])
+        saves.replied.update(str(m.id) for m in pending)
+        saves.announced.update(
+            str(c["id"]) for m in pending if str(m.id) not in saves.seen for c in m.tool_calls
+        )
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        fresh = [m for m in _messages_of(checkpoint.get("channel_values")) if str(m.id) not in seen]
-        unwritten = {m.tool_call_id for m in fresh if isinstance(m, ToolMessage)} - written
-        if unwritten:
-            raise RuntimeError(
-                f"crashmatrix: a LangGraph checkpoint holds the results of {sorted(unwritten)} before "
-                "their pending writes were saved; the adapter's boundary order does not hold"
-            )
+        fresh = [m for m in _messages_of(checkpoint.get("channel_values")) if str(m.id) not in saves.seen]
+        saves.wait_written(
+            {m.tool_call_id for m in fresh if isinstance(m, ToolMessage)},
+            {str(m.id) for m in fresh if isinstance(m, AIMessage) and m.tool_calls},
+        )
         out = inner_put(config, checkpoint, metadata, new_versions)
-        seen.update(str(m.id) for m in fresh)
+        calls = [str(c["id"]) for m in fresh if isinstance(m, AIMessage) for c in m.tool_calls]
+        saves.note(seen={str(m.id) for m in fresh})
         for message in fresh:
             if isinstance(message, AIMessage):
                 for call in message.tool_calls:
                     hook("after_tool_call_saved", str(call["id"]))
             elif isinstance(message, ToolMessage):
                 hook("after_tool_result", message.tool_call_id)
+        # Only now may its tools start: after_tool_call_saved was one state (_Saves).
+        saves.note(calls=calls)
         return out
 
     def put_writes(config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
         # The model node's reply with tool calls, in memory only until this write: named by its
         # first call, once per reply (core.boundaries).
-        replies = [m for m in _replies(writes) if str(m.id) not in seen and str(m.id) not in replied]
+        replies = [
+            m for m in _replies(writes) if str(m.id) not in saves.seen and str(m.id) not in saves.replied
+        ]
+        saves.note(announced=[str(c["id"]) for m in replies for c in m.tool_calls])
         for message in replies:
             hook("after_model_reply", str(message.tool_calls[0]["id"]))
         inner_writes(config, writes, task_id, task_path)
         for message in replies:
-            replied.add(str(message.id))
             hook("after_tool_call_pending", str(message.tool_calls[0]["id"]))
+        saves.note(replied={str(m.id) for m in replies})
         results = _tool_messages(writes)
-        written.update(m.tool_call_id for m in results)
         for message in results:
             hook("before_tool_result", message.tool_call_id)
+        saves.note(written={m.tool_call_id for m in results})
         # Command(resume=...) saved as the null task's pending write: the answer this life gave
         # is durable, and the node that asked re-runs to where interrupt() returns it.
         if approvals is not None and task_id == NULL_TASK_ID and any(w[0] == RESUME for w in writes):
@@ -490,6 +607,7 @@ def _hook_checkpointer(
             approvals.saved.set()
 
     saver.put, saver.put_writes = put, put_writes
+    return saves
 
 
 # -- the person who answers approvals ---------------------------------------------------------
@@ -647,8 +765,9 @@ class LangGraphAdapter:
         "langchain_openai",
     )
 
-    def __init__(self, spec: str, target: str) -> None:
+    def __init__(self, spec: str, target: str, how: Driving = Driving()) -> None:
         self.spec = spec
+        self.driving = how
         self.name = spec
         self.factory = _factory(spec, target)
         # What a fork server imports once for this agent's lives: the framework and the
@@ -726,8 +845,11 @@ class LangGraphAdapter:
             try:
                 from langchain_core.messages import HumanMessage
 
-                config = {"configurable": {"thread_id": THREAD_ID}, "max_concurrency": 1}
-                graph.invoke({"messages": [HumanMessage("warm")]}, config, durability="sync")
+                graph.invoke(
+                    {"messages": [HumanMessage("warm")]},
+                    self.driving.config(),
+                    durability=self.driving.durability,
+                )
             except Exception:  # a warm-up only: a graph that cannot take this turn shows why in its lives
                 pass
             finally:
@@ -745,8 +867,6 @@ class LangGraphAdapter:
         return _checked(self.spec, graph, ctx.checkpoint_path)
 
     def run_life(self, ctx: LifeContext) -> None:
-        from langchain_core.messages import HumanMessage
-
         from crashmatrix.harness.agents.foreign_session import _write_copy
         from crashmatrix.mock_tools.toolbox import MockToolbox
         from crashmatrix.mock_tools.world import World
@@ -773,43 +893,56 @@ class LangGraphAdapter:
                 approvals=approvals,
             )
         )
-        # max_concurrency=1: one tool call at a time, in the AIMessage's order, and LangGraph's
-        # saves in the order it submitted them (the module's docstring says why).
-        config: dict[str, Any] = {"configurable": {"thread_id": THREAD_ID}, "max_concurrency": 1}
-        _hook_checkpointer(graph.checkpointer, ctx.hook, config, approvals)
+        config = self.driving.config()
+        run.saves = _hook_checkpointer(
+            graph.checkpointer, ctx.hook, config, approvals, self.driving.durability
+        )
         person = _Person(self.spec, ctx, tuple(ctx.scenario.contracts), approvals)
-
-        def step(value: Any) -> None:
-            """One invoke, then each interrupt it stopped at answered, until the graph stops
-            asking (a graph that asks forever meets the life's deadline)."""
-            out = graph.invoke(value, config, durability="sync")
-            while interrupts := _interrupts(out):
-                if not approvals.declared:
-                    raise InputError(
-                        f"--agent={self.spec!r}: the graph interrupted ({interrupts[0].value!r:.80}), but "
-                        "its factory did not say it asks; call ctx.asks_for_approval() in the factory "
-                        "so the approval scenarios apply to it"
-                    )
-                out = graph.invoke(person.answer(interrupts), config, durability="sync")
-
         try:
-            # A previous life left the step unfinished: LangGraph's own resume. Its tasks, not
-            # its ``next``: LangGraph 1.x's live snapshot leaves out of ``next`` a task whose
-            # writes were saved (a ToolNode killed at before_tool_result), yet the step is
-            # not done -- the ToolMessage is in no checkpoint, the model was never asked.
-            # An interrupt a previous life answered is resumed the same way: LangGraph hands
-            # the node the saved answer (its snapshot still lists that interrupt as pending,
-            # so answering from the snapshot would ask the person twice).
-            if graph.get_state(config).tasks:
-                step(None)
-            received = sum(
-                1 for m in _messages_of(graph.get_state(config).values) if isinstance(m, HumanMessage)
+            send_turns(
+                graph, config, self.driving.durability, ctx.scenario.turns, person, f"--agent={self.spec!r}"
             )
-            for text in ctx.scenario.turns[received:]:
-                step({"messages": [HumanMessage(text)]})
         finally:
             _write_copy(ctx.session_path, conversation(path)[1])
             graph.checkpointer.conn.close()
+
+
+def send_turns(
+    graph: Any, config: Mapping[str, Any], durability: str, turns: Sequence[str], person: _Person, where: str
+) -> None:
+    """The part of the team's driver crashmatrix keeps: resume what the store left pending,
+    then send the turns the thread has not received, answering each interrupt.
+
+    Why crashmatrix keeps it: a restart is where a crash's damage shows, and the team's own
+    loop (a web handler, a queue worker) is not a function a case can call; LangGraph's own
+    resume (``invoke(None)`` on the same thread) is what any such loop calls after a restart."""
+    from langchain_core.messages import HumanMessage
+
+    def step(value: Any) -> None:
+        """One invoke, then each interrupt it stopped at answered, until the graph stops
+        asking (a graph that asks forever meets the life's deadline)."""
+        out = graph.invoke(value, config, durability=durability)
+        while interrupts := _interrupts(out):
+            if not person.approvals.declared:
+                raise InputError(
+                    f"{where}: the graph interrupted ({interrupts[0].value!r:.80}), but "
+                    "its factory did not say it asks; call ctx.asks_for_approval() in the factory "
+                    "so the approval scenarios apply to it"
+                )
+            out = graph.invoke(person.answer(interrupts), config, durability=durability)
+
+    # A previous life left the step unfinished: LangGraph's own resume. Its tasks, not
+    # its ``next``: LangGraph 1.x's live snapshot leaves out of ``next`` a task whose
+    # writes were saved (a ToolNode killed at before_tool_result), yet the step is
+    # not done -- the ToolMessage is in no checkpoint, the model was never asked.
+    # An interrupt a previous life answered is resumed the same way: LangGraph hands
+    # the node the saved answer (its snapshot still lists that interrupt as pending,
+    # so answering from the snapshot would ask the person twice).
+    if graph.get_state(config).tasks:
+        step(None)
+    received = sum(1 for m in _messages_of(graph.get_state(config).values) if isinstance(m, HumanMessage))
+    for text in turns[received:]:
+        step({"messages": [HumanMessage(text)]})
 
 
 _LOADED: dict[str, LangGraphAdapter] = {}
@@ -827,14 +960,25 @@ def _check_version(spec: str) -> None:
         )
 
 
+OPTIONS = ("durability", "max_concurrency")
+
+
 def load(target: str, *, spec: str, **options: Any) -> LangGraphAdapter:
     """The adapter for ``--agent=langgraph:TARGET``: the factory imported and its graph checked
-    once per process (a fork server that preloaded it hands the checked adapter to its lives)."""
-    if options:
-        raise InputError(f"--agent={spec!r}: the langgraph adapter takes no options ({', '.join(options)})")
-    if spec not in _LOADED:
+    once per process (a fork server that preloaded it hands the checked adapter to its lives).
+    ``options``: ``durability`` (sync, async, exit; LangGraph's default async) and
+    ``max_concurrency`` (LangChain's; default none, calls in parallel)."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InputError(
+            f"--agent={spec!r}: the langgraph adapter takes no option {unknown[0]!r} "
+            f"(it takes: {', '.join(OPTIONS)})"
+        )
+    how = driving(options, f"--agent={spec!r}")
+    key = f"{spec} {how}"
+    if key not in _LOADED:
         _check_version(spec)
-        adapter = LangGraphAdapter(spec, target)
+        adapter = LangGraphAdapter(spec, target, how)
         adapter.validate()
-        _LOADED[spec] = adapter
-    return _LOADED[spec]
+        _LOADED[key] = adapter
+    return _LOADED[key]
