@@ -60,6 +60,7 @@ import inspect
 import json
 import os
 import ssl
+import sys
 import tempfile
 import traceback
 import uuid
@@ -72,7 +73,8 @@ from crashmatrix.harness.agents.foreign_session import LedgerMap, _normalised, _
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.session_records import SqliteRows
-from crashmatrix.harness.core.boundaries import BOUNDARIES
+from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
+from crashmatrix.harness.core.boundaries import BOUNDARIES, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract
@@ -314,14 +316,14 @@ def _records(items: Sequence[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, 
     return out
 
 
-def _items(db_path: Path, session_id: str) -> list[Mapping[str, Any]]:
+def _items(db_path: Path, session_id: str, table: str = MESSAGES_TABLE) -> list[Mapping[str, Any]]:
     if not db_path.exists():
         return []
     conn = connect_readonly(db_path)
     try:
         try:
             rows = conn.execute(
-                f"SELECT message_data FROM {MESSAGES_TABLE} WHERE session_id = ? ORDER BY id", (session_id,)
+                f'SELECT message_data FROM "{table}" WHERE session_id = ? ORDER BY id', (session_id,)
             ).fetchall()
         except Exception as error:  # sqlite3.OperationalError: no table yet
             if "no such table" in str(error):
@@ -487,7 +489,7 @@ class OpenAIAgentsAdapter:
                 tools=tuple(
                     # needs_approval only where the factory said its agent asks (a scenario's
                     # approvals never make an agent that never asks ask).
-                    _function_tool(c, run_tool, lambda name=c.name: declared.asks and named(name))
+                    _function_tool(c, run_tool, _asked(declared, named, c.name))
                     for c in ctx.scenario.contracts.values()
                 ),
                 session_id=ctx.session_id,
@@ -504,7 +506,7 @@ class OpenAIAgentsAdapter:
             if inspect.isawaitable(built):  # an async factory may read its session first
                 built = await built
             agent, session, keeps = _checked(self.spec, built, context)
-            _hook_saves(session, ctx)
+            _hook_saves(session, ctx.hook)
             run = _Run(
                 ctx, agent, session, hooks, approvals, KeptState(context.run_state_path) if keeps else None
             )
@@ -565,8 +567,10 @@ class _Run:
         hooks: Any,
         approvals: Approvals,
         kept: KeptState | None,
+        hook: BoundaryHook | None = None,
     ) -> None:
         self.ctx = ctx
+        self.hook = hook or ctx.hook  # a framework YAML's life: the probed hook (TeamLife.hook)
         self.agent = agent
         self.session = session
         self.hooks = hooks
@@ -628,7 +632,7 @@ class _Run:
             if self.kept is not None:
                 self.kept.save(state, answered)
             if answer.approved:
-                self.ctx.hook("after_approved", call_id)
+                self.hook("after_approved", call_id)
 
 
 def _arguments(raw: str | None) -> Mapping[str, Any]:
@@ -748,6 +752,12 @@ def _needs_approval(
     return needs
 
 
+def _asked(declared: _Declared, named: Callable[[str], bool], tool: str) -> Callable[[], bool]:
+    """Whether ``tool`` asks now: the factory declared its agent asks, and the scenario
+    answers an approval for it."""
+    return lambda: declared.asks and named(tool)
+
+
 def _asks(agent: Any, declared: bool) -> bool:
     """Does the built agent ask a person before a tool acts: its factory said so
     (``ctx.asks_for_approval()``), or one of its tools has a ``needs_approval`` of the
@@ -783,7 +793,7 @@ def _finished(items: Sequence[Mapping[str, Any]]) -> bool:
     return answered and calls <= outputs
 
 
-def _hook_saves(session: Any, ctx: LifeContext) -> None:
+def _hook_saves(session: Any, hook: BoundaryHook) -> None:
     """``after_tool_result`` once the session's ``add_items`` that saved an output returned,
     ``after_tool_call_saved`` once one saved a call without its output (the instance's
     method, so the SDK's own call reaches it)."""
@@ -802,9 +812,9 @@ def _hook_saves(session: Any, ctx: LifeContext) -> None:
             if item.get("type") == "function_call" and item.get("call_id") not in outputs:
                 # Saved without its output: the SDK stopped for an approval (it parks the
                 # call in the session before anyone answers).
-                ctx.hook("after_tool_call_saved", str(item.get("call_id", "")))
+                hook("after_tool_call_saved", str(item.get("call_id", "")))
             elif item.get("type") == "function_call_output":
-                ctx.hook("after_tool_result", str(item.get("call_id", "")))
+                hook("after_tool_result", str(item.get("call_id", "")))
 
     session.add_items = add_items
 
@@ -958,3 +968,473 @@ def _no_question(tool: str, call_id: str, arguments: Mapping[str, Any]) -> Answe
 
 def _no_tool(tool: str, arguments: Mapping[str, Any], call_id: str, key: str | None) -> Mapping[str, Any]:
     raise AssertionError("the load-time check runs no tool")
+
+
+# -- a framework agent declared in an adapter YAML (``framework: openai-agents``) ----------------
+#
+# The team's own agent: its own FunctionTools writing its own world (``effects:`` counts them),
+# its own model client (the SDK's default one, from OPENAI_BASE_URL / OPENAI_API_KEY, which
+# ForeignAdapter points at the loopback model before the factory runs), its own session. The
+# common part (world, probes, services, loopback, env, intercepts, catalogue, results) is
+# ``harness.agents.foreign.ForeignAdapter``'s; this module only builds, drives and reads.
+
+STORE_NAME = "openai-agents-store.json"  # in the case directory: where the factory's session is
+STORES = ("sqlite", "postgres")  # options: {store: ...}
+WHY_NO_POWER = (
+    "the session is a database (SQLite, or a PostgreSQL server): it syncs itself, outside the "
+    "harness's os.fsync recorder, and a database is not cut back by length"
+)
+FRAMEWORK = FrameworkInfo(
+    # after_model_reply is the loopback model's edge (the team's own client asks it): not a
+    # seam of the SDK's this module fires.
+    boundaries=(
+        "after_tool_call_saved",
+        "after_approved",
+        "after_running",
+        "after_side_effect",
+        "after_tool_result",
+    ),
+    unreachable=_UNREACHABLE,
+    why_not_torn=(
+        "its session is a database (agents.SQLiteSession, or SQLAlchemySession on PostgreSQL): it "
+        "writes rows through its own journal, there is no appended line to cut"
+    ),
+    why_no_power=WHY_NO_POWER,
+    preload=("agents", __name__),
+    options=("store",),
+)
+
+
+@dataclass(frozen=True)
+class TeamContext:
+    """What the factory of a framework YAML gets, once per life (and once at load)."""
+
+    workspace: Path  # the case's workspace, also the working directory
+    life: int  # 0 at load
+    # ``options: {store: postgres}``: the case's own database (psycopg's URL) and the same
+    # database as SQLAlchemy's async URL (``SQLAlchemySession.from_url(id, url=...)``).
+    postgres_url: str | None
+    sqlalchemy_url: str | None
+    # ``tools: harness``: the scenario's tools as FunctionTools run by crashmatrix's mock tools
+    # (their effects counted in the world); with the team's own tools, empty.
+    tools: tuple[Any, ...] = ()
+    declared: _Declared = field(default_factory=lambda: _Declared(), compare=False, repr=False)
+
+    def asks_for_approval(self) -> None:
+        """As ``AgentsContext.asks_for_approval``: ``tools`` (``tools: harness``) then carry
+        ``needs_approval`` where the scenario answers an approval. The team's own tools ask
+        with their own ``needs_approval``, which the adapter sees without this."""
+        self.declared.asks = True
+
+
+def _sqlalchemy_url(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    return f"postgresql+psycopg://{rest}" if sep and scheme in ("postgres", "postgresql") else url
+
+
+def _team_checked(where: str, built: Any) -> tuple[Any, Any]:
+    """The factory's ``(agent, session)``, or one line saying what to return."""
+    from agents import Agent
+
+    fix = "return (agent, session): the Agent and the session its app runs it with"
+    if not (isinstance(built, tuple) and len(built) == 2):
+        raise InputError(f"{where}: factory: it returned {type(built).__name__}; {fix}")
+    agent, session = built
+    if not isinstance(agent, Agent):
+        raise InputError(
+            f"{where}: factory: its first value is a {type(agent).__name__}, not an Agent; {fix}"
+        )
+    if not (callable(getattr(session, "get_items", None)) and callable(getattr(session, "add_items", None))):
+        raise InputError(
+            f"{where}: factory: its second value is a {type(session).__name__}, not a session; {fix}"
+        )
+    return agent, session
+
+
+def _store_of(where: str, session: Any, workspace: Path) -> dict[str, str]:
+    """Where the session keeps its items, as the reader finds it again (a copied case's
+    workspace too: a path inside the workspace is kept relative to it)."""
+    kind = type(session).__name__
+    table = str(getattr(session, "messages_table", MESSAGES_TABLE))
+    if kind == "SQLiteSession":
+        raw = str(session.db_path)
+        if raw == ":memory:":
+            raise InputError(
+                f"{where}: factory: the SQLiteSession is in memory, which does not outlive a crash; "
+                "give it a file (SQLiteSession(session_id, 'conversations.db'))"
+            )
+        path = (workspace / raw).resolve() if not Path(raw).is_absolute() else Path(raw)
+        inside = path.is_relative_to(workspace.resolve())
+        shown = str(path.relative_to(workspace.resolve())) if inside else str(path)
+        return {"kind": "sqlite", "path": shown, "session_id": str(session.session_id), "table": table}
+    if kind == "SQLAlchemySession":
+        table = str(getattr(getattr(session, "_messages", None), "name", "agent_messages"))
+        return {"kind": "postgres", "session_id": str(session.session_id), "table": table}
+    raise InputError(
+        f"{where}: factory: the session is a {kind}; crashmatrix reads agents.SQLiteSession (store: "
+        "sqlite) and SQLAlchemySession on PostgreSQL (options: {store: postgres})"
+    )
+
+
+def _store_items(store: Mapping[str, str], case_dir: Path) -> list[Mapping[str, Any]]:
+    """The session's items as the SDK saved them (read-only; in any process)."""
+    if store["kind"] == "sqlite":
+        path = Path(store["path"])
+        if not path.is_absolute():
+            path = case_dir / "world" / "workspace" / path
+        return _items(path, store["session_id"], store["table"])
+    from crashmatrix.harness.lives.postgres import _psycopg, case_database_url
+
+    psycopg = _psycopg()
+    with psycopg.connect(case_database_url(case_dir), autocommit=True) as conn:
+        try:
+            rows = conn.execute(
+                psycopg.sql.SQL("SELECT message_data FROM {} WHERE session_id = %s ORDER BY id").format(
+                    psycopg.sql.Identifier(store["table"])
+                ),
+                (store["session_id"],),
+            ).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+    return [json.loads(row[0]) if isinstance(row[0], str) else row[0] for row in rows]
+
+
+def _case_store(case_dir: Path) -> Mapping[str, str] | None:
+    pointer = case_dir / STORE_NAME
+    if not pointer.exists():
+        return None
+    store: Mapping[str, str] = json.loads(pointer.read_text(encoding="utf-8"))
+    return store
+
+
+def read_records(workspace: Path) -> list[Mapping[str, Any]]:
+    """The factory's session as chat records (the session source's reader: ``read_foreign``
+    normalises them); nothing before a life said where its session is."""
+    case_dir = workspace.parent.parent  # ForeignAdapter.workspace: case_dir / world / workspace
+    store = _case_store(case_dir)
+    if store is None:
+        return []
+    return [record for _, record in _records(list(enumerate(_store_items(store, case_dir), start=1)))]
+
+
+def session_records(workspace: Path) -> SqliteRows:
+    """Where ``crashmatrix doctor`` plants its faults: the SQLite session's own rows."""
+    case_dir = workspace.parent.parent
+    store = _case_store(case_dir)
+    if store is None or store["kind"] != "sqlite":
+        raise InputError("crashmatrix doctor plants faults in an Agents SDK SQLiteSession only")
+    path = Path(store["path"])
+    path = path if path.is_absolute() else workspace / path
+    order = "WHERE session_id = ? ORDER BY id"
+    return SqliteRows(path, store["table"], "message_data", order, (store["session_id"],))
+
+
+def _copy_with(life: TeamLife, store: Mapping[str, str], pending: Sequence[Mapping[str, Any]]) -> None:
+    """crashmatrix's copy with the running step's calls after the saved items (as
+    ``OpenAIAgentsAdapter._copy``): an effect belongs to the call that made it, although the
+    SDK saves the call only after its tools ran. No durability claim: no ledger is judged."""
+    life.sync()
+    if not pending:
+        return
+    saved = _store_items(store, life.ctx.case_dir)
+    last_user = max((i for i, item in enumerate(saved) if item.get("role") == "user"), default=-1)
+    known = {item.get("call_id") for item in saved[last_user + 1 :] if item.get("type") == "function_call"}
+    items = [*saved, *(item for item in pending if item.get("call_id") not in known)]
+    _, lines, _ = _normalised(life.ctx.session_path, _records(list(enumerate(items, start=1))), LedgerMap())
+    _write_copy(life.ctx.session_path, lines)
+
+
+def _bracket_tools(agent: Any, before: Callable[[str], None], after: Callable[[str], None]) -> list[str]:
+    """Wrap each FunctionTool INSTANCE the agent (and a handoff's agent) has: ``before(call_id)``
+    right before the team's function runs, ``after(call_id)`` right after it returned (its
+    output not yet saved). The SDK runs a step's calls concurrently; so do the wrappers.
+    Returns the tools' names."""
+    from agents import Agent, FunctionTool
+
+    names: list[str] = []
+    seen: set[int] = set()
+    agents = [agent]
+    while agents:
+        current = agents.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for tool in current.tools:
+            if not isinstance(tool, FunctionTool):
+                continue  # hosted tools act outside the process: nothing to bracket
+            names.append(tool.name)
+            if not getattr(tool.on_invoke_tool, "crashmatrix_bracketed", False):
+                tool.on_invoke_tool = _bracketed(tool.on_invoke_tool, before, after)
+        agents += [h for h in getattr(current, "handoffs", ()) if isinstance(h, Agent)]
+    return names
+
+
+def _bracketed(
+    invoke: Callable[[Any, str], Awaitable[Any]], before: Callable[[str], None], after: Callable[[str], None]
+) -> Callable[[Any, str], Awaitable[Any]]:
+    async def bracketed(tool_context: Any, raw: str) -> Any:
+        call_id = str(getattr(tool_context, "tool_call_id", ""))
+        before(call_id)
+        try:
+            return await invoke(tool_context, raw)
+        finally:
+            after(call_id)  # returned or raised: whatever it did is done
+
+    bracketed.crashmatrix_bracketed = True  # type: ignore[attr-defined]
+    return bracketed
+
+
+async def _build(factory: Callable[..., Any], context: TeamContext, where: str) -> tuple[Any, Any]:
+    try:
+        built = factory(context)
+        if inspect.isawaitable(built):  # an async factory may read its session first
+            built = await built
+    except InputError:
+        raise
+    except Exception as error:
+        raise InputError(
+            f"{where}: factory: it raised {type(error).__name__}{_where(error)}: {error}"
+        ) from error
+    return _team_checked(where, built)
+
+
+def _prepare_sdk() -> None:
+    """Before the factory runs: the SDK's tracing off (it exports to OpenAI), and its
+    default model API set to Chat Completions, the API crashmatrix's model serves (the
+    SDK's default, the Responses API, would ask /v1/responses, which it does not)."""
+    from agents import set_default_openai_api, set_tracing_disabled
+    from agents.models import openai_provider
+
+    set_tracing_disabled(True)
+    set_default_openai_api("chat_completions")
+    # The SDK's default client sends through one module-level httpx2 client, bound to the
+    # event loop of its first use: a life forked from a process that ran one (the fork
+    # server's warm-up life) would inherit a client of a closed loop. A restarted process
+    # starts without one; so does each life.
+    openai_provider._http_client = None
+
+
+def drive(life: TeamLife) -> None:
+    """One life of a framework YAML's Agents SDK agent: built by the team's factory, the
+    turn a previous life left unfinished continued the SDK's way, the remaining turns sent."""
+    asyncio.run(_drive(life))
+
+
+async def _drive(life: TeamLife) -> None:
+    ctx = life.ctx
+    where = str(life.spec.path)
+    _prepare_sdk()
+    store_option = str(life.options.get("store", "sqlite"))
+    postgres_url = None
+    if store_option == "postgres":
+        from crashmatrix.harness.lives.postgres import case_database_url
+
+        postgres_url = case_database_url(ctx.case_dir)
+    declared = _Declared()
+    named = _asking(ctx.approvals, ctx.approvals_again)
+    tools: tuple[Any, ...] = ()
+    if life.spec.tools == "harness":
+        tools = tuple(
+            _function_tool(c, life.run_tool, _asked(declared, named, c.name))
+            for c in ctx.scenario.contracts.values()
+        )
+    context = TeamContext(
+        workspace=life.workspace,
+        life=ctx.life,
+        postgres_url=postgres_url,
+        sqlalchemy_url=_sqlalchemy_url(postgres_url) if postgres_url else None,
+        tools=tools,
+        declared=declared,
+    )
+    agent, session = await _build(life.factory, context, where)
+    store = _store_of(where, session, life.workspace)
+    _write_store(ctx.case_dir, store)
+    pending: list[Mapping[str, Any]] = []  # the function calls of the step running now
+
+    def before(call_id: str) -> None:
+        _copy_with(life, store, pending)
+        life.hook("after_running", call_id)
+
+    def after(call_id: str) -> None:
+        life.hook("after_side_effect", call_id)
+
+    _bracket_tools(agent, before, after)
+    _hook_saves(session, life.hook)
+    items = await session.get_items()
+    turn = [sum(1 for item in items if item.get("role") == "user")]
+    approvals = Approvals(ctx, ctx.case_dir / ASKED_NAME, lambda: turn[0])
+    run = _Run(ctx, agent, session, _step_calls(pending), approvals, None, life.hook)
+    if turn[0] and not _finished(items):
+        await run.resume(items)  # the SDK's way: a run with no new input on the same session
+    for text in ctx.scenario.turns[turn[0] :]:
+        turn[0] += 1
+        await run.turn(text)
+    close = getattr(session, "close", None)
+    if callable(close):
+        result = close()
+        if inspect.isawaitable(result):
+            await result
+
+
+def _write_store(case_dir: Path, store: Mapping[str, str]) -> None:
+    pointer = case_dir / STORE_NAME
+    text = json.dumps(dict(store), sort_keys=True)
+    if pointer.exists() and pointer.read_text(encoding="utf-8") == text:
+        return
+    temporary = pointer.with_name(pointer.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, pointer)
+
+
+# -- the load check of a framework YAML -----------------------------------------------------------
+
+
+class _Dot:
+    """The load check's model: every chat completion answered "." (no tool call)."""
+
+    def handle(self, request: Any) -> Any:
+        import httpx
+
+        reply = {
+            "id": "check",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "crashmatrix-check",
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}
+            ],
+        }
+        return httpx.Response(200, json=reply)
+
+
+_CLIENT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY")
+
+
+def check(spec: Any) -> AgentFacts:
+    """The team's agent built once at load, as a life builds it (the environment pointing at
+    a loopback model, a scratch workspace as the working directory, the real tools): what the
+    factory returns checked, the tools the agent has and whether it asks found, and one run
+    through the agent's own model client -- a client that does not reach crashmatrix's model
+    is one line here, not an error in every life."""
+    from crashmatrix.harness.agents.loopback import LoopbackServer
+
+    where = str(spec.path)
+    store = str(spec.options.get("store", "sqlite"))
+    if store not in STORES:
+        raise InputError(
+            f"{where}: options.store: {store!r} is not a store this adapter reads; write sqlite or postgres"
+        )
+    routes: list[str] = []
+    server = LoopbackServer(
+        cast(Any, _Dot()), on_edge=lambda boundary, call_id: None, edges=frozenset(), on_request=routes.append
+    )
+    saved_env = {key: os.environ.get(key) for key in _CLIENT_ENV}
+    cwd = os.getcwd()
+    modules = set(sys.modules)
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch:
+        server.start()
+        try:
+            os.environ.update(
+                {
+                    "OPENAI_BASE_URL": server.model_url,
+                    "OPENAI_API_BASE": server.model_url,
+                    "OPENAI_API_KEY": "crashmatrix",
+                }
+            )
+            os.chdir(scratch)
+            if str(spec.here) not in sys.path:
+                sys.path.insert(0, str(spec.here))  # the factory's module beside the YAML, as in a life
+            module = _import(where, spec.module)
+            factory = getattr(module, spec.main, None)
+            if not callable(factory):
+                raise InputError(
+                    f"{where}: factory: {spec.module} has no function {spec.main!r} "
+                    f"(def {spec.main}(ctx) -> (agent, session))"
+                )
+            facts = asyncio.run(_check(spec, factory, Path(scratch), store))
+        finally:
+            server.close()
+            os.chdir(cwd)
+            for key, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            # The team's modules run again in each life, in its workspace: not imported here
+            # (a module-level connection or file would be the scratch directory's).
+            for name in set(sys.modules) - modules:
+                origin = str(getattr(sys.modules[name], "__file__", "") or "")
+                if origin.startswith(str(spec.here)):
+                    del sys.modules[name]
+    if "chat" not in routes:
+        if routes:
+            raise InputError(
+                f"{where}: the agent's model client asked crashmatrix's model at {server.model_url} for "
+                f"{routes[0]!r}, not a chat completion: crashmatrix's model speaks Chat Completions "
+                "(build the Agent's model with OpenAIChatCompletionsModel, or leave the SDK's default API, "
+                "which the harness sets to chat_completions)"
+            )
+        raise InputError(
+            f"{where}: the agent's model client did not reach crashmatrix's model at {server.model_url}; "
+            "build AsyncOpenAI() without a base_url, or with base_url=os.environ['OPENAI_BASE_URL'] "
+            "(or give the Agent a model name: the SDK's default client reads the environment)"
+        )
+    return facts
+
+
+async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: str) -> AgentFacts:
+    from agents import Runner
+
+    from crashmatrix.mock_tools.registry import catalogue
+
+    _prepare_sdk()
+    postgres_url = None
+    if store == "postgres":
+        from crashmatrix.harness.lives.postgres import PostgresUnavailable, case_database_url
+
+        try:
+            postgres_url = case_database_url(scratch)
+        except PostgresUnavailable as error:
+            raise InputError(f"{spec.path}: options.store: postgres: {error}") from error
+    contracts = catalogue()
+    declared = _Declared()
+    harness_tools = spec.tools == "harness"
+    tools = (
+        tuple(_function_tool(c, _no_tool, lambda: declared.asks) for c in contracts.values())
+        if harness_tools
+        else ()
+    )
+    context = TeamContext(
+        workspace=scratch,
+        life=0,
+        postgres_url=postgres_url,
+        sqlalchemy_url=_sqlalchemy_url(postgres_url) if postgres_url else None,
+        tools=tools,
+        declared=declared,
+    )
+    agent, session = await _build(factory, context, str(spec.path))
+    _store_of(str(spec.path), session, scratch)
+    names = _bracket_tools(agent, lambda call_id: None, lambda call_id: None)
+    try:
+        # One turn through the team's own client (its tools never run: the model answers ".").
+        # Bounded: a client that escapes to the internet may wait long for an answer.
+        await asyncio.wait_for(Runner.run(agent, "crashmatrix load check: answer '.'", max_turns=1), 30.0)
+    except Exception:  # what the agent makes of "." is its own business: only the request counts
+        pass
+    finally:
+        close = getattr(session, "close", None)
+        if callable(close):
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+        if store == "postgres":
+            from crashmatrix.harness.lives.postgres import drop_case_databases
+
+            drop_case_databases(scratch)
+    asks = _asks(agent, declared.asks)
+    if harness_tools:
+        offered = tuple(contracts)
+        found = _suite_tools(agent, offered)
+        have = None if found.tools is None else frozenset(found.tools)
+        return AgentFacts(tools=have, approvals=asks)
+    return AgentFacts(tools=frozenset(names), approvals=asks)
