@@ -13,6 +13,7 @@ started.
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from collections.abc import Iterator
@@ -63,3 +64,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             f"{started[0]}. Mark it @pytest.mark.slow, or keep it in this process (tests/README.md)."
         )
     return report
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The admin URL of a running PostgreSQL (``harness.lives.postgres.ensure_server``: a
+    throwaway cluster of this test process, or ``CRASHMATRIX_POSTGRES_URL``), exported to
+    what the test starts. It starts a server, so a test using it is slow. Without one it
+    FAILS under CI (``CI=true``: ``.ci/run`` installs PostgreSQL, so a missing server is a
+    broken CI) and skips elsewhere, naming what to install."""
+    from crashmatrix.harness.lives import postgres
+
+    try:
+        url = postgres.ensure_server()
+    except postgres.PostgresUnavailable as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {error}", pytrace=False)
+        pytest.skip(str(error))
+    yield url
+    postgres.stop_server()  # only what this process started: a team's server is left alone

@@ -135,10 +135,11 @@ _own_run: tuple[int, str] | None = None
 # ---------------------------------------------------------------------------- the server
 
 
-def find_binaries(path: str | None = None, debian: Path = _DEBIAN) -> dict[str, Path]:
+def find_binaries(path: str | None = None, debian: Path | None = None) -> dict[str, Path]:
     """initdb, pg_ctl and postgres from one installation: the first directory of ``path``
     (default: $PATH) holding initdb, else Debian's newest ``/usr/lib/postgresql/N/bin``."""
     search = os.environ.get("PATH", "") if path is None else path
+    debian = _DEBIAN if debian is None else debian
     found = shutil.which("initdb", path=search)
     candidates: list[Path] = []
     if found:
@@ -267,7 +268,9 @@ def _start() -> _Cluster:
             "initdb",
         )
         port = _free_port()
-        options = [f"-c{name}={value}" for name, value in SETTINGS]
+        # Every process of the cluster carries the directory's name in its title (``postgres:
+        # crashmatrix-postgres-...: ...``): what was left running can be found by name.
+        options = [f"-c{name}={value}" for name, value in (*SETTINGS, ("cluster_name", directory.name))]
         log = open(directory / "server.log", "wb")  # noqa: SIM115 - the server's, kept beside it
         with log:
             parent = os.getpid()
