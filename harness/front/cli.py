@@ -84,7 +84,12 @@ def _parser() -> argparse.ArgumentParser:
         help="with --crash power@POINT: leave legal outcome N of the power loss instead of 0, the "
         "pessimistic one (only what was synced); the last is the plain SIGKILL's (docs/persistence.md)",
     )
-    run.add_argument("--keep", type=Path, help="keep case directories here (session JSONL, world, trace)")
+    run.add_argument(
+        "--keep",
+        type=Path,
+        help="keep case directories here (session JSONL, world, trace); default: a case named with "
+        "--crash is kept in a new temporary directory, the whole matrix's are removed",
+    )
     run.add_argument("--agent", default="reference")
     run.add_argument("--isolation", choices=("fork", "spawn"), default="fork")
     run.add_argument("--no-recovery-crashes", action="store_true")
@@ -179,8 +184,13 @@ def _run(args: argparse.Namespace) -> int:
     with chosen_outcome(args.power_outcome or 0):
         if args.keep is not None:
             return _run_in(args, scenario, crash, second, args.keep)
-        # Without --keep the case directories are scratch: removed however the run ends (the
-        # failure text says so; each rerun line carries its own --keep).
+        if crash:
+            # One case asked for by name (a rerun line): kept, in a new directory of its own,
+            # so two reruns on one machine never share one.
+            args.keep = Path(tempfile.mkdtemp(prefix="crashmatrix-case-"))
+            return _run_in(args, scenario, crash, second, args.keep)
+        # The whole matrix without --keep: its case directories are scratch, removed however
+        # the run ends (the failure text says so).
         base = Path(tempfile.mkdtemp(prefix="crashmatrix-run-"))
         templates_under(base / "templates")  # one directory to remove, however the run ends
         try:

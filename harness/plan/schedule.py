@@ -18,7 +18,9 @@ __all__ = ["CLEAN", "DEFAULT_KEEP", "POWER", "RECOVERY", "repro_command"]
 CLEAN = "clean"
 POWER = "power@"
 RECOVERY = "recovery@"
-DEFAULT_KEEP = "/tmp/crashmatrix-case"
+# A rerun line names no directory: ``crashmatrix run`` keeps a case it is asked for by name in a
+# new directory of its own and prints it (a fixed one would collide on a shared machine).
+DEFAULT_KEEP: str | None = None
 
 
 def _shown(path: Path) -> str:
@@ -48,7 +50,7 @@ def repro_command(
     ``point_id`` is the case's name (see the module docstring). ``second``: the one crash
     while recovering that the case is about; for ``recovery@P`` it turns the line into
     ``--crash P --second Q``, the single depth-2 case that failed, rather than all of
-    ``recovery@P`` again. ``keep`` None leaves ``--keep`` out."""
+    ``recovery@P`` again. ``keep`` None (the default) leaves ``--keep`` out."""
     if second is not None and point_id == CLEAN:
         raise ValueError(f"a second crash needs a first one to recover from, not {point_id!r}")
     crash = point_id.removeprefix(RECOVERY) if second is not None else point_id

@@ -134,6 +134,6 @@ def explain(result: CaseResult, agent: str | None = None, *, kept: bool = True) 
     if kept:
         lines.append(f"  case directory: {result.case_dir}")
     else:
-        lines.append("  case directory: removed when the run ended; the rerun line keeps it (--keep)")
+        lines.append("  case directory: removed when the run ended; the rerun line keeps it in a new one")
     lines.append(f"  rerun: {rerun_command(result)}")
     return "\n".join(lines)

@@ -111,7 +111,7 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
             "failures (1):",
             # fnmatch: [...] is a character class, so brackets are matched with ?
             "  ✗ email.yaml::after_running?call_1? failed: outcome?call_1?: *",
-            "      rerun: crashmatrix run scenarios/email.yaml --crash 'after_running?call_1?' --keep *",
+            "      rerun: crashmatrix run scenarios/email.yaml --crash 'after_running?call_1?'",
             "scenario*",
         ]
     )

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -22,10 +24,13 @@ EXPECT = {
 SCENARIO = email_once(recovery_crashes=False, expect=EXPECT)
 
 
-def crashmatrix(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def crashmatrix(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "crashmatrix.harness.front.cli", *args],
         cwd=cwd,
+        env={**os.environ, **env} if env is not None else None,
         capture_output=True,
         text=True,
         timeout=300,
@@ -251,14 +256,18 @@ def test_the_rerun_line_of_a_failed_recovery_case_fails_again_at_the_same_second
     assert expected  # else the comparison below would hold for any rerun
     assert f"    rerun: {rerun[0]}" in lines[start:end]  # each second crash has its own line
 
-    # The printed line, run as printed; only its --keep moves under tmp_path, since the
-    # default directory is shared by every run on this machine.
-    assert words[-2:] == ["--keep", "/tmp/crashmatrix-case"]
-    again = crashmatrix(*words[1:-1], str(tmp_path / "rerun"), cwd=root)
+    # The printed line, run exactly as printed: no directory is named in it, the case is kept
+    # in a new one of its own (two reruns on one machine never share one).
+    assert "--keep" not in words
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    again = crashmatrix(*words[1:], cwd=root, env={"TMPDIR": str(scratch)})
     assert again.returncode == 1, again.stdout + again.stderr
     relines = again.stdout.splitlines()
     assert "send_once.yaml::after_approved[call_mail] then after_running[call_mail] ... failed" in relines
-    assert "0 passed, 1 failed; case directories under " + str(tmp_path / "rerun") in relines
+    [kept] = scratch.glob("crashmatrix-case-*")
+    assert "0 passed, 1 failed; case directories under " + str(kept) in relines
+    assert any(kept.iterdir())  # the case is there to read
     assert _failure(relines) == expected
     # Its own rerun line is itself: rerunning a rerun reproduces the same case again.
     assert f"  rerun: {rerun[0]}" in relines

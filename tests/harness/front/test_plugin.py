@@ -55,7 +55,7 @@ def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command
             "*email.yaml::after_running?call_1? FAILED (agent reference, 2 lives)",
             '*ledger?call_1?: ?"approved", "running", "unknown"?*',
             '*MISMATCH outcome?call_1?: expected "replayed", observed "side_effect_uncertain"*',
-            "  rerun: crashmatrix run scenarios/email.yaml --crash 'after_running?call_1?' --keep *",
+            "  rerun: crashmatrix run scenarios/email.yaml --crash 'after_running?call_1?'",
         ]
     )
     assert "Traceback" not in result.stdout.str()

@@ -61,8 +61,6 @@ def test_a_failed_recovery_case_reruns_its_first_failing_second_crash_not_the_fi
         "after_running[call_mail]",
         "--agent",
         MUTANT,
-        "--keep",
-        "/tmp/crashmatrix-case",
     ]
 
 
@@ -78,8 +76,6 @@ def test_a_recovery_case_that_was_not_reached_reruns_as_the_recovery_item() -> N
     assert _after_crash(rerun_command(result)) == [
         "--crash",
         "recovery@after_running[call_mail]",
-        "--keep",
-        "/tmp/crashmatrix-case",
     ]
 
 
