@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from crashmatrix.harness.agents.protocol import AgentAdapter
@@ -42,7 +43,7 @@ def preload_for(spec: str) -> tuple[str, ...]:
             return ()
         return tuple(getattr(adapter, "preload", ()))
     target = BUILTIN.get(spec, spec)
-    return (target.partition(":")[0],)
+    return (_installed_name(target.partition(":")[0]),)
 
 
 def fork_preload(spec: str) -> list[str]:
@@ -102,6 +103,25 @@ def _load_framework(spec: str, name: str, target: str, **options: Any) -> AgentA
     return adapter
 
 
+# crashmatrix's own top-level folders, installed under ``crashmatrix.`` (pyproject.toml).
+_OWN_FOLDERS = ("harness", "mock_tools", "reference_agent", "reports")
+
+
+def _installed_name(module_name: str) -> str:
+    """``reference_agent.mutants`` as the folders read in a checkout is
+    ``crashmatrix.reference_agent.mutants`` installed: the name that imports, from a checkout
+    and an install alike (never the folder by its bare name: its classes would be a second
+    copy of crashmatrix's)."""
+    if module_name.partition(".")[0] not in _OWN_FOLDERS:
+        return module_name
+    installed = f"crashmatrix.{module_name}"
+    try:
+        found = importlib.util.find_spec(installed)
+    except (ImportError, ValueError):
+        found = None
+    return installed if found is not None else module_name
+
+
 def load_adapter(spec: str, **options: Any) -> AgentAdapter:
     """``reference``, ``package.module:factory`` returning an adapter, an adapter YAML, or a
     framework's agent (``langgraph:package.module:factory``, ``openai-agents:...``)."""
@@ -120,6 +140,7 @@ def load_adapter(spec: str, **options: Any) -> AgentAdapter:
         raise InputError(
             f"--agent={spec!r}: write 'reference' or 'package.module:factory' for a Python adapter"
         )
+    module_name = _installed_name(module_name)
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
