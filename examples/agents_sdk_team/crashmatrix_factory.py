@@ -1,9 +1,15 @@
-"""crashmatrix's way into the team's agent (support_agent.py, unchanged): the agent and the
-session its app runs it with. ``adapter.yaml`` names this ``factory: crashmatrix_factory:build``."""
+"""crashmatrix's way into the team's agent (support_agent.py, and fixed.py, unchanged): the
+agent and the session its app runs it with. ``adapter.yaml`` names ``crashmatrix_factory:build``,
+``adapter_fixed.yaml`` ``crashmatrix_factory:build_fixed``."""
 
+import fixed
 import support_agent
 from agents import SQLiteSession
 
 
 def build(ctx):  # type: ignore[no-untyped-def]
     return support_agent.agent, SQLiteSession("customer-42", "conversations.db")
+
+
+def build_fixed(ctx):  # type: ignore[no-untyped-def]
+    return fixed.agent, SQLiteSession("customer-42", "conversations.db")

@@ -1250,13 +1250,18 @@ async def _drive(life: TeamLife) -> None:
     store = _store_of(where, session, life.workspace)
     _write_store(ctx.case_dir, store)
     pending: list[Mapping[str, Any]] = []  # the function calls of the step running now
+    # A moment the adapter YAML maps to the team's own function (``boundaries:``, e.g. its
+    # ledger's running row committed) is that function's, not the tool's edge: one place each.
+    mapped = {rule.boundary for rule in life.spec.rules}
 
     def before(call_id: str) -> None:
         _copy_with(life, store, pending)
-        life.hook("after_running", call_id)
+        if "after_running" not in mapped:
+            life.hook("after_running", call_id)
 
     def after(call_id: str) -> None:
-        life.hook("after_side_effect", call_id)
+        if "after_side_effect" not in mapped:
+            life.hook("after_side_effect", call_id)
 
     _bracket_tools(agent, before, after)
     _hook_saves(session, life.hook)
@@ -1369,10 +1374,10 @@ def check(spec: Any) -> AgentFacts:
     if "chat" not in routes:
         if routes:
             raise InputError(
-                f"{where}: the agent's model client asked crashmatrix's model at {server.model_url} for "
-                f"{routes[0]!r}, not a chat completion: crashmatrix's model speaks Chat Completions "
-                "(build the Agent's model with OpenAIChatCompletionsModel, or leave the SDK's default API, "
-                "which the harness sets to chat_completions)"
+                f"{where}: the agent's model client reached crashmatrix's model at {server.model_url} but "
+                "asked for no chat completion (the Responses API?): crashmatrix's model speaks Chat "
+                "Completions; build the Agent's model with OpenAIChatCompletionsModel, or give it a model "
+                "name (the harness sets the SDK's default API to chat_completions)"
             )
         raise InputError(
             f"{where}: the agent's model client did not reach crashmatrix's model at {server.model_url}; "

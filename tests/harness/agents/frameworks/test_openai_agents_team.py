@@ -1,0 +1,235 @@
+"""An Agents SDK agent declared in an adapter YAML (``framework: openai-agents``), tested as it
+is: its own FunctionTools writing its own outbox and orders table, its own model client (the
+SDK's default, from the environment), its own SQLiteSession. The SDK docs' agent
+(``examples/agents_sdk_team/support_agent.py``) sends an email twice after a crash past the
+send, counted in ITS outbox; the fixed one (``fixed.py``) does not; the suite tools it lacks
+are not applicable; a model client that escapes is one line at load."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from crashmatrix.harness.agents.frameworks import openai_agents as oa
+from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[4]
+SUITE = ROOT / "scenarios"
+TEAM = ROOT / "examples" / "agents_sdk_team"
+
+
+def _yaml(tmp_path: Path, factory_source: str, extra: str = "") -> Path:
+    (tmp_path / "cm_team_factory.py").write_text(factory_source, encoding="utf-8")
+    path = tmp_path / "adapter.yaml"
+    path.write_text(
+        "name: t\nframework: openai-agents\nfactory: cm_team_factory:build\n" + extra, encoding="utf-8"
+    )
+    return path
+
+
+@pytest.fixture
+def clean_modules() -> Iterator[None]:
+    yield
+    for name in [n for n in sys.modules if n.startswith("cm_team_")]:
+        del sys.modules[name]
+
+
+ESCAPING = """
+from agents import Agent, OpenAIChatCompletionsModel, SQLiteSession
+from openai import AsyncOpenAI
+
+def build(ctx):
+    client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0)
+    agent = Agent(name="a", model=OpenAIChatCompletionsModel(model="m", openai_client=client))
+    return agent, SQLiteSession("s", "c.db")
+"""
+
+RESPONSES = """
+from agents import Agent, OpenAIResponsesModel, SQLiteSession
+from openai import AsyncOpenAI
+
+def build(ctx):
+    agent = Agent(name="a", model=OpenAIResponsesModel(model="m", openai_client=AsyncOpenAI(max_retries=0)))
+    return agent, SQLiteSession("s", "c.db")
+"""
+
+IN_MEMORY = """
+from agents import Agent, SQLiteSession
+
+def build(ctx):
+    return Agent(name="a", model="gpt-4o-mini"), SQLiteSession("s")
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        (ESCAPING, "the agent's model client did not reach crashmatrix's model at http://127.0.0.1:"),
+        (RESPONSES, "but asked for no chat completion (the Responses API?)"),
+        (IN_MEMORY, "factory: the SQLiteSession is in memory"),
+    ],
+)
+def test_a_model_client_or_session_that_cannot_be_tested_is_one_line_at_load(
+    tmp_path: Path, clean_modules: None, source: str, says: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        load_adapter(str(_yaml(tmp_path, source)))
+    assert "\n" not in str(caught.value)
+    assert says in str(caught.value)
+
+
+def test_the_team_agents_own_tools_decide_what_applies(clean_modules: None) -> None:
+    adapter = load_adapter(str(TEAM / "adapter.yaml"))
+    tools = adapter.capabilities.tools  # type: ignore[attr-defined]
+    assert tools.has("send_email") and tools.has("create_order") and not tools.has("read_file")
+    assert adapter.capabilities.approvals is False  # type: ignore[attr-defined]  # its tools ask nothing
+    assert adapter.dialect.results.name == "adapter"  # its results: rules, not crashmatrix's
+    # The load check imported the team's modules in a scratch directory and dropped them:
+    # each life imports them in its own workspace.
+    assert "support_agent" not in sys.modules
+
+
+def test_the_session_is_read_from_where_the_factory_put_it(tmp_path: Path) -> None:
+    from agents import SQLiteSession
+
+    workspace = tmp_path / "world" / "workspace"
+    workspace.mkdir(parents=True)
+    session = SQLiteSession("customer-42", str(workspace / "conversations.db"))
+    call = {"type": "function_call", "call_id": "c1", "name": "send_email", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": "Email sent."}
+    asyncio.run(session.add_items([{"role": "user", "content": "hi"}, call, output]))  # type: ignore[list-item]
+    assert oa.read_records(workspace) == []  # no life said where its session is yet
+    oa._write_store(tmp_path, oa._store_of("adapter.yaml", session, workspace))
+    assert json.loads((tmp_path / oa.STORE_NAME).read_text())["path"] == "conversations.db"  # relative
+    roles = [record["message"]["role"] for record in oa.read_records(workspace)]
+    assert roles == ["user", "assistant", "tool"]
+
+
+def test_a_steps_calls_stay_concurrent_under_the_brackets() -> None:
+    """The SDK runs a step's calls with asyncio; the brackets do not serialise them: both
+    tools start before either returns."""
+    from agents import Agent, function_tool
+
+    events: list[str] = []
+
+    @function_tool
+    async def one() -> str:
+        """One."""
+        events.append("one acts")
+        await asyncio.sleep(0)
+        return "1"
+
+    @function_tool
+    async def two() -> str:
+        """Two."""
+        events.append("two acts")
+        await asyncio.sleep(0)
+        return "2"
+
+    agent = Agent(name="a", tools=[one, two])
+    names = oa._bracket_tools(
+        agent, lambda c: events.append(f"before {c}"), lambda c: events.append(f"after {c}")
+    )
+    assert names == ["one", "two"]
+
+    async def step() -> None:
+        from agents.tool_context import ToolContext
+
+        def context(call_id: str, name: str) -> Any:
+            return ToolContext(context=None, tool_name=name, tool_call_id=call_id, tool_arguments="{}")
+
+        await asyncio.gather(
+            one.on_invoke_tool(context("c1", "one"), "{}"), two.on_invoke_tool(context("c2", "two"), "{}")
+        )
+
+    asyncio.run(step())
+    assert events.index("two acts") < events.index("after c1")
+    assert events[:2] == ["before c1", "one acts"] and events[-1] == "after c2"
+
+
+# -- real lives ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[object]:
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    yield LifeLauncher("fork", preload=("agents", oa.__name__))
+
+
+def _run(launcher: object, adapter: str, scenario_file: str, point: str, tmp_path: Path) -> Any:
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    return run_point(
+        load_scenario(SUITE / scenario_file),
+        None if point == "clean" else parse_point(point),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / adapter,
+        agent=str(TEAM / f"{adapter}.yaml"),
+        deadline=60.0,
+    )
+
+
+def _workspace(result: Any) -> Path:
+    return Path(result.case_dir) / "world" / "workspace"
+
+
+@pytest.mark.slow
+def test_the_sdk_docs_agent_sends_twice_into_its_own_outbox_after_a_crash_past_the_send(
+    launcher: object, tmp_path: Path
+) -> None:
+    result = _run(launcher, "adapter", "send_email/send_once.yaml", "after_side_effect[call_mail]", tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "failed"
+    assert "non_idempotent_at_most_once" in [v.invariant for v in verdict.violations]
+    assert verdict.observed.world["emails"] == 2
+    # Counted in the team's own outbox, written by its own send_email.
+    assert len((_workspace(result) / "outbox.jsonl").read_text().splitlines()) == 2
+    # Its own session, where its own code put it, read back as the conversation.
+    log = oa.read_records(_workspace(result))
+    assert [r["message"]["role"] for r in log] == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.slow
+def test_the_sdk_docs_agent_places_a_second_order_in_its_own_table(launcher: object, tmp_path: Path) -> None:
+    result = _run(
+        launcher, "adapter", "create_order/keyed_once.yaml", "after_side_effect[call_order]", tmp_path
+    )
+    assert result.verdict.status == "failed"
+    with sqlite3.connect(_workspace(result) / "orders.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("scenario_file", "point", "emails", "orders"),
+    [
+        ("send_email/send_once.yaml", "after_running[call_mail]", 0, 0),
+        ("send_email/send_once.yaml", "after_side_effect[call_mail]", 1, 0),
+        ("create_order/keyed_once.yaml", "after_running[call_order]", 0, 1),
+        ("create_order/keyed_once.yaml", "after_side_effect[call_order]", 0, 1),
+    ],
+)
+def test_the_fixed_agent_recovers_by_its_tools_contracts(
+    launcher: object, tmp_path: Path, scenario_file: str, point: str, emails: int, orders: int
+) -> None:
+    result = _run(launcher, "adapter_fixed", scenario_file, point, tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+    outbox = _workspace(result) / "outbox.jsonl"
+    assert (len(outbox.read_text().splitlines()) if outbox.exists() else 0) == emails
+    if orders:
+        with sqlite3.connect(_workspace(result) / "orders.db") as db:
+            assert db.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == orders
