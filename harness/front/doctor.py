@@ -930,8 +930,11 @@ def _agent_files(agent: str) -> list[Path]:
     import importlib.util
 
     from crashmatrix.harness.agents.loading import BUILTIN
+    from crashmatrix.harness.agents.team_life import FRAMEWORKS
 
-    module = BUILTIN.get(agent, agent).partition(":")[0]
+    name, _, target = agent.partition(":")
+    # ``langgraph:pkg.mod:build``: the team's module, not the framework's package.
+    module = (target if name in FRAMEWORKS else BUILTIN.get(agent, agent)).partition(":")[0]
     with contextlib.suppress(ImportError, ValueError):
         spec = importlib.util.find_spec(module)
         if spec is not None and spec.origin:
