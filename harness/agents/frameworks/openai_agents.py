@@ -1107,14 +1107,36 @@ def _case_store(case_dir: Path) -> Mapping[str, str] | None:
     return store
 
 
+# In a life's process, the function calls of the step running now (the driver's list): the
+# SDK saves them only after the step's tools ran, yet an effect a tool makes belongs to its
+# call. read_records puts them after the saved items while they run, as
+# ``OpenAIAgentsAdapter._copy`` does, so the size a probe measures (ForeignAdapter's
+# ``_session_size`` reads through here) places each effect among the calls. Empty in the
+# harness's process: what it reads after a life is the store alone. No durability claim:
+# this agent keeps no ledger, no check reads the copy as one.
+_RUNNING: list[Mapping[str, Any]] = []
+
+
 def read_records(workspace: Path) -> list[Mapping[str, Any]]:
     """The factory's session as chat records (the session source's reader: ``read_foreign``
-    normalises them); nothing before a life said where its session is."""
+    normalises them), the running step's calls after it; nothing before a life said where
+    its session is."""
     case_dir = workspace.parent.parent  # ForeignAdapter.workspace: case_dir / world / workspace
     store = _case_store(case_dir)
     if store is None:
         return []
-    return [record for _, record in _records(list(enumerate(_store_items(store, case_dir), start=1)))]
+    items = _with_running(_store_items(store, case_dir), _RUNNING)
+    return [record for _, record in _records(list(enumerate(items, start=1)))]
+
+
+def _with_running(
+    saved: Sequence[Mapping[str, Any]], running: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """``saved``, then the running calls it does not hold yet (in this turn: a provider may
+    reuse a call id in a later one)."""
+    last_user = max((i for i, item in enumerate(saved) if item.get("role") == "user"), default=-1)
+    known = {item.get("call_id") for item in saved[last_user + 1 :] if item.get("type") == "function_call"}
+    return [*saved, *(item for item in running if item.get("call_id") not in known)]
 
 
 def session_records(workspace: Path) -> SqliteRows:
@@ -1127,21 +1149,6 @@ def session_records(workspace: Path) -> SqliteRows:
     path = path if path.is_absolute() else workspace / path
     order = "WHERE session_id = ? ORDER BY id"
     return SqliteRows(path, store["table"], "message_data", order, (store["session_id"],))
-
-
-def _copy_with(life: TeamLife, store: Mapping[str, str], pending: Sequence[Mapping[str, Any]]) -> None:
-    """crashmatrix's copy with the running step's calls after the saved items (as
-    ``OpenAIAgentsAdapter._copy``): an effect belongs to the call that made it, although the
-    SDK saves the call only after its tools ran. No durability claim: no ledger is judged."""
-    life.sync()
-    if not pending:
-        return
-    saved = _store_items(store, life.ctx.case_dir)
-    last_user = max((i for i, item in enumerate(saved) if item.get("role") == "user"), default=-1)
-    known = {item.get("call_id") for item in saved[last_user + 1 :] if item.get("type") == "function_call"}
-    items = [*saved, *(item for item in pending if item.get("call_id") not in known)]
-    _, lines, _ = _normalised(life.ctx.session_path, _records(list(enumerate(items, start=1))), LedgerMap())
-    _write_copy(life.ctx.session_path, lines)
 
 
 def _bracket_tools(agent: Any, before: Callable[[str], None], after: Callable[[str], None]) -> list[str]:
@@ -1249,13 +1256,14 @@ async def _drive(life: TeamLife) -> None:
     agent, session = await _build(life.factory, context, where)
     store = _store_of(where, session, life.workspace)
     _write_store(ctx.case_dir, store)
-    pending: list[Mapping[str, Any]] = []  # the function calls of the step running now
+    pending = _RUNNING  # the function calls of the step running now (read_records shows them)
+    pending.clear()
     # A moment the adapter YAML maps to the team's own function (``boundaries:``, e.g. its
     # ledger's running row committed) is that function's, not the tool's edge: one place each.
     mapped = {rule.boundary for rule in life.spec.rules}
 
     def before(call_id: str) -> None:
-        _copy_with(life, store, pending)
+        life.sync()  # the copy with this call in it: its effects are its own
         if "after_running" not in mapped:
             life.hook("after_running", call_id)
 
