@@ -69,11 +69,13 @@ execution ledger (``keeps_ledger = False``): ledger expectations and checks are 
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import importlib
 import json
 import os
 import sqlite3
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -86,6 +88,7 @@ import httpx
 
 from crashmatrix.harness.agents.frameworks.langgraph_records import CheckpointMessages
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
+from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
 from crashmatrix.harness.core.boundaries import BOUNDARIES as ALL_BOUNDARIES
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
@@ -113,10 +116,13 @@ __all__ = [
 ]
 
 THREAD_ID = "crashmatrix-case"
-# [lowest, highest) minor versions of langgraph this adapter was measured on: it relies on
-# 1.x's live snapshot (a task whose writes were saved is out of ``next``, still in ``tasks``).
-SUPPORTED = ((1, 2), (1, 3))
-SUPPORTED_TEXT = ">=1.2,<1.3"
+# [lowest, next major) of langgraph, the extra's range in pyproject.toml (test_versions.py),
+# both ends tested in CI (.ci/frameworks runs this adapter's tests at the lowest). It relies on
+# 1.x's live snapshot (a task whose writes were saved is out of ``next``, still in ``tasks``);
+# below 1.1.5 the ToolNode of the langgraph-prebuilt pip brings with it does not import (it
+# needs langgraph.runtime.ServerInfo, new in 1.1.5).
+SUPPORTED = ((1, 1, 5), (2,))
+SUPPORTED_TEXT = ">=1.1.5,<2"
 CHECKPOINT_FILE = ".langgraph/checkpoints.sqlite"  # in the case's workspace: a copied case keeps it
 # LangGraph's names for a resume's pending write (private in langgraph 1.x, so spelled here):
 # Command(resume=v) is saved as (NULL_TASK_ID, RESUME, v) until the node that asked finishes.
@@ -401,6 +407,7 @@ class _ToolRunner:
         self.approvals = approvals
         self.attempts: dict[str, int] = {}
         self.saves: _Saves | None = None  # the graph's saves, once its checkpointer is hooked
+        self.hook: BoundaryHook = ctx.hook  # a framework YAML's life gives its probed hook
         # ToolNode runs the calls of one message in parallel threads (unless max_concurrency
         # is 1): the lock keeps the copy's write and the attempt count whole.
         self.lock = threading.Lock()
@@ -415,16 +422,16 @@ class _ToolRunner:
             self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
             self.attempts[tool_call_id] = self.attempts.get(tool_call_id, 0) + 1
         execution_id = f"{tool_call_id}:life{ctx.life}.{self.attempts[tool_call_id]}"
-        ctx.hook("after_running", tool_call_id)
+        self.hook("after_running", tool_call_id)
         tool_ctx = ToolContext(
             tool_call_id,
             execution_id,
             key,
             arguments_sha256(arguments),
-            step=lambda: ctx.hook("during_side_effect", tool_call_id),
+            step=lambda: self.hook("during_side_effect", tool_call_id),
         )
         observation: ToolObservation = self.toolbox.execute(name, dict(arguments), tool_ctx)
-        ctx.hook("after_side_effect", tool_call_id)
+        self.hook("after_side_effect", tool_call_id)
         contract = ctx.scenario.contracts.get(name)
         idempotency = contract.idempotency if contract else "non_idempotent"
         result = observation.to_result(execution_id=execution_id, idempotency=idempotency)
@@ -704,15 +711,15 @@ def _record(message: Any) -> dict[str, Any] | None:
     return None
 
 
-def conversation(checkpoint_path: Path) -> tuple[SessionLog, list[bytes]]:
-    """The thread's latest checkpoint as crashmatrix's records (and their JSONL lines, the
-    normalised copy's). A missing file or table is an empty conversation (nothing saved yet)."""
+def checkpoint_messages(checkpoint_path: Path) -> list[Any]:
+    """The messages of the thread's latest checkpoint in a ``SqliteSaver`` file. A missing
+    file or table is an empty conversation (nothing saved yet)."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from crashmatrix.harness.agents.readonly_db import connect_readonly
 
     if not checkpoint_path.exists():
-        return SessionLog(checkpoint_path, ()), []
+        return []
     conn = connect_readonly(checkpoint_path)
     try:
         saver = SqliteSaver(conn)
@@ -720,18 +727,25 @@ def conversation(checkpoint_path: Path) -> tuple[SessionLog, list[bytes]]:
             found = saver.get_tuple({"configurable": {"thread_id": THREAD_ID}})
         except sqlite3.OperationalError as error:
             if "no such table" in str(error):
-                return SessionLog(checkpoint_path, ()), []
+                return []
             raise SessionCorruption(checkpoint_path, 0, 0, f"cannot read the checkpoint ({error})") from error
     finally:
         conn.close()
-    messages = _messages_of(found.checkpoint.get("channel_values")) if found else []
+    return _messages_of(found.checkpoint.get("channel_values")) if found else []
+
+
+def records_of(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """The messages as seed 000's records (``{"type": "message", "message": {...}}``)."""
+    return [{"type": "message", "message": record} for m in messages if (record := _record(m)) is not None]
+
+
+def conversation(checkpoint_path: Path) -> tuple[SessionLog, list[bytes]]:
+    """The thread's latest checkpoint as crashmatrix's records (and their JSONL lines, the
+    normalised copy's)."""
     entries, lines, ends, size = [], [], [], 0
-    for number, message in enumerate(messages, start=1):
-        record = _record(message)
-        if record is None:
-            continue
+    for number, record in enumerate(records_of(checkpoint_messages(checkpoint_path)), start=1):
         try:
-            entry = entry_from_json({"type": "message", "message": record}, line=number)
+            entry = entry_from_json(record, line=number)
         except ValueError as error:
             raise SessionCorruption(checkpoint_path, number, 0, str(error)) from error
         encoded = encode_line(entry.to_json())
@@ -952,7 +966,7 @@ def _check_version(spec: str) -> None:
     from importlib.metadata import version
 
     text = version("langgraph")
-    parts = tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+    parts = tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
     if not SUPPORTED[0] <= parts < SUPPORTED[1]:
         raise InputError(
             f"--agent={spec!r}: langgraph {text} is installed; this adapter supports {SUPPORTED_TEXT}: "
@@ -982,3 +996,422 @@ def load(target: str, *, spec: str, **options: Any) -> LangGraphAdapter:
         adapter.validate()
         _LOADED[key] = adapter
     return _LOADED[key]
+
+
+# -- a LangGraph agent declared in an adapter YAML (framework: langgraph) ---------------------
+#
+# ``ForeignAdapter`` (kind 2's common part) prepares the life -- world, effect probes, the
+# loopback model and the environment pointing the team's ChatOpenAI() at it, the workspace as
+# the working directory, the team's module with its rules -- and calls ``drive``. What is
+# LangGraph's is here: the checkpointer handed to the factory, the graph's own tools wrapped
+# for their two boundaries, the saver's seams, the turn loop, and the store read back.
+
+STORES = ("sqlite", "postgres")
+WHY_NO_STEPS = (
+    "the team's own tools run as one call crashmatrix cannot see inside (an intercept: or a "
+    "boundaries: rule on a function the tool calls reaches a step)"
+)
+FRAMEWORK = FrameworkInfo(
+    boundaries=tuple(b for b in BOUNDARIES if b not in ("after_approved", "during_side_effect")),
+    unreachable={"after_approved": WHY_NO_APPROVAL, "during_side_effect": WHY_NO_STEPS},
+    why_not_torn=WHY_NOT_TORN,
+    why_no_power=WHY_NO_POWER,
+    preload=LangGraphAdapter.PRELOAD,
+    options=("durability", "max_concurrency", "store"),
+)
+
+
+@dataclass(frozen=True)
+class TeamContext:
+    """What a framework YAML's factory gets: the checkpointer to compile the team's graph
+    with (the case's own store: ``SqliteSaver`` on ``checkpoint_path``, or ``PostgresSaver``
+    on ``postgres_url`` with ``options: {store: postgres}``), the case's workspace (also the
+    working directory), the life's number, and with ``tools: harness`` crashmatrix's mock tools
+    as LangChain tools (empty otherwise: the team's own tools are the graph's). The team's
+    ``ChatOpenAI()`` needs nothing from here: ``OPENAI_BASE_URL`` / ``OPENAI_API_BASE`` /
+    ``OPENAI_API_KEY`` already point at crashmatrix's model."""
+
+    checkpointer: Any
+    checkpoint_path: Path
+    workspace: Path
+    life: int
+    postgres_url: str | None = None
+    tools: tuple[Any, ...] = ()
+    approvals: _Approvals = field(default_factory=_Approvals, compare=False, repr=False)
+
+    def asks_for_approval(self) -> None:
+        """Say that this graph asks a person (``interrupt()``) before a tool acts."""
+        self.approvals.declared = True
+
+    def ask_approval(self, tool_call: Mapping[str, Any], *, again: bool = False) -> bool:
+        """As ``GraphContext.ask_approval``."""
+        approved = ask_approval(tool_call, again=again)
+        self.approvals.wait_saved(str(tool_call.get("id", tool_call.get("tool_call_id", ""))))
+        return approved
+
+
+def _team_options(spec: Any) -> tuple[Driving, str]:
+    where = f"{spec.path}: options"
+    store = spec.options.get("store", "sqlite")
+    if store not in STORES:
+        raise InputError(f"{where}.store: {store!r} is not one of {', '.join(STORES)}")
+    return driving(spec.options, where), str(store)
+
+
+def checkpoint_file(workspace: Path) -> Path:
+    """Where a framework YAML's SqliteSaver writes: in the case's workspace (a copied case
+    keeps it)."""
+    return workspace / CHECKPOINT_FILE
+
+
+def _saver(store: str, workspace: Path, postgres_url: str | None) -> Any:
+    """The checkpointer handed to the factory (its connection closed by the caller)."""
+    if store == "postgres":
+        assert postgres_url is not None
+        return _postgres_saver(postgres_url)
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path = checkpoint_file(workspace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
+
+
+def _postgres_saver(url: str) -> Any:
+    raise InputError("options.store: postgres is not supported by this crashmatrix yet")
+
+
+def _close(saver: Any) -> None:
+    conn = getattr(saver, "conn", None)
+    close = getattr(conn, "close", None)
+    if callable(close):
+        close()
+
+
+def _team_graph(where: str, factory: Callable[..., Any], ctx: TeamContext) -> Any:
+    """The team's compiled graph, checked: compiled with the checkpointer it was handed."""
+    from langgraph.pregel import Pregel
+
+    try:
+        graph = factory(ctx)
+    except InputError:
+        raise
+    except Exception as error:
+        raise InputError(
+            f"{where}: factory: the factory raised {type(error).__name__}{_where(error)}: {error}"
+        ) from error
+    if not isinstance(graph, Pregel):
+        raise InputError(
+            f"{where}: factory: it returned {type(graph).__name__}, not a compiled graph; "
+            "return StateGraph(...).compile(checkpointer=ctx.checkpointer) (or create_react_agent(..., "
+            "checkpointer=ctx.checkpointer))"
+        )
+    if graph.checkpointer is not ctx.checkpointer:
+        got = type(graph.checkpointer).__name__ if graph.checkpointer not in (None, True, False) else "none"
+        raise InputError(
+            f"{where}: factory: the graph's checkpointer is {got}, not the one crashmatrix handed it; "
+            "compile with checkpointer=ctx.checkpointer (the case's store, read back after each life)"
+        )
+    return graph
+
+
+def _where(error: BaseException) -> str:
+    """`` at path:line``: where the team's code raised it (a syntax error's own place)."""
+    import traceback
+
+    if isinstance(error, SyntaxError) and error.filename:
+        return f" at {error.filename}:{error.lineno}"
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "importlib" not in f.filename]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def tool_nodes(graph: Any) -> list[Any]:
+    """The ``ToolNode``s of a compiled graph, its subgraphs' included (``create_react_agent``
+    builds one; a team's ``StateGraph`` adds its own)."""
+    from langgraph.prebuilt import ToolNode
+
+    found: list[Any] = []
+    for node in getattr(getattr(graph, "builder", None), "nodes", {}).values():
+        runnable = getattr(node, "runnable", None)
+        if isinstance(runnable, ToolNode):
+            found.append(runnable)
+        elif runnable is not None and hasattr(runnable, "builder"):
+            found += tool_nodes(runnable)
+    return found
+
+
+def graph_tools(graph: Any) -> dict[str, Any] | None:
+    """The tools the graph's ToolNodes run, by name (None: it has no ToolNode, so which tools
+    it has is not known)."""
+    nodes = tool_nodes(graph)
+    if not nodes:
+        return None
+    return {name: tool for node in nodes for name, tool in node.tools_by_name.items()}
+
+
+_CALL: contextvars.ContextVar[str] = contextvars.ContextVar("crashmatrix_langgraph_call", default="")
+
+
+class _Bracket:
+    """The team's own tools, each instance wrapped (LangGraph's code untouched): the call's
+    id taken from ``ToolNode``'s ``tool.invoke(tool_call)``; ``after_running`` right before
+    the team's function runs, ``after_side_effect`` right after it returned (its result not
+    yet a ToolMessage anywhere). Before each call crashmatrix's copy of the conversation is
+    refreshed, so the effects the call makes are attributed to it."""
+
+    def __init__(self, life: TeamLife, saves: Callable[[], _Saves | None]) -> None:
+        self.life, self.saves = life, saves
+        self.lock = threading.Lock()
+        # A boundary the YAML's ``boundaries:`` rules place (the team's own ledger says when
+        # a call is running) is theirs: the bracket fires only the others, as kind 2's edges.
+        mapped = {rule.boundary for rule in life.spec.rules}
+        self.running = "after_running" not in mapped
+        self.done = "after_side_effect" not in mapped
+
+    def wrap(self, tool: Any) -> None:
+        if getattr(tool, "__crashmatrix_bracketed__", False):
+            return
+        inner_invoke = tool.invoke
+        func = getattr(tool, "func", None)
+        inside = callable(func)
+
+        def invoke(value: Any, config: Any = None, **kwargs: Any) -> Any:
+            call = str(value.get("id") or "") if isinstance(value, Mapping) else ""
+            token = _CALL.set(call)
+            try:
+                if not inside:
+                    self.before(call)
+                out = inner_invoke(value, config, **kwargs)
+                if not inside:
+                    self.after(call)
+                return out
+            finally:
+                _CALL.reset(token)
+
+        def bracketed(*args: Any, **kwargs: Any) -> Any:
+            call = _CALL.get()
+            self.before(call)
+            out = func(*args, **kwargs)  # type: ignore[misc]
+            self.after(call)
+            return out
+
+        object.__setattr__(tool, "invoke", invoke)
+        if inside:
+            object.__setattr__(tool, "func", bracketed)
+        object.__setattr__(tool, "__crashmatrix_bracketed__", True)
+
+    def before(self, call: str) -> None:
+        if not call:
+            return
+        saves = self.saves()
+        if saves is not None:
+            saves.wait_call(call)  # its call checkpointed first (_Saves)
+        with self.lock:
+            self.life.sync()
+        if self.running:
+            self.life.hook("after_running", call)
+
+    def after(self, call: str) -> None:
+        if call and self.done:
+            self.life.hook("after_side_effect", call)
+
+
+def drive(life: TeamLife) -> None:
+    """One life of a LangGraph agent declared in an adapter YAML: the team's graph built by
+    its factory with the case's checkpointer, its own tools bracketed, LangGraph's resume of
+    what the store left pending, then the turns the thread has not received (``send_turns``:
+    the part of the driver crashmatrix keeps, and why)."""
+    how, store = _team_options(life.spec)
+    ctx = life.ctx
+    where = str(life.spec.path)
+    postgres_url = _case_postgres(where, ctx.case_dir) if store == "postgres" else None
+    saver = _saver(store, life.workspace, postgres_url)
+    approvals = _Approvals()
+    holder: dict[str, _Saves] = {}
+    harness_tools: tuple[Any, ...] = ()
+    if life.spec.tools == "harness":
+
+        def refresh() -> None:
+            life.sync()
+
+        runner = _ToolRunner(ctx, life.toolbox, refresh, approvals)
+        harness_tools = tuple(_langchain_tool(c, runner) for c in ctx.scenario.contracts.values())
+    team = TeamContext(
+        checkpointer=saver,
+        checkpoint_path=checkpoint_file(life.workspace),
+        workspace=life.workspace,
+        life=ctx.life,
+        postgres_url=postgres_url,
+        tools=harness_tools,
+        approvals=approvals,
+    )
+    try:
+        graph = _team_graph(where, life.factory, team)
+        if life.spec.tools == "harness":
+            runner.hook = life.hook
+        else:
+            bracket = _Bracket(life, lambda: holder.get("saves"))
+            for tool in (graph_tools(graph) or {}).values():
+                bracket.wrap(tool)
+        config = how.config()
+        saves = _hook_checkpointer(saver, life.hook, config, approvals, how.durability)
+        holder["saves"] = saves
+        if life.spec.tools == "harness":
+            runner.saves = saves
+        names = tuple(life.spec.dialect.tools.agent_name(t) for t in ctx.scenario.contracts)
+        person = _Person(where, ctx, names, approvals)
+        send_turns(graph, config, how.durability, ctx.scenario.turns, person, where)
+    finally:
+        try:
+            life.sync()
+        finally:
+            _close(saver)
+
+
+def _case_postgres(where: str, case_dir: Path) -> str:
+    raise InputError(f"{where}: options.store: postgres is not supported by this crashmatrix yet")
+
+
+def read_records(workspace: Path) -> list[dict[str, Any]]:
+    """The thread's latest checkpoint, as seed 000's records (the session source's reader):
+    the case's SQLite file in its workspace."""
+    return records_of(checkpoint_messages(checkpoint_file(workspace)))
+
+
+class _Dot:
+    """The load check's model: every chat completion answered "." (no tool call)."""
+
+    def handle(self, request: Any) -> Any:
+        reply = {
+            "id": "check",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "crashmatrix-check",
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}
+            ],
+        }
+        return httpx.Response(200, json=reply)
+
+
+_CLIENT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY")
+
+
+def check(spec: Any) -> AgentFacts:
+    """The team's graph built once at load, as a life builds it (the environment pointing at
+    a loopback model answering ".", a scratch workspace as the working directory, the real
+    tools): the factory's graph checked, the tools its ToolNodes have found, whether it asks,
+    and one turn through the team's own model client -- a client that does not reach
+    crashmatrix's model is one line here, not an error in every life."""
+    from typing import cast
+
+    from crashmatrix.harness.agents.loopback import LoopbackServer
+
+    where = str(spec.path)
+    how, store = _team_options(spec)
+    _check_version(f"{where}: framework: langgraph")
+    routes: list[str] = []
+    server = LoopbackServer(
+        cast(Any, _Dot()), on_edge=lambda boundary, call_id: None, edges=frozenset(), on_request=routes.append
+    )
+    saved_env = {key: os.environ.get(key) for key in _CLIENT_ENV}
+    cwd = os.getcwd()
+    modules = set(sys.modules)
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-langgraph-") as scratch:
+        server.start()
+        saver: Any = None
+        try:
+            os.environ.update(
+                {
+                    "OPENAI_BASE_URL": server.model_url,
+                    "OPENAI_API_BASE": server.model_url,
+                    "OPENAI_API_KEY": "crashmatrix",
+                }
+            )
+            os.chdir(scratch)
+            if str(spec.here) not in sys.path:
+                sys.path.insert(0, str(spec.here))  # the factory's module beside the YAML, as in a life
+            module = _import(where, spec.module)
+            factory = getattr(module, spec.main, None)
+            if not callable(factory):
+                raise InputError(
+                    f"{where}: factory: {spec.module} has no function {spec.main!r} "
+                    f"(def {spec.main}(ctx) -> a compiled graph, compiled with ctx.checkpointer)"
+                )
+            postgres_url = _case_postgres(where, Path(scratch)) if store == "postgres" else None
+            saver = _saver(store, Path(scratch), postgres_url)
+            from crashmatrix.mock_tools.registry import catalogue
+
+            contracts = catalogue()
+            tools = (
+                tuple(_langchain_tool(c, lambda *a, **k: "") for c in contracts.values())
+                if spec.tools == "harness"
+                else ()
+            )
+            team = TeamContext(
+                checkpointer=saver,
+                checkpoint_path=checkpoint_file(Path(scratch)),
+                workspace=Path(scratch),
+                life=0,
+                postgres_url=postgres_url,
+                tools=tools,
+            )
+            graph = _team_graph(where, factory, team)
+            found = graph_tools(graph)
+            try:
+                from langchain_core.messages import HumanMessage
+
+                # One turn through the team's own client (its tools never run: the model
+                # answers "."). What the graph makes of "." is its own business.
+                graph.invoke(
+                    {"messages": [HumanMessage("crashmatrix load check: answer '.'")]},
+                    how.config(),
+                    durability=how.durability,
+                )
+            except Exception:
+                pass
+        finally:
+            if saver is not None:
+                _close(saver)
+            server.close()
+            os.chdir(cwd)
+            for key, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            # The team's modules run again in each life, in its workspace: not imported here
+            # (a module-level connection or file would be the scratch directory's).
+            for name in set(sys.modules) - modules:
+                origin = str(getattr(sys.modules[name], "__file__", "") or "")
+                if origin.startswith(str(spec.here)):
+                    del sys.modules[name]
+    if "chat" not in routes:
+        raise InputError(
+            f"{where}: the agent's model client did not reach crashmatrix's model at {server.model_url}; "
+            "build ChatOpenAI()/AsyncOpenAI() without a base_url, or with "
+            "base_url=os.environ['OPENAI_BASE_URL']"
+        )
+    suite = set(contracts)
+    if spec.tools == "harness" or found is None:
+        return AgentFacts(tools=None, approvals=team.approvals.declared)
+    return AgentFacts(tools=frozenset(n for n in found if n in suite), approvals=team.approvals.declared)
+
+
+def _import(where: str, module_name: str) -> Any:
+    """The team's module, or one line naming where it was asked for, the module and the
+    error (where it was raised in the team's code), never a traceback."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name is not None and f"{module_name}.".startswith(f"{error.name}."):
+            raise InputError(
+                f"{where}: cannot import {module_name!r} ({error}); is it on sys.path? "
+                "(run from the directory that holds it, or put it beside the adapter file)"
+            ) from error
+        raise InputError(
+            f"{where}: importing {module_name!r} failed{_where(error)}: {error} "
+            "(install it, or fix the import)"
+        ) from error
+    except Exception as error:
+        raised = f"{type(error).__name__}{_where(error)}: {error}"
+        raise InputError(f"{where}: importing {module_name!r} raised {raised}") from error
