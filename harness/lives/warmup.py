@@ -8,8 +8,10 @@ here pays it once, before any fork; children inherit the warm caches copy-on-wri
 
 The throwaway life runs the reference agent on a two-call scenario in a temporary directory
 and leaves nothing behind (no thread, no open file, no process). If it fails, lives are only
-slower, never wrong, so the failure is swallowed. Then, still before any fork: the argument
-validators of every built-in tool are built (``mock_tools.toolbox.validator_for``). Before
+slower, never wrong, so the failure is swallowed. (A framework agent's server then runs one
+of that agent's lives the same way: ``throwaway_life``, from ``harness.lives.warm_agent``.)
+Then, still before any fork: the argument validators of every built-in tool are built
+(``mock_tools.toolbox.validator_for``). Before
 it, the lives' respx router is started for good, with the HTTP client lives get
 (``harness.lives.life.mocks().keep_started()``), so that a forked life neither builds validators, nor
 patches httpx, nor builds the HTTP client it is given.
@@ -27,7 +29,7 @@ from pathlib import Path
 from crashmatrix.harness.lives.forkserver import in_server
 from crashmatrix.harness.lives.life import mocks
 
-__all__: list[str] = []
+__all__ = ["throwaway_life"]
 
 _SCENARIO = """\
 name: warmup
@@ -44,7 +46,9 @@ model:
 """
 
 
-def _warm() -> None:
+def throwaway_life(agent: str) -> None:
+    """One clean life of ``agent`` on the two-call scenario, in this process, in a temporary
+    directory removed after it. Raises what the life raises."""
     from crashmatrix.harness.input.scenario import load_scenario
     from crashmatrix.harness.lives.casedir import fresh_case
     from crashmatrix.harness.lives.life import LifeSpec, run_life
@@ -56,8 +60,15 @@ def _warm() -> None:
         scenario = load_scenario(path)
         case_dir = Path(tmp) / "case"
         fresh_case(case_dir, scenario)  # no template: the server dies without exit handlers
-        spec = LifeSpec(str(case_dir), scenario, "reference", 1)
+        spec = LifeSpec(str(case_dir), scenario, agent, 1)
         run_life(spec, Tracer(case_dir / "trace.jsonl", 1, None))
+    # Its objects (the worlds' open connections among them) go now, not in some later
+    # collection in a life.
+    gc.collect()
+
+
+def _warm() -> None:
+    throwaway_life("reference")
     # Every built-in tool's argument validator, not only the two the throwaway life used.
     from crashmatrix.harness.input.contract_files import load_contracts
     from crashmatrix.mock_tools.registry import CONTRACTS_DIR
@@ -74,6 +85,4 @@ if in_server():
     mocks().keep_started()
 with contextlib.suppress(Exception):  # a cold life is slower, not wrong
     _warm()
-# The throwaway life's objects (its worlds' open connections among them) go now, not in
-# some later collection in a life.
 gc.collect()

@@ -108,3 +108,41 @@ def test_warming_imports_anyios_asyncio_backend_only_for_an_agent_that_uses_anyi
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "True"]
+
+
+def test_a_framework_agents_server_runs_one_of_its_lives_before_any_fork_and_no_other_kind_does() -> None:
+    # In a forked child: the life imports LangGraph and the example into this process.
+    pytest.importorskip("langgraph")
+    import json
+    import os
+    import sys
+    import threading
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            from crashmatrix.harness.lives import life, warmup  # noqa: F401 - its own life first
+
+            sys.path.insert(0, str(ROOT))  # examples.* import as from the repository's root
+            seen: list[str] = []
+            original = life.run_life
+
+            def counting(spec: life.LifeSpec, tracer: object) -> None:
+                seen.append(spec.agent)
+                original(spec, tracer)  # type: ignore[arg-type]
+
+            life.run_life = counting  # type: ignore[assignment]
+            threads = threading.active_count()
+            warm_agent.warm_framework("reference")
+            warm_agent.warm_framework(str(ROOT / "examples" / "python_agent" / "adapter.yaml"))
+            warm_agent.warm_framework("langgraph:examples.langgraph_agent.agent:build")  # raises if it failed
+            left = threading.active_count() - threads  # a thread would be lost by every fork
+            os.write(write, json.dumps({"seen": seen, "left": left}).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as answer:
+        told = json.loads(answer.read() or "{}")
+    assert told == {"seen": ["langgraph:examples.langgraph_agent.agent:build"], "left": 0}
