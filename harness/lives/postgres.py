@@ -126,6 +126,8 @@ class _Cluster:
 
 
 _LOCK = threading.Lock()
+# The servers named by CRASHMATRIX_POSTGRES_URL this process has reached once.
+_reached: set[str] = set()
 _cluster: _Cluster | None = None
 # The run token this process made (with its pid), when it is the run's owner on a team's
 # server: at the end it drops the databases named with it.
@@ -181,6 +183,9 @@ def ensure_server() -> str:
         url = os.environ.get(ENV)
         if not url:
             url = _start().url
+        elif url not in _reached:
+            with _admin():  # a team's server that cannot be reached: one line, now, not per case
+                _reached.add(url)
         if not os.environ.get(RUN_ENV):
             token = secrets.token_hex(4)
             os.environ[RUN_ENV] = token

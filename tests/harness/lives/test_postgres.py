@@ -29,6 +29,8 @@ from ...pytest_runs import run_inprocess
 
 pytest_plugins = ["pytester"]
 
+# Port 1 of this machine: nothing listens there.
+_UNREACHABLE = "postgresql://crashmatrix@127.0.0.1:1/postgres"
 # Bounds, not timings: how long a test waits for processes to go before it calls them leaked.
 _GONE_WITHIN = 60.0
 
@@ -103,6 +105,16 @@ def test_an_initdb_on_path_brings_its_own_installation_through_its_symlink(tmp_p
     (tmp_path / "path" / "initdb").symlink_to(tmp_path / "real" / "initdb")
     found = postgres.find_binaries(path=str(tmp_path / "path"), debian=tmp_path / "lib")
     assert found["postgres"] == tmp_path / "real" / "postgres"
+
+
+def test_a_team_server_that_cannot_be_reached_is_one_line_at_the_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(postgres.ENV, _UNREACHABLE)
+    with pytest.raises(postgres.PostgresUnavailable) as raised:
+        postgres.ensure_server()
+    assert str(raised.value).startswith(f"cannot reach the PostgreSQL server at {_UNREACHABLE}: ")
+    assert "\n" not in str(raised.value)
 
 
 def test_a_case_database_without_a_server_is_one_line_naming_servers(
@@ -399,3 +411,26 @@ def test_pytest_starts_the_server_an_adapter_needs_before_its_workers_and_stops_
     (name,) = clusters
     assert _left_running(name) == []
     assert not (Path(tempfile.gettempdir()) / name).exists()
+
+
+@pytest.mark.slow
+def test_pytest_says_in_one_line_when_the_server_an_adapter_needs_cannot_be_had(tmp_path: Path) -> None:
+    (tmp_path / "pg_adapter.py").write_text(
+        "class Adapter:\n    servers = ('postgres',)\n\n\ndef build():\n    return Adapter()\n"
+    )
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agent=pg_adapter:build"],
+        cwd=tmp_path,
+        env={**_env_without_server(), postgres.ENV: _UNREACHABLE},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert (
+        f"ERROR: --agent=pg_adapter:build: cannot reach the PostgreSQL server at {_UNREACHABLE}"
+        in done.stderr
+    )
+    assert "Traceback" not in done.stdout + done.stderr
