@@ -76,6 +76,14 @@ class ForeignSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     tools: str = "harness"
     input_prompt: str = "> "
+    # How each user message reaches the agent (``input.via``): "stdin" lines to one process,
+    # or one process per message (``per_process``), the message in its argv ({turn}), in
+    # the variable ``input_name`` or as its whole stdin.
+    input_via: str = "stdin"
+    input_name: str = ""
+    per_process: bool = False
+    # ``workspace:``: the folder the case workspace starts as (copied before the first life).
+    workspace_from: Path | None = None
     approval_prompt: str | None = None
     approval_where: str = ""  # path:line:col of approvals.prompt, for messages at run time
     approval_yes: str = "y"
@@ -158,6 +166,12 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         _regex(doc, ("approvals", "prompt"), approvals["prompt"])
     prompt = (data.get("input") or {}).get("prompt", "> ")
     _regex(doc, ("input", "prompt"), prompt)
+    via, per_process = _turn_delivery(doc, data)
+    workspace_from: Path | None = None
+    if "workspace" in data:
+        workspace_from = (here / data["workspace"]).resolve()
+        if not workspace_from.is_dir():
+            raise doc.error(("workspace",), f"no folder {workspace_from}; the path is relative to this YAML")
     session = data.get("session") or {}
     session_path = session.get("path", DEFAULT_SESSION)
     _inside_workspace(doc, ("session", "path"), session_path)
@@ -248,6 +262,10 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         env=dict(data.get("env") or {}),
         tools=data.get("tools", "agent" if framework is not None else "harness"),
         input_prompt=prompt,
+        input_via=via,
+        input_name=(data.get("input") or {}).get("name", ""),
+        per_process=per_process,
+        workspace_from=workspace_from,
         approval_prompt=approvals.get("prompt"),
         approval_where=f"{doc.path}:{':'.join(map(str, doc.where(('approvals', 'prompt'))))}",
         approval_yes=approvals.get("approve", "y"),
@@ -268,6 +286,42 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         framework=framework or "",
         options=dict(data.get("options") or {}),
     )
+
+
+def _turn_delivery(doc: Located, data: Mapping[str, Any]) -> tuple[str, bool]:
+    """``input.via`` and whether the agent is started once per user message, checked against
+    where the message goes (the ``{turn}`` placeholder, the variable's name, stdin)."""
+    given = data.get("input") or {}
+    via = given.get("via", "stdin")
+    per_process = given.get("per_process", via != "stdin")
+    argv_key = ("python", "argv") if "python" in data else ("command",)
+    parts = (data.get("python") or {}).get("argv", ()) if "python" in data else data.get("command", ())
+    holders = [index for index, part in enumerate(parts) if "{turn}" in part]
+    if via != "stdin" and not per_process:
+        raise doc.error(
+            ("input", "per_process"), f"via: {via} starts the agent once per message; drop per_process: false"
+        )
+    if via == "argv" and not holders:
+        where = "python.argv" if "python" in data else "command"
+        raise doc.error(
+            ("input", "via"), f"via: argv puts each message where {where}: has {{turn}}; add '{{turn}}' to it"
+        )
+    if via != "argv" and holders:
+        raise doc.error(
+            (*argv_key, holders[0]),
+            "{turn} is the user message only with input: {via: argv}; add it or drop {turn}",
+        )
+    if via == "env" and "name" not in given:
+        raise doc.error(("input", "via"), "via: env needs the variable's name, e.g. name: AGENT_MESSAGE")
+    if via != "env" and "name" in given:
+        raise doc.error(("input", "name"), "name: is the variable of via: env; add via: env or drop name:")
+    if via == "stdin" and per_process and data.get("approvals"):
+        raise doc.error(
+            ("approvals",),
+            "with per_process: true the message is the agent's whole stdin, which is then closed: "
+            "no approval can be answered on it; use via: argv or env to keep stdin for approvals",
+        )
+    return via, per_process
 
 
 # What a framework agent cannot take: its driver is the framework's, its session its store.
@@ -469,6 +523,8 @@ def _effect(
             raw["tool"], "sqlite", sqlite["path"], sqlite["query"], {}, raw.get("counts", ""), ids, where
         )
     _inside_workspace(doc, (*key, kind), raw[kind])
+    if "exclude" in raw and kind != "files":
+        raise doc.error((*key, "exclude"), "exclude: leaves paths out of a files: glob only")
     return EffectSpec(
         raw["tool"],
         "files" if kind == "files" else "jsonl",
@@ -478,6 +534,7 @@ def _effect(
         raw.get("counts", ""),
         ids,
         where,
+        tuple(raw.get("exclude") or ()),
     )
 
 

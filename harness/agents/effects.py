@@ -34,7 +34,6 @@ the checks that count effects do not count it.
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from crashmatrix.harness.agents.readonly_db import connect_readonly
+from crashmatrix.harness.core.globs import matches, matches_any
 from crashmatrix.harness.core.world_events import HARNESS_EFFECT_KIND
 from crashmatrix.harness.errors import HarnessError
 
@@ -87,6 +87,8 @@ class EffectSpec:
     # idempotency_key tie an effect to its call ("at most once" is judged per call).
     ids: Mapping[str, str] = field(default_factory=dict)
     where_declared: str = ""  # "adapter.yaml:12:5", for messages
+    # files: globs of paths the glob in ``path`` names that are not effects (a mail's tmp/ copy)
+    exclude: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -176,7 +178,7 @@ def _files(spec: EffectSpec, workspace: Path) -> list[Found]:
         for name in sorted(filenames):
             path = Path(directory) / name
             relative = path.relative_to(workspace).as_posix()
-            if not fnmatch.fnmatchcase(relative, spec.path):
+            if not matches(relative, spec.path) or matches_any(relative, spec.exclude):
                 continue
             try:
                 info = path.lstat()

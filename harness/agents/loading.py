@@ -9,7 +9,7 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from crashmatrix.harness.agents.protocol import AgentAdapter
-from crashmatrix.harness.agents.team_life import FRAMEWORKS
+from crashmatrix.harness.agents.team_life import FRAMEWORKS as FRAMEWORKS  # re-exported: loading.FRAMEWORKS
 from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES, Capabilities
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 

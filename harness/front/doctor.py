@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import dataclasses
 import fcntl
-import fnmatch
 import hashlib
 import json
 import os
@@ -60,6 +59,7 @@ from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.agents.python_agent import RULE_FIRED, RULES_INSTALLED, silent_rules
 from crashmatrix.harness.agents.session_records import CannotPlant, JsonlLines, SessionRecords, SqliteRows
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.globs import matches, matches_any
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import split_lines
@@ -886,7 +886,8 @@ def _duplicate_in_source(case: _Case, target: Path, detail: Any, *, new_keys: bo
         f"{original.name}.again",
     ):
         copy = original.with_name(name)
-        if fnmatch.fnmatchcase(copy.relative_to(workspace).as_posix(), effect.path):
+        relative_copy = copy.relative_to(workspace).as_posix()
+        if matches(relative_copy, effect.path) and not matches_any(relative_copy, effect.exclude):
             shutil.copy2(original, copy)
             return f"{relative} copied to {copy.name}"
     raise _Cannot(f"no second file name of {relative} matches {effect.path!r}")

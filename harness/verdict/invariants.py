@@ -25,7 +25,6 @@ Two conventions hold throughout:
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import posixpath
@@ -38,6 +37,7 @@ from typing import Any, Protocol
 
 from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract, default_contract
+from crashmatrix.harness.core.globs import matches
 from crashmatrix.harness.core.ledger import (
     ALIASES,
     STATUSES,
@@ -704,7 +704,7 @@ def _unseen_paths(evidence: Evidence, call: ToolCall) -> str | None:
         return None
     for path in paths:
         candidates = {path} | {f for f in known if f.startswith(path.rstrip("/") + "/")}
-        if any(fnmatch.fnmatchcase(c, g) for c in candidates for g in globs):
+        if any(matches(c, g) for c in candidates for g in globs):
             return None
     named = ", ".join(paths) if paths else "no path"
     return (

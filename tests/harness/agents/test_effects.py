@@ -418,3 +418,31 @@ effects:
         "removed",
         mail.seq,
     )
+
+
+def test_a_files_glob_reads_as_pathlib_reads_it_and_exclude_leaves_paths_out(tmp_path: Path) -> None:
+    for relative in ("a.eml", "outbox/new/1.eml", "outbox/tmp/1.eml", "outbox/cur/old/2.eml"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text("Subject: report")
+
+    def paths(pattern: str, exclude: tuple[str, ...] = ()) -> list[str]:
+        spec = EffectSpec("send_email", "files", pattern, exclude=exclude)
+        return [f.record["path"] for f in scan(spec, tmp_path)]
+
+    assert paths("*.eml") == ["a.eml"]  # * stays in its segment (fnmatch let it cross /)
+    assert paths("outbox/**/*.eml") == ["outbox/cur/old/2.eml", "outbox/new/1.eml", "outbox/tmp/1.eml"]
+    assert paths("outbox/**/*.eml", ("outbox/tmp/**",)) == ["outbox/cur/old/2.eml", "outbox/new/1.eml"]
+
+
+def test_exclude_belongs_to_a_files_effect_only(tmp_path: Path) -> None:
+    from crashmatrix.harness.agents.adapter_file import load_foreign
+    from crashmatrix.harness.errors import InputError
+
+    path = tmp_path / "adapter.yaml"
+    path.write_text(
+        "name: a\ncommand: [agent]\ntools: agent\neffects:\n"
+        "  - {tool: send_email, jsonl: outbox.jsonl, exclude: [x]}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(InputError, match=r"adapter\.yaml:5:45: effects\[0\]\.exclude: exclude: leaves paths"):
+        load_foreign(path)
