@@ -183,6 +183,7 @@ def ensure_server() -> str:
         url = os.environ.get(ENV)
         if not url:
             url = _start().url
+            _reached.add(url)
         elif url not in _reached:
             with _admin():  # a team's server that cannot be reached: one line, now, not per case
                 _reached.add(url)
@@ -528,6 +529,11 @@ def copy_case_database(source: Path, case_dir: Path) -> None:
             except _psycopg().errors.ObjectInUse:
                 if attempt == 4:
                     raise
+            except _psycopg().errors.InvalidCatalogName:
+                raise PostgresUnavailable(
+                    f"{source / RECORD} names database {old}, which the server at {_server_url()} does "
+                    "not have: a case directory kept from another run cannot be copied with its database"
+                ) from None
     _record(case_dir, new)
 
 

@@ -238,6 +238,16 @@ def test_copying_over_a_case_and_removing_one_drop_their_databases(postgres_url:
     assert new_b not in _databases(postgres_url) and not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
+def test_a_case_whose_database_is_not_on_the_server_is_refused_in_one_line(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / postgres.RECORD).write_text(json.dumps({"database": "cm_gone_0"}))
+    with pytest.raises(postgres.PostgresUnavailable, match="names database cm_gone_0, which the server"):
+        clone_case(tmp_path / "a", tmp_path / "b")
+
+
 def _client(url: str, then: str) -> int:
     """A forked client of ``url``: commits 'kept', begins a transaction and inserts 'lost'
     (not committed), then says so on a pipe and waits ('sleep') or stops itself ('stop')."""
