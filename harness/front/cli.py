@@ -15,6 +15,7 @@ and exit status 2 here, never a traceback.
     crashmatrix mutants [--mutant NAME ...] [--full]     the kill matrix: every mutant must die
     crashmatrix explore [--examples N] [--seed S] [--out DIR]   generated conversations and crashes
     crashmatrix doctor --agent ADAPTER [--json]          plant each check's fault: which checks fire
+    crashmatrix schema adapter|scenario|contract|results [--path]   a file kind's JSON Schema
 """
 
 from __future__ import annotations
@@ -120,7 +121,36 @@ def _parser() -> argparse.ArgumentParser:
         help="the results files of a sharded run (pytest --shard=I/N): one report, as one run's",
     )
     report.add_argument("--out", type=Path, default=None, help="output directory (default: reports/latest)")
+    schema = sub.add_parser("schema", help="print the JSON Schema of an input file (for editors and CI)")
+    schema.add_argument("kind", choices=sorted(SCHEMAS), help="which file's schema")
+    schema.add_argument(
+        "--path", action="store_true", help="print where the installed schema file is, for a $schema line"
+    )
     return parser
+
+
+# ``crashmatrix schema KIND``: the schema files as installed (package data), by what they check.
+SCHEMAS = {
+    "adapter": ("crashmatrix.harness.input", "schemas/adapter.schema.json"),
+    "scenario": ("crashmatrix.harness.input", "schemas/scenario.schema.json"),
+    "contract": ("crashmatrix.harness.input", "schemas/contract.schema.json"),
+    "results": ("crashmatrix.reports", "results.schema.json"),
+}
+
+
+def _schema(args: argparse.Namespace) -> int:
+    """The schema itself (``> adapter.schema.json`` beside a team's adapter), or with ``--path``
+    the installed file: a ``# yaml-language-server: $schema=`` line that needs no checkout."""
+    import importlib.resources
+
+    package, name = SCHEMAS[args.kind]
+    resource = importlib.resources.files(package).joinpath(name)
+    if args.path:
+        with importlib.resources.as_file(resource) as path:
+            print(path)
+    else:
+        print(resource.read_text(encoding="utf-8"), end="")
+    return EXIT_OK
 
 
 def _resolve_point(spec: str, points: Sequence[CrashPoint]) -> CrashPoint:
@@ -529,6 +559,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "validate": _validate,
         "import-mcp": _import_mcp,
         "report": _report,
+        "schema": _schema,
     }
     # SIGTERM (a cancelled CI job, a timeout) ends Python without running ``finally`` or exit
     # handlers: as an interrupt, the run's scratch directory and fork servers go as on Ctrl-C.
