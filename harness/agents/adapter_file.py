@@ -213,9 +213,13 @@ def load_foreign(path: Path | str) -> ForeignSpec:
             (("intercept", tool, "function"), raw["function"])
             for tool, raw in (data.get("intercept") or {}).items()
         ]
+        own = script.stem if script is not None else (module or "").rpartition(".")[2]
         for key, function in named:
-            # ``module.attr``: an attribute of a module the agent imports (resolved at run time).
-            if function not in names and function.partition(".")[0] not in names:
+            # ``agent.f`` is the agent's own ``f`` (its module named as it is imported);
+            # ``module.attr`` an attribute of a module the agent imports (resolved at run time).
+            first, _, rest = function.partition(".")
+            local = rest if first == own and first not in names and rest else function
+            if local not in names and local.partition(".")[0] not in names:
                 raise doc.error(key, f"the agent has no function {function!r}; name one it defines")
     boundaries = data.get("boundaries") or ()
     if boundaries and not any(raw.get("call_id") for raw in boundaries):

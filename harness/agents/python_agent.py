@@ -51,6 +51,8 @@ RULE_CALLED = "rule_called"
 RULE_HELD = "rule_held"
 RULE_FIRED = "rule_fired"
 Trace = Callable[[Mapping[str, Any]], None]
+# A kind-2 script is imported under this prefix and its file's stem (its siblings import as usual).
+SCRIPT_PREFIX = "crashmatrix_agent_"
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +167,11 @@ def _resolve(module: ModuleType, dotted: str, what: str) -> tuple[Any, str, Call
     """(owner, attribute, function) for ``name`` or ``Class.method`` in ``module``."""
     owner: Any = module
     *parents, attr = dotted.split(".")
+    # ``agent.f`` names the agent's own ``f`` by its module's name (a script is loaded under
+    # another name: ``import_agent``), unless the agent has an attribute of that name.
+    own = module.__name__.removeprefix(SCRIPT_PREFIX).rpartition(".")[2]
+    if parents and parents[0] == own and not hasattr(module, own):
+        parents = parents[1:]
     for part in parents:
         owner = getattr(owner, part, None)
     original = getattr(owner, attr, None) if owner is not None else None
@@ -373,7 +380,7 @@ def import_agent(spec: ForeignSpec) -> ModuleType:
     assert spec.script is not None
     # Its siblings must import as they do when it runs as a script.
     sys.path.insert(0, str(spec.script.parent))
-    name = f"crashmatrix_agent_{spec.script.stem}"
+    name = f"{SCRIPT_PREFIX}{spec.script.stem}"
     loaded = importlib.util.spec_from_file_location(name, spec.script)
     if loaded is None or loaded.loader is None:
         raise InputError(f"{spec.path}: cannot load {spec.script} as Python")

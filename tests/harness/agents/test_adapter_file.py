@@ -41,3 +41,29 @@ def test_a_tool_the_harness_runs_may_restrict_its_calls_but_is_never_a_real_shel
     entry = "  run_command: {only: ['^ls'], shell: simulated}\n"
     tool = _load(tmp_path, entry, tools="harness")["run_command"]
     assert (tool.name, tool.only, tool.shell) == ("run_command", {"command": ("^ls",)}, "simulated")
+
+
+def test_a_rule_may_name_the_agents_own_function_by_its_module_name(tmp_path: Path) -> None:
+    from types import ModuleType
+
+    import pytest
+
+    from crashmatrix.harness.agents.python_agent import SCRIPT_PREFIX, _resolve
+    from crashmatrix.harness.errors import InputError
+
+    (tmp_path / "toy_agent.py").write_text("def append_record(record):\n    pass\n", encoding="utf-8")
+    text = (
+        "name: toy\npython: {script: toy_agent.py}\nboundaries:\n"
+        "  - {function: FUNCTION, boundary: after_running, call_id: {argument: record, key: id}}\n"
+    )
+    adapter = tmp_path / "adapter.yaml"
+    adapter.write_text(text.replace("FUNCTION", "toy_agent.append_record"), encoding="utf-8")
+    assert load_foreign(adapter).rules[0].function == "toy_agent.append_record"
+    adapter.write_text(text.replace("FUNCTION", "toy_agent.nothing"), encoding="utf-8")
+    with pytest.raises(InputError, match=r"the agent has no function 'toy_agent\.nothing'"):
+        load_foreign(adapter)
+    # At run time the script is a module of another name; the prefix still names it.
+    module = ModuleType(f"{SCRIPT_PREFIX}toy_agent")
+    module.append_record = lambda record: None  # type: ignore[attr-defined]
+    owner, attr, function = _resolve(module, "toy_agent.append_record", "boundaries[].function")
+    assert (owner, attr, function) == (module, "append_record", module.append_record)  # type: ignore[attr-defined]
