@@ -519,6 +519,7 @@ DELEGATED_HELP = {
     "mutants": "run the suite against the deliberately broken agents; exit 1 if one survives",
     "explore": "hypothesis generates conversations and crash schedules; writes found failures as YAML",
     "doctor": "plant the faults each check exists for into an agent's own case; show which checks fire",
+    "init": "write a commented adapter.yaml by reading a Python agent's code, check it, run a clean case",
 }
 
 
@@ -539,6 +540,10 @@ def _delegated(command: str, rest: Sequence[str]) -> int:
         from crashmatrix.harness.front.doctor import main_doctor
 
         return main_doctor(rest)
+    if command == "init":
+        from crashmatrix.harness.front.init import main_init
+
+        return main_init(rest)
     raise AssertionError(command)
 
 
