@@ -123,6 +123,7 @@ class Findings:
     main_line: int = 0
     entry: str = ""  # a function taking one message (a function-call entry point)
     entry_line: int = 0
+    recover: str = ""  # a function taking nothing that finishes what a killed life left
     turns: str = "unknown"  # "stdin" | "argv" | "stdin_whole" | "call" | "unknown"
     turns_line: int = 0
     turn_prompt: str = ""  # the regex its output ends with when it waits for a turn
@@ -297,6 +298,7 @@ class _Reader:
                     )
                     found.setdefault(name, Tool(name, node.lineno, "an OpenAI tool schema", properties))
         # Decorated tools: @tool, @function_tool, @app.tool(), @register("name")
+        registries: dict[str, tuple[str, str]] = {}
         for fname, function in self.functions.items():
             for decorator in function.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -311,8 +313,13 @@ class _Reader:
                     found[name] = Tool(
                         name, function.lineno, decorator_text, tuple(_parameters(function)), fname
                     )
+                    registry = self._registry(_name(target))
+                    if registry:
+                        # The decorator stores the function object itself: calls through the
+                        # registry never see the module attribute, as with a dispatch dict.
+                        registries[name] = (registry, fname)
         # Dispatch dicts at module level: {"send_email": send_email}
-        held: dict[str, tuple[str, str]] = {}
+        held: dict[str, tuple[str, str]] = dict(registries)
         for variable, value in self.constants.items():
             if not isinstance(value, ast.Dict):
                 continue
@@ -340,6 +347,19 @@ class _Reader:
             result.append(Tool(tool.name, tool.line, tool.how, parameters, function, held_in, signature))
         return result
 
+    def _registry(self, decorator: str) -> str:
+        """The module-level dict a decorator of this module stores functions in
+        (``REGISTRY[function.__name__] = function``), or ""."""
+        function = self.functions.get(decorator)
+        if function is None:
+            return ""
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Subscript) and _name(target.value) in self.constants:
+                        return _name(target.value)
+        return ""
+
     def dispatchers(self, dicts: set[str]) -> list[Dispatcher]:
         """Functions that index a dispatch dict with something their parameters hold."""
         found = []
@@ -347,7 +367,7 @@ class _Reader:
             parameters = _parameters(function)
             for node in ast.walk(function):
                 index: ast.AST | None = None
-                if isinstance(node, ast.Subscript) and _name(node.value) in dicts:
+                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _name(node.value) in dicts:
                     index = node.slice
                 elif (
                     isinstance(node, ast.Call)
@@ -662,6 +682,14 @@ class _Reader:
             main_line=main_line,
             entry=entry,
             entry_line=entry_line,
+            recover=next(
+                (
+                    n
+                    for n in ("recover", "resume", "restore", "recover_pending")
+                    if n in self.functions and not _required(self.functions[n])
+                ),
+                "",
+            ),
             turns=via,
             turns_line=line,
             turn_prompt=prompt,
@@ -970,6 +998,15 @@ def draft(
         )
         y.add("  script: crashmatrix_launcher.py")
         y.add("  main: main")
+        if not findings.recover:
+            todos.append(
+                Todo(
+                    f"{short}:{findings.entry_line}: no recover()/resume() taking nothing was found, so a "
+                    f"life restarted after a crash finishes nothing until {findings.entry}() gets a new "
+                    "message; call the function that finishes a pending tool call in crashmatrix_launcher.py",
+                    False,
+                )
+            )
     else:
         kind = "command"
         y.add(
@@ -1237,6 +1274,11 @@ def _module_name(findings: Findings) -> str:
 def _launcher(findings: Findings, here: Path) -> str:
     module = _module_name(findings)
     folder = _relative(findings.path.parent, here)
+    recover = (
+        f"\n    {module}.{findings.recover}()  # a restarted life finishes what the last one left"
+        if findings.recover
+        else ""
+    )
     return f'''"""Written by crashmatrix init: {findings.path.name} takes one message per call of
 {findings.entry}(); this main() asks for each turn on stdin and calls it, so the harness can
 drive it like a REPL. Rules in the adapter name its functions as {module}.NAME."""
@@ -1249,7 +1291,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / {folder!r}))
 import {module}  # noqa: E402
 
 
-def main() -> None:
+def main() -> None:{recover}
     while True:
         try:
             text = input("> ")
@@ -1403,6 +1445,14 @@ def _rules(
     for match in matches:
         tool = match.tool
         dispatcher = next(iter(findings.dispatchers), None) if tool.held_in else None
+        saves_too = dispatcher is not None and writer is not None and any(
+            w.writer == writer.function and w.inside == dispatcher.function for w in findings.writes
+        )
+        if tool.held_in and dispatcher is not None and saves_too:
+            # It also saves the Tool Result before returning: "after it returns" would be after
+            # the result, not between the effect and it. before_tool_result (below, at the
+            # call of the writer) is that moment, whatever the dispatch.
+            continue
         if tool.held_in and dispatcher is not None:
             where = (
                 f"{{argument: {dispatcher.name_argument}"
@@ -1447,8 +1497,18 @@ def _rules(
             )
     if writer is not None:
         f, r, p = prefix + writer.function, writer.record, shape.prefix
+        terminal = [s for s in ("succeeded", "failed", "unknown", "rejected") if s in findings.statuses]
+        if not (shape.ledger and terminal):
+            rules.append(
+                [
+                    (f"function: {f}", "called to save the Tool Result: the tool has acted, nothing of it is saved"),
+                    ("boundary: before_tool_result", ""),
+                    ("at: call", "before it runs"),
+                    (f"where: [{{argument: {r}, key: {p}role, equals: tool}}]", ""),
+                    (f"call_id: {{argument: {r}, key: {p}tool_call_id}}", ""),
+                ]
+            )
         if shape.ledger:
-            terminal = [s for s in ("succeeded", "failed", "unknown", "rejected") if s in findings.statuses]
             if terminal:
                 rules.append(
                     [
