@@ -98,7 +98,7 @@ from crashmatrix.harness.core.dialect import Dialect
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import entry_from_json
 from crashmatrix.harness.core.session_log import SessionLog, encode_line
-from crashmatrix.harness.core.toolmap import ToolMap
+from crashmatrix.harness.core.toolmap import ToolMap, ToolName
 from crashmatrix.harness.core.tools import ToolContext, ToolObservation
 from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.errors import InputError, SessionCorruption
@@ -308,10 +308,7 @@ def _answer(request: ApprovalRequest, ctx: LifeContext, asked_before: set[str]) 
 
 def _factory(spec: str, target: str) -> Callable[[GraphContext], Any]:
     module_name, _, attr = target.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise InputError(f"--agent={spec!r}: cannot import {module_name!r} ({error})") from error
+    module = _import(f"--agent={spec!r}", module_name)
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise InputError(
@@ -816,13 +813,20 @@ class LangGraphAdapter:
         return read_observation(run, session=self.read_session, keeps_ledger=False, dialect=self.dialect)
 
     def validate(self) -> None:
-        """Build the graph once against a scratch directory: a factory that returns the wrong
-        thing, or a graph without a SQLite checkpointer, is refused before any case runs.
+        """Build the graph once against a scratch directory, with every built-in suite tool in
+        ``ctx.tools`` (as a life gives a scenario's: a factory picking ``send_email`` finds
+        it): a factory that returns the wrong thing, or a graph without a SQLite checkpointer,
+        is refused before any case runs, and the tools its ToolNodes have are the suite tools
+        it has (a scenario needing another is not applicable; a graph with no ToolNode runs
+        its tools its own way: every tool, as before).
 
         Then run one turn through it, answered in-process: LangChain and LangGraph build much
         of what a turn needs on first use (openai's request transforms, the checkpoint
         serializer, message parsing). Done here, it is done once in the fork server that
-        loaded this adapter, not again in every life."""
+        loaded this adapter, not again in every life. A turn that never reached ctx.model is
+        one line: the graph's model is not the one crashmatrix can serve in a life."""
+        from crashmatrix.mock_tools.registry import catalogue
+
         reply = {
             "id": "warm",
             "object": "chat.completion",
@@ -832,7 +836,14 @@ class LangGraphAdapter:
                 {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}
             ],
         }
-        transport = httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
+        asked: list[str] = []
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            asked.append(str(request.url))
+            return httpx.Response(200, json=reply)
+
+        contracts = catalogue()
+        transport = httpx.MockTransport(answer)
         with (
             tempfile.TemporaryDirectory(prefix="crashmatrix-langgraph-") as scratch,
             httpx.Client(transport=transport) as http,
@@ -841,11 +852,11 @@ class LangGraphAdapter:
             path.parent.mkdir(parents=True)
             ctx = GraphContext(
                 model=_chat_model(MODEL_BASE_URL, http),
-                tools=(),
+                tools=tuple(_langchain_tool(c, lambda *a, **k: "") for c in contracts.values()),
                 run_tool=lambda *a, **k: "",
                 checkpoint_path=path,
                 workspace=Path(scratch),
-                contracts={},
+                contracts=contracts,
                 model_base_url=MODEL_BASE_URL,
                 http=http,
                 life=0,
@@ -856,6 +867,11 @@ class LangGraphAdapter:
                 self.capabilities = dataclasses.replace(self.capabilities, approvals=True)
                 self.boundaries = BOUNDARIES
                 self.unreachable = {}
+            found = graph_tools(graph)
+            if found is not None:
+                has = ToolMap({name: ToolName(name) for name in sorted(found) if name in contracts})
+                self.capabilities = dataclasses.replace(self.capabilities, tools=has)
+                self.dialect = dataclasses.replace(self.dialect, tools=has)
             try:
                 from langchain_core.messages import HumanMessage
 
@@ -868,6 +884,12 @@ class LangGraphAdapter:
                 pass
             finally:
                 graph.checkpointer.conn.close()
+        if not asked:
+            raise InputError(
+                f"--agent={self.spec!r}: a turn through the graph never asked ctx.model, the model "
+                "crashmatrix serves in a life; bind its tools to ctx.model, or declare the agent in an "
+                "adapter YAML (framework: langgraph), where its own ChatOpenAI() is served"
+            )
 
     def _build(self, ctx: GraphContext) -> Any:
         try:

@@ -39,9 +39,12 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import START, MessagesState, StateGraph
 
-    def graph() -> StateGraph:
+    def graph(ctx: lg.GraphContext | None = None) -> StateGraph:
         g = StateGraph(MessagesState)
-        g.add_node("agent", lambda state: {"messages": []})
+        if ctx is None:
+            g.add_node("agent", lambda state: {"messages": []})
+        else:  # asks crashmatrix's model, as an agent does
+            g.add_node("agent", lambda state: {"messages": [ctx.model.invoke(state["messages"])]})
         g.add_edge(START, "agent")
         return g
 
@@ -53,9 +56,26 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     )
     module.not_a_graph = lambda ctx: graph()  # type: ignore[attr-defined]
     module.raises = lambda ctx: 1 / 0  # type: ignore[attr-defined]
-    module.good = lambda ctx: graph().compile(  # type: ignore[attr-defined]
+    module.good = lambda ctx: graph(ctx).compile(  # type: ignore[attr-defined]
         checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
     )
+    # Never asks ctx.model: its own client, which a life cannot serve on this path.
+    module.own_model = lambda ctx: graph().compile(  # type: ignore[attr-defined]
+        checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
+    )
+
+    def picks(ctx: lg.GraphContext) -> object:
+        """A team's factory that picks its tools by name, and runs only those."""
+        from langgraph.prebuilt import ToolNode
+
+        tools = {tool.name: tool for tool in ctx.tools}
+        g = graph(ctx)
+        g.add_node("tools", ToolNode([tools["send_email"], tools["create_order"]]))
+        return g.compile(
+            checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
+        )
+
+    module.picks = picks  # type: ignore[attr-defined]
 
     def asking(ctx: lg.GraphContext) -> object:
         ctx.asks_for_approval()
@@ -75,6 +95,7 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
         ("crashmatrix_lg_user:elsewhere", "not ctx.checkpoint_path"),
         ("crashmatrix_lg_user:not_a_graph", "not a compiled graph"),
         ("crashmatrix_lg_user:raises", "the factory raised ZeroDivisionError"),
+        ("crashmatrix_lg_user:own_model", "a turn through the graph never asked ctx.model"),
         ("crashmatrix_lg_user:missing", "has no function 'missing'"),
         ("no_such_module_here:build", "cannot import 'no_such_module_here'"),
     ],
@@ -105,6 +126,31 @@ def test_a_graph_with_a_sqlite_checkpointer_at_the_case_path_is_accepted(
     assert not adapter.capabilities.approvals  # type: ignore[attr-defined]
     assert "after_approved" not in adapter.boundaries
     assert "ctx.asks_for_approval()" in adapter.unreachable["after_approved"]  # type: ignore[attr-defined]
+
+
+def test_the_tools_its_toolnodes_have_decide_what_applies(user_module: types.ModuleType) -> None:
+    """Built at load with every suite tool (``tools["send_email"]`` is there): a suite tool
+    its ToolNode lacks is not applicable, never red for its absence."""
+    adapter = load_adapter("langgraph:crashmatrix_lg_user:picks")
+    tools = adapter.capabilities.tools  # type: ignore[attr-defined]
+    assert tools.has("send_email") and tools.has("create_order")
+    assert not tools.has("read_file") and tools.missing(["read_file"]) == ["read_file"]
+    # A graph with no ToolNode runs its tools its own way: every tool, as before.
+    assert load_adapter("langgraph:crashmatrix_lg_user:good").capabilities.tools.has("read_file")  # type: ignore[attr-defined]
+
+
+def test_an_error_importing_the_teams_module_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "crashmatrix_lg_broken.py").write_text("import json\nraise RuntimeError('no config')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = "langgraph:crashmatrix_lg_broken:build"
+    with pytest.raises(InputError) as caught:
+        load_adapter(spec)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"--agent={spec!r}: importing 'crashmatrix_lg_broken' raised RuntimeError at ")
+    assert "crashmatrix_lg_broken.py:2: no config" in message
 
 
 def test_a_factory_that_says_its_graph_asks_gets_the_approval_scenarios_and_after_approved(
@@ -462,12 +508,12 @@ def test_a_langgraph_outside_the_range_is_named_with_the_range(
 ) -> None:
     import importlib.metadata
 
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.4.0")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.0.0")
     with pytest.raises(InputError) as caught:
         load_adapter("langgraph:crashmatrix_lg_user:good")
     message = str(caught.value)
     assert "\n" not in message
-    assert "langgraph 1.4.0 is installed" in message and lg.SUPPORTED_TEXT in message
+    assert "langgraph 2.0.0 is installed" in message and lg.SUPPORTED_TEXT in message
 
 
 # -- approvals -------------------------------------------------------------------------------
