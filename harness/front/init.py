@@ -80,6 +80,8 @@ class Writer:
     record: str
     path: str = ""  # the file, when the writer names it itself (a constant)
     path_argument: str = ""  # the parameter naming the file, when callers pass it
+    env: str = ""  # the environment variable naming that file, if any
+    keys: tuple[tuple[str, str], ...] = ()  # a record written as a dict literal: key -> parameter
     table: str = ""  # sqlite: the table inserted into
     columns: tuple[str, ...] = ()
 
@@ -403,7 +405,7 @@ class _Reader:
                 path_argument = next(
                     (p for p in parameters if p in ("path", "file", "filename", "target", "where")), ""
                 )
-                path = ""
+                path, env = "", ""
                 for node in ast.walk(function):
                     if _is_append_open(node):
                         assert isinstance(node, ast.Call)
@@ -413,10 +415,22 @@ class _Reader:
                             else (node.func.value if isinstance(node.func, ast.Attribute) else None)
                         )
                         if opened is not None:
-                            path = self.resolve(opened)[0]
+                            path, env = self.resolve(opened)
                             if isinstance(opened, ast.Name) and opened.id in parameters:
                                 path_argument = opened.id
-                found.append(Writer(fname, function.lineno, "jsonl", record, path, path_argument))
+                literal = next(
+                    (
+                        n.args[0]
+                        for n in ast.walk(function)
+                        if isinstance(n, ast.Call)
+                        and _name(n.func) in ("json.dumps", "dumps")
+                        and n.args
+                        and isinstance(n.args[0], ast.Dict)
+                    ),
+                    None,
+                )
+                keys = _literal_keys(literal, parameters)
+                found.append(Writer(fname, function.lineno, "jsonl", record, path, path_argument, env, keys))
             for node in ast.walk(function):
                 sql = _insert_sql(node)
                 if sql is not None:
@@ -441,7 +455,7 @@ class _Reader:
                 writer = by_name.get(called)
                 if writer is None or writer.function == fname:
                     continue
-                path, env = writer.path, ""
+                path, env = writer.path, writer.env
                 target = self.functions.get(writer.function)
                 if writer.path_argument and target is not None:
                     position = (
@@ -708,6 +722,17 @@ class _Reader:
             top_level=frozenset([*self.functions, *self.constants, *names]),
             module_imports=frozenset(imports),
         )
+
+
+def _literal_keys(record: ast.AST | None, parameters: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The keys of a dict literal whose values are parameters: ``{"call": call_id}``."""
+    if not isinstance(record, ast.Dict):
+        return ()
+    return tuple(
+        (str(_const(k)), _name(v))
+        for k, v in zip(record.keys, record.values, strict=True)
+        if isinstance(_const(k), str) and _name(v) in parameters
+    )
 
 
 def _required(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
@@ -1027,6 +1052,12 @@ def draft(
         for write in findings.writes:
             if write.inside in inside and write.path and (write.writer or write.table):
                 effects.append((match, write))
+        for writer in findings.writers:
+            # The tool appends its effect itself: open(..., "a") + json.dumps in its own body.
+            if writer.function in inside and writer.path and writer.kind == "jsonl":
+                effects.append(
+                    (match, Write(writer.function, writer.function, writer.line, writer.path, writer.env, writer.keys))
+                )
         for request in findings.http:
             if request.inside in inside and match.suite in _SERVICE_OF:
                 services.append((_SERVICE_OF[match.suite], request))
@@ -1356,7 +1387,7 @@ def _session(findings: Findings, effect_paths: set[str]) -> tuple[str, str, int,
                 return default, variable, line, "jsonl", "", ""
     for writer in findings.writers:
         if writer.kind == "jsonl" and writer.path and writer.path not in effect_paths:
-            return writer.path, "", writer.line, "jsonl", "", ""
+            return writer.path, writer.env, writer.line, "jsonl", "", ""
     for writer in findings.writers:
         if writer.kind == "sqlite" and writer.record:
             database = next(
