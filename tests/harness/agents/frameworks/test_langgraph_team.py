@@ -1,0 +1,268 @@
+"""A LangGraph agent declared in an adapter YAML (``framework: langgraph``), tested as it is:
+its own ``@tool`` functions writing its own outbox and orders table, its own ``ChatOpenAI()``
+(from the environment), LangGraph's default durability, the checkpointer crashmatrix hands
+it. The docs' agent (``examples/langgraph_team/support_graph.py``) sends an email twice and
+places a second order after a crash past the effect, counted in ITS outbox and table; the
+fixed one (``fixed.py``) does neither; the suite tools it lacks are not applicable; a model
+client that escapes, a graph on another checkpointer, or a module that fails to import is one
+line at load."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from crashmatrix.harness.agents.frameworks import langgraph as lg
+from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.errors import InputError
+
+from ....pytest_runs import run_inprocess
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[4]
+SUITE = ROOT / "scenarios"
+TEAM = ROOT / "examples" / "langgraph_team"
+
+
+def _yaml(tmp_path: Path, factory_source: str, extra: str = "") -> Path:
+    (tmp_path / "cm_lg_team_factory.py").write_text(factory_source, encoding="utf-8")
+    path = tmp_path / "adapter.yaml"
+    path.write_text(
+        "name: t\nframework: langgraph\nfactory: cm_lg_team_factory:build\n" + extra, encoding="utf-8"
+    )
+    return path
+
+
+@pytest.fixture
+def clean_modules() -> Iterator[None]:
+    yield
+    for name in [n for n in sys.modules if n.startswith("cm_lg_team_")]:
+        del sys.modules[name]
+
+
+GRAPH = """
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+@tool
+def send_email(to: str, subject: str, body: str) -> str:
+    '''Send an email.'''
+    return "sent"
+
+def graph(model, checkpointer):
+    model = model.bind_tools([send_email])
+    g = StateGraph(MessagesState)
+    g.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    g.add_node("tools", ToolNode([send_email]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=checkpointer)
+"""
+ESCAPING = (
+    GRAPH
+    + """
+def build(ctx):
+    client = ChatOpenAI(model="m", base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0)
+    return graph(client, ctx.checkpointer)
+"""
+)
+OWN_SAVER = (
+    GRAPH
+    + """
+from langgraph.checkpoint.memory import InMemorySaver
+
+def build(ctx):
+    return graph(ChatOpenAI(model="m"), InMemorySaver())
+"""
+)
+OWN_TOOLS = (
+    GRAPH
+    + """
+def build(ctx):
+    return graph(ChatOpenAI(model="m"), ctx.checkpointer)
+"""
+)
+BROKEN = "import json\nCONFIG = json.loads('{')\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        (ESCAPING, "the agent's model client did not reach crashmatrix's model at http://127.0.0.1:"),
+        (OWN_SAVER, "factory: the graph's checkpointer is InMemorySaver, not the one crashmatrix handed it"),
+        (BROKEN, "importing 'cm_lg_team_factory' raised JSONDecodeError at "),
+    ],
+)
+def test_an_agent_that_cannot_be_tested_is_one_line_at_load(
+    tmp_path: Path, clean_modules: None, source: str, says: str
+) -> None:
+    with pytest.raises(InputError) as caught:
+        load_adapter(str(_yaml(tmp_path, source)))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{tmp_path / 'adapter.yaml'}: ")
+    assert says in message
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ("{durability: eventually}", "options: durability: 'eventually' is not one of sync, async, exit"),
+        ("{store: redis}", "options.store: 'redis' is not one of sqlite, postgres"),
+    ],
+)
+def test_a_bad_option_is_one_line(tmp_path: Path, clean_modules: None, options: str, says: str) -> None:
+    with pytest.raises(InputError, match=says.replace(".", r"\.").replace("(", r"\(")):
+        load_adapter(str(_yaml(tmp_path, OWN_TOOLS, f"options: {options}\n")))
+
+
+def test_without_a_catalogue_the_tools_its_toolnode_has_decide_what_applies(
+    tmp_path: Path, clean_modules: None
+) -> None:
+    adapter = load_adapter(str(_yaml(tmp_path, OWN_TOOLS)))
+    tools = adapter.capabilities.tools  # type: ignore[attr-defined]
+    assert tools.has("send_email") and not tools.has("create_order") and not tools.has("read_file")
+    assert adapter.capabilities.approvals is False  # type: ignore[attr-defined]
+    # LangGraph's own seams, the tool's two brackets among them; no steps inside its tools.
+    assert "after_tool_call_pending" in adapter.boundaries and "after_side_effect" in adapter.boundaries
+    assert "during_side_effect" in adapter.unreachable  # type: ignore[attr-defined]
+    # The load check imported the team's module in a scratch directory and dropped it.
+    assert "cm_lg_team_factory" not in sys.modules
+
+
+def test_the_team_example_has_the_suite_tools_its_catalogue_names() -> None:
+    adapter = load_adapter(str(TEAM / "adapter.yaml"))
+    tools = adapter.capabilities.tools  # type: ignore[attr-defined]
+    assert tools.has("send_email") and tools.has("create_order") and not tools.has("read_file")
+    assert adapter.dialect.results.name == "adapter"  # its results: rules, not crashmatrix's
+    assert "support_graph" not in sys.modules and "fixed" not in sys.modules
+
+
+def test_the_checkpoint_is_read_back_from_the_case_workspace(tmp_path: Path) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    workspace = tmp_path / "world" / "workspace"
+    path = lg.checkpoint_file(workspace)
+    path.parent.mkdir(parents=True)
+    assert lg.read_records(workspace) == []  # nothing saved yet
+    call = {"name": "send_email", "args": {"to": "a"}, "id": "c1"}
+    messages = [HumanMessage("hi"), AIMessage("", tool_calls=[call]), ToolMessage("sent", tool_call_id="c1")]
+    g = StateGraph(MessagesState)
+    g.add_node("n", lambda state: {"messages": messages})
+    g.add_edge(START, "n")
+    with sqlite3.connect(path, check_same_thread=False) as conn:
+        g.compile(checkpointer=SqliteSaver(conn)).invoke({"messages": []}, lg.Driving().config())
+    records = lg.read_records(workspace)
+    assert [r["message"]["role"] for r in records] == ["user", "assistant", "tool"]
+    assert records[1]["message"]["tool_calls"][0]["id"] == "c1"
+
+
+# -- real lives ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def launcher() -> Iterator[object]:
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    yield LifeLauncher("fork", preload=lg.FRAMEWORK.preload)
+
+
+def _run(launcher: object, adapter: str, scenario_file: str, point: str, tmp_path: Path) -> Any:
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    return run_point(
+        load_scenario(SUITE / scenario_file),
+        None if point == "clean" else parse_point(point),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / adapter,
+        agent=str(TEAM / f"{adapter}.yaml"),
+        deadline=60.0,
+    )
+
+
+def _workspace(result: Any) -> Path:
+    return Path(result.case_dir) / "world" / "workspace"
+
+
+def _emails(result: Any) -> int:
+    outbox = _workspace(result) / "outbox.jsonl"
+    return len(outbox.read_text().splitlines()) if outbox.exists() else 0
+
+
+def _orders(result: Any) -> int:
+    path = _workspace(result) / "orders.db"
+    if not path.exists():
+        return 0
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT COUNT(*) FROM orders").fetchone()[0])
+
+
+@pytest.mark.slow
+def test_the_docs_agent_sends_twice_into_its_own_outbox_after_a_crash_past_the_send(
+    launcher: object, tmp_path: Path
+) -> None:
+    result = _run(launcher, "adapter", "send_email/send_once.yaml", "after_side_effect[call_mail]", tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "failed"
+    assert "non_idempotent_at_most_once" in [v.invariant for v in verdict.violations]
+    assert verdict.observed.world["emails"] == 2
+    assert _emails(result) == 2  # counted in the team's own outbox, written by its own send_email
+    # Its conversation, read back from the checkpoint crashmatrix handed its graph.
+    log = lg.read_records(_workspace(result))
+    assert [r["message"]["role"] for r in log] == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.slow
+def test_the_docs_agent_places_a_second_order_in_its_own_table(launcher: object, tmp_path: Path) -> None:
+    result = _run(
+        launcher, "adapter", "create_order/keyed_once.yaml", "after_side_effect[call_order]", tmp_path
+    )
+    assert result.verdict.status == "failed"
+    assert _orders(result) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("scenario_file", "point", "emails", "orders"),
+    [
+        ("send_email/send_once.yaml", "clean", 1, 0),
+        ("send_email/send_once.yaml", "after_running[call_mail]", 0, 0),
+        ("send_email/send_once.yaml", "after_side_effect[call_mail]", 1, 0),
+        ("create_order/keyed_once.yaml", "after_running[call_order]", 0, 1),
+        ("create_order/keyed_once.yaml", "after_side_effect[call_order]", 0, 1),
+    ],
+)
+def test_the_fixed_agent_recovers_by_its_tools_contracts(
+    launcher: object, tmp_path: Path, scenario_file: str, point: str, emails: int, orders: int
+) -> None:
+    result = _run(launcher, "adapter_fixed", scenario_file, point, tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+    assert (_emails(result), _orders(result)) == (emails, orders)
+
+
+@pytest.mark.slow
+def test_the_suite_tools_it_lacks_are_not_applicable_never_red(pytester: pytest.Pytester) -> None:
+    shutil.copytree(SUITE / "read_only", pytester.path / "scenarios")
+    result = run_inprocess(
+        pytester, "scenarios", f"--agent={TEAM / 'adapter.yaml'}", "-p", "no:cacheprovider", "-rs"
+    )
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("skipped", 0) >= 1 and not outcomes.get("failed") and not outcomes.get("passed")
+    result.stdout.fnmatch_lines(["*not applicable: the agent has no read_file*"])
