@@ -24,10 +24,11 @@ from collections.abc import Mapping, Sequence
 
 from crashmatrix.harness.agents.adapter_file import ForeignSpec
 from crashmatrix.harness.agents.protocol import LifeContext
+from crashmatrix.harness.core.records import Entry, MessageEntry
 from crashmatrix.harness.core.trace import UNANSWERED_APPROVAL
 from crashmatrix.harness.lives.capped_log import CappedLog
 
-__all__ = ["ASKED", "Conversation", "UnansweredApproval", "scenario_answer"]
+__all__ = ["ASKED", "Conversation", "UnansweredApproval", "per_process_messages", "scenario_answer"]
 # Output kept to match prompts against: prompts are short, and an agent that prints a lot
 # must not make the supervisor hold all of it.
 _PROMPT_WINDOW = 8192
@@ -52,6 +53,28 @@ def scenario_answer(
     table = again_answers if again and again_answers else approvals
     answer = table.get(tool, table.get("*", approvals.get("*", "yes")))
     return str(answer).lower() in ("yes", "y", "true")
+
+
+# -- one process per message ----------------------------------------------------------------
+
+
+def per_process_messages(pending: Sequence[str], entries: Sequence[Entry]) -> tuple[str, ...]:
+    """The messages a life starts an agent with, one process each, for an agent that takes one
+    user message per process (``input.via: argv | env``, ``per_process: true``).
+
+    ``pending``: the scenario's turns the session does not show received (a turn whose user
+    message the agent never saved is sent again; one it saved never is). ``entries``: the
+    session (or the conversation the model saw). A process given the next turn recovers what
+    a killed one left before it takes that turn, as such an agent does at every start; with no
+    turn left and the last one unfinished (no final answer after its user message) the agent is
+    started once with an empty message, to recover and finish it: "" means resume only."""
+    if pending:
+        return tuple(pending)
+    messages = [entry.message for entry in entries if isinstance(entry, MessageEntry)]
+    if not any(message.role == "user" for message in messages):
+        return ()
+    last = messages[-1]
+    return () if last.role == "assistant" and not last.tool_calls else ("",)
 
 
 # -- stdin: turns and approvals ------------------------------------------------------------

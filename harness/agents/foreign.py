@@ -33,6 +33,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any, TextIO, cast
 
 from crashmatrix.harness.agents.adapter_file import SERVICES, ForeignSpec, load_foreign, module_file
-from crashmatrix.harness.agents.conversation import Conversation, _Console
+from crashmatrix.harness.agents.conversation import Conversation, _Console, per_process_messages
 from crashmatrix.harness.agents.effects import EffectProbe, count_effects, harness_wrote, watched_files
 from crashmatrix.harness.agents.foreign_session import (
     AppendWatch,
@@ -58,6 +59,7 @@ from crashmatrix.harness.agents.preload import imports_of
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.python_agent import (
     Marks,
+    _resolve,
     import_agent,
     install_boundaries,
     install_intercepts,
@@ -514,9 +516,13 @@ class ForeignAdapter:
         )
 
     def run_life(self, ctx: LifeContext) -> None:
+        if ctx.life == 1 and self.spec.workspace_from is not None:
+            _seed_workspace(self.spec.workspace_from, ctx.world_dir / "workspace")
         log = self._conversation(ctx, self._sync(ctx))
         received = sum(1 for e in log.entries if isinstance(e, MessageEntry) and e.message.role == "user")
         conversation = Conversation(self.spec, ctx.scenario.turns[received:], ctx)
+        # An agent started once per message: the messages of this life's processes.
+        messages = per_process_messages(conversation.turns, log.entries) if self.spec.per_process else None
         model = ScriptedModel(
             ctx.scenario.rules,
             log_path=ctx.case_dir / "model_requests.jsonl",
@@ -593,11 +599,11 @@ class ForeignAdapter:
         cwd = workspace if self.spec.cwd == "workspace" else (self.spec.here / self.spec.cwd)
         try:
             if self.spec.kind == "python":
-                self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox, on_sync)
+                self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox, on_sync, messages)
             elif self.framework is not None:
                 self._run_framework(ctx, server, env, cwd, hook, probe, toolbox)
             else:
-                self._run_command(ctx, server, env, cwd, conversation, values, holder)
+                self._run_command(ctx, server, env, cwd, conversation, values, holder, messages)
         finally:
             server.close()
         if server.errors:
@@ -616,36 +622,100 @@ class ForeignAdapter:
         probe: EffectProbe,
         toolbox: Any,
         on_sync: Any = None,
+        messages: Sequence[str] | None = None,
     ) -> None:
+        """Kind 2: the agent's ``main`` in this process, once (turns on stdin), or once per
+        message (``messages``), each a fresh start as a new process would be: its own modules
+        imported afresh (its module state is a process's), the functions the rules wrap
+        restored first (a library's attribute wrapped twice would fire twice)."""
         server.start()
         os.environ.update(env)
         os.chdir(cwd)
-        module = import_agent(self.spec)
-        # Intercepted first: a boundary rule on the same function then wraps the mock tool.
-        marks = Marks(hook, ctx.trace)  # the trace says which adapter rule fired (collection reads it)
-        install_intercepts(module, self.spec.intercepts, marks, self._run_tool(ctx, toolbox), self.spec.here)
-        install_boundaries(module, self.spec.rules, hook, marks)
-        main = getattr(module, self.spec.main, None)
-        if not callable(main):
-            raise InputError(f"{self.spec.path}: {module.__name__} has no function {self.spec.main!r}")
-        saved = sys.argv, sys.stdin, sys.stdout
         with (
             CappedLog(ctx.case_dir / f"agent-{ctx.life}.log") as log,
             probing_fsyncs(probe, on_sync),
         ):
-            console = _Console(conversation, log)
-            sys.argv = [str(self.spec.script or self.spec.module), *self.spec.argv]
-            sys.stdin = sys.stdout = cast(TextIO, console)
+            if messages is None:
+                self._main(ctx, hook, toolbox, conversation, log, (), None)
+                return
+            for message in messages:
+                self._main(ctx, hook, toolbox, self._conversation_for(ctx, message), log, (message,), message)
+
+    def _main(
+        self,
+        ctx: LifeContext,
+        hook: BoundaryHook,
+        toolbox: Any,
+        conversation: Conversation,
+        log: CappedLog,
+        turn: tuple[str, ...],
+        message: str | None,
+    ) -> None:
+        """One start of a kind-2 agent: imported, its rules installed, ``main`` called with the
+        message where ``input.via`` puts it (``turn``: the message, for ``{turn}``). Its argv,
+        stdin, stdout and message variable are in place before the import: a script may read
+        them at its top level, as it runs."""
+        for name in [name for name in sys.modules if self._owns(name)]:
+            del sys.modules[name]  # the previous start's: a new process imports them again
+        saved = sys.argv, sys.stdin, sys.stdout
+        variable = self.spec.input_name if self.spec.input_via == "env" else ""
+        console = _Console(conversation, log)
+        args = [part.replace("{turn}", turn[0]) if turn else part for part in self.spec.argv]
+        sys.argv = [str(self.spec.script or self.spec.module), *args]
+        sys.stdin = sys.stdout = cast(TextIO, console)
+        if variable:
+            os.environ[variable] = message or ""
+        originals: list[tuple[Any, str, Any]] = []
+        try:
+            module = import_agent(self.spec)
+            named = [rule.function for rule in self.spec.rules] + [i.function for i in self.spec.intercepts]
+            originals = [_resolve(module, dotted, "the adapter's rules") for dotted in named]
+            # Intercepted first: a boundary rule on the same function then wraps the mock tool.
+            marks = Marks(hook, ctx.trace)  # the trace says which adapter rule fired (collection reads it)
+            run_tool = self._run_tool(ctx, toolbox)
+            install_intercepts(module, self.spec.intercepts, marks, run_tool, self.spec.here)
+            install_boundaries(module, self.spec.rules, hook, marks)
+            main = getattr(module, self.spec.main, None)
+            if not callable(main):
+                raise InputError(f"{self.spec.path}: {module.__name__} has no function {self.spec.main!r}")
             try:
                 # What main() returns is its exit status, as under ``sys.exit(main())``.
                 code = main()
             except SystemExit as stop:
                 code = stop.code
-            finally:
-                sys.argv, sys.stdin, sys.stdout = saved
-                console.flush()  # what it printed last, into its log before that closes
+        finally:
+            sys.argv, sys.stdin, sys.stdout = saved
+            console.flush()  # what it printed last, into its log before that closes
+            if variable:
+                os.environ.pop(variable, None)
+            # The next start wraps the originals again, never a wrapper (it would fire twice).
+            for owner, attr, original in reversed(originals):
+                setattr(owner, attr, original)
         if code not in (None, 0):
-            raise HarnessError(f"agent {self.name} exited with {code!r}")
+            raise HarnessError(f"agent {self.name} exited with {code!r}{_resumed(message)}")
+
+    def _owns(self, name: str) -> bool:
+        """Whether module ``name`` is the agent's own code (imported afresh at each start of an
+        agent started per message): its script and what lies beside it, or its package."""
+        if self.spec.module:
+            top = self.spec.module.partition(".")[0]
+            return name == top or name.startswith(f"{top}.")
+        assert self.spec.script is not None
+        if name == f"crashmatrix_agent_{self.spec.script.stem}":
+            return True
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if not file:
+            return False
+        path = Path(str(file)).resolve()
+        # A virtualenv inside the agent's folder holds libraries, not its code.
+        return path.is_relative_to(self.spec.script.parent) and "site-packages" not in path.parts
+
+    def _conversation_for(self, ctx: LifeContext, message: str) -> Conversation:
+        """The stdin of an agent started for ``message``: the message, then end of input,
+        when stdin is how it takes it; else only the approvals it asks (a turn prompt: end of
+        input)."""
+        text = [message] if self.spec.input_via == "stdin" and message else []
+        return Conversation(self.spec, text, ctx)
 
     def _run_framework(
         self,
@@ -704,20 +774,52 @@ class ForeignAdapter:
         conversation: Conversation,
         values: Mapping[str, str],
         holder: dict[str, int],
+        messages: Sequence[str] | None = None,
     ) -> None:
-        argv = [part.format(**values) for part in self.spec.command]
-        stderr_path = ctx.case_dir / f"agent-{ctx.life}.stderr"
+        """Kind 3: the command, once (turns on stdin), or once per message (``messages``),
+        one after the other, each waited for before the next starts."""
         if ctx.life > 1:
             cap_file(ctx.case_dir / f"agent-{ctx.life - 1}.stderr")  # killed before its last cut
+        if messages is None:
+            self._start_command(ctx, server, env, cwd, conversation, values, holder, None)
+            return
+        for number, message in enumerate(messages):
+            conversation = self._conversation_for(ctx, message)
+            self._start_command(ctx, server, env, cwd, conversation, values, holder, message, number == 0)
+
+    def _start_command(
+        self,
+        ctx: LifeContext,
+        server: LoopbackServer,
+        env: Mapping[str, str],
+        cwd: Path,
+        conversation: Conversation,
+        values: Mapping[str, str],
+        holder: dict[str, int],
+        message: str | None,
+        first: bool = True,
+    ) -> None:
+        """One process of a kind-3 agent, run to its end: ``message`` (None: turns on stdin)
+        in its argv, its environment or as its whole stdin, as ``input.via`` says. ``first``:
+        the life's first process, which starts the server once it is running."""
+        via = self.spec.input_via
+        argv = [part.format(**values, turn=message or "") for part in self.spec.command]
+        if message is not None and via == "env":
+            env = {**env, self.spec.input_name: message}
+        # Per message, stdin is the message (via: stdin) or the approvals; an agent that asks
+        # none reads end of input at once, as a command started with no one typing does.
+        closed = message is not None and via != "stdin" and self.spec.approval_prompt is None
+        stderr_path = ctx.case_dir / f"agent-{ctx.life}.stderr"
         with open(stderr_path, "ab") as stderr:
-            # Started before any thread of ours runs (the server only binds so far; the life's
-            # stderr watcher sleeps holding no lock): the child's pre-exec code then cannot
-            # inherit a lock another thread held.
+            # The first is started before any thread of ours runs (the server only binds so
+            # far; the life's stderr watcher sleeps holding no lock): the child's pre-exec code
+            # then cannot inherit a lock another thread held. A later one (one process per
+            # message) starts while the server's threads wait for a request no agent can send.
             process = subprocess.Popen(
                 argv,
                 cwd=cwd,
                 env={**os.environ, **env},
-                stdin=subprocess.PIPE,
+                stdin=subprocess.DEVNULL if closed else subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
                 start_new_session=True,  # its own group: stop/kill it and its children together
@@ -729,7 +831,14 @@ class ForeignAdapter:
         capping = watch_log(stderr_path)
         with open(ctx.case_dir / "agent-pids.txt", "a", encoding="utf-8") as pids:
             pids.write(f"{ctx.life} {process.pid}\n")
-        server.start()
+        if message is not None and via == "stdin" and process.stdin is not None:
+            # Its whole stdin, as ``echo "$message" | agent`` gives it ("" resumes: nothing).
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.write((f"{message}\n" if message else "").encode("utf-8"))
+            with contextlib.suppress(BrokenPipeError):
+                process.stdin.close()
+        if first:
+            server.start()
         pump = threading.Thread(
             target=_pump, args=(process, conversation, ctx.case_dir / f"agent-{ctx.life}.log"), daemon=True
         )
@@ -752,7 +861,9 @@ class ForeignAdapter:
             _die_with_agent(ctx, -code)
         if code != 0:
             tail = stderr_path.read_text(encoding="utf-8", errors="replace")[-400:].strip()
-            raise HarnessError(f"agent {self.name} exited with {code}: {tail or '(no stderr)'}")
+            raise HarnessError(
+                f"agent {self.name} exited with {code}{_resumed(message)}: {tail or '(no stderr)'}"
+            )
 
 
 class _Printed:
@@ -771,6 +882,33 @@ class _Printed:
 
     def isatty(self) -> bool:
         return False
+
+
+def _resumed(message: str | None) -> str:
+    """What to add to "the agent exited with N" when it was started with no new message."""
+    if message != "":
+        return ""
+    return (
+        " when started with an empty message to finish a turn a killed process left unfinished "
+        "(an agent started once per message must take an empty one as 'resume only': recover, "
+        "finish the turn, exit 0)"
+    )
+
+
+def _seed_workspace(folder: Path, workspace: Path) -> None:
+    """``workspace:``: the folder's files copied into the case workspace, before the first
+    life, so that they are the world as the case starts (the baseline, never an effect). A
+    file the scenario placed there already is the scenario's and stays."""
+    for source in sorted(folder.rglob("*")):
+        relative = source.relative_to(folder)
+        if "__pycache__" in relative.parts:
+            continue
+        target = workspace / relative
+        if source.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
 
 
 def _die_with_agent(ctx: LifeContext, number: int) -> None:

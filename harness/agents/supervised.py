@@ -61,7 +61,7 @@ def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Pat
     agent has stopped printing (nothing more is readable right away: it waits for an
     answer), and only against the last ``_PROMPT_WINDOW`` characters: an agent printing
     200 MB is read as fast as it prints, not matched 50,000 times."""
-    assert process.stdout is not None and process.stdin is not None
+    assert process.stdout is not None
     fd = process.stdout.fileno()
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     pending: list[str] = []
@@ -78,8 +78,10 @@ def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Pat
             if size > 2 * _PROMPT_WINDOW:
                 window = "".join(pending)[-_PROMPT_WINDOW:]
                 pending, size = [window], len(window)
-            if select.select([fd], [], [], 0)[0]:
-                continue  # more is there already: it is still printing, not asking
+            if select.select([fd], [], [], 0)[0] or process.stdin is None:
+                # More is there already: it is still printing, not asking. No stdin: an agent
+                # given its message another way, asking no approval, reads end of input.
+                continue
             try:
                 line = conversation.answer("".join(pending)[-_PROMPT_WINDOW:], waiting=False)
             except UnansweredApproval:
