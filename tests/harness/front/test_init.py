@@ -1,0 +1,233 @@
+"""``crashmatrix init AGENT.py``: what it reads from an agent's code and the adapter it writes,
+without running anything (``--no-run``; the clean runs and first verdicts are in
+``test_init_runs.py``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from crashmatrix.harness.agents.adapter_file import load_foreign
+from crashmatrix.harness.front.init import draft, input_modes, main_init, read_agent, suite_tools
+
+ROOT = Path(__file__).resolve().parents[3]
+AGENTS = Path(__file__).parent / "data" / "init_agents"
+# Every example agent of kind 2 or 3 (an adapter.yaml with python: or command:) and every
+# golden agent: init must write for each an adapter the real loader takes.
+EXAMPLES = sorted(
+    path.parent / "agent.py"
+    for path in (ROOT / "examples").glob("*/adapter.yaml")
+    if re.search(r"^(python|command):", path.read_text(encoding="utf-8"), re.MULTILINE)
+)
+GOLDEN = sorted((ROOT / "tests" / "golden").glob("*/agent.py"))
+
+
+def _init(agent: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    status = main_init([str(agent), "--out", str(out), "--no-run"])
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def _adapter(agent: Path, tmp_path: Path) -> tuple[str, dict[str, object]]:
+    text = draft(read_agent(agent), suite_tools(), here=tmp_path, input_modes=input_modes()).text
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return text, data
+
+
+def test_examples_are_all_there() -> None:
+    names = {path.parent.name for path in EXAMPLES}
+    assert {"python_agent", "desk_agent", "memo_agent", "blackbox_agent", "http_agent"} <= names
+    assert len(GOLDEN) >= 8
+
+
+@pytest.mark.parametrize("agent", EXAMPLES + GOLDEN, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_init_writes_an_adapter_the_loader_takes_for_every_example(
+    agent: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "adapter.yaml"
+    status, printed = _init(agent, out, capsys)
+    assert status in (0, 1), printed
+    load_foreign(out)  # raises on a file the loader refuses
+    assert f"{out}: loads" in printed
+    todos = [line for line in printed.splitlines() if line.startswith("TODO: ")]
+    if status == 1:
+        assert todos and any("(blocks a run)" in line for line in todos), printed
+    # Each TODO printed is also in the file, where the person editing it sees it.
+    text = out.read_text(encoding="utf-8")
+    for line in todos:
+        assert f"# {line.removesuffix(' (blocks a run)')}" in text
+
+
+def test_desk_agent_adapter_is_the_hand_written_one_in_substance(tmp_path: Path) -> None:
+    _, data = _adapter(ROOT / "examples" / "desk_agent" / "agent.py", tmp_path)
+    assert data["session"] == {"path": ".desk/session.jsonl"}
+    assert data["env"] == {"DESK_AGENT_SESSION": "{session}", "DESK_AGENT_MODEL": "crashmatrix-scripted"}
+    assert data["catalogue"] == {"send_email": {}, "create_order": {}}
+    assert data["results"] == "seed004"
+    assert data["approvals"]["prompt"] == r"Approve (?P<again>again )?(?P<tool>\w+) \(\S+\)\? \[y/n\] "
+    effects = {e["tool"]: e for e in data["effects"]}
+    assert effects["send_email"]["jsonl"] == "outbox.jsonl"
+    assert effects["send_email"]["ids"] == {"tool_call_id": "call"}
+    assert effects["create_order"]["sqlite"]["path"] == "orders.db"
+    assert effects["create_order"]["ids"] == {"idempotency_key": "idempotency_key"}
+    marks = {(r["function"], r["boundary"]) for r in data["boundaries"]}
+    assert {
+        ("append_line", "after_tool_call_saved"),
+        ("append_line", "after_approved"),
+        ("append_line", "after_running"),
+        ("send_email", "after_side_effect"),
+        ("create_order", "after_side_effect"),
+        ("append_line", "before_tool_result"),
+        ("append_line", "after_tool_result"),
+    } == marks
+
+
+def test_a_tool_in_a_dispatch_dict_is_marked_where_it_is_looked_up(tmp_path: Path) -> None:
+    """``HANDLERS = {"send_mail": send_mail}`` holds the function itself: a rule on send_mail
+    would never fire. The rule goes on run_tool, which looks the handler up by the call's
+    name, with where: on it; the suite's send_email is mapped to its names."""
+    text, data = _adapter(AGENTS / "repl_mailer.py", tmp_path)
+    assert data["catalogue"] == {
+        "send_email": {"name": "send_mail", "arguments": {"to": "recipient", "subject": "title", "body": "text"}}
+    }
+    effects = [e for e in data["effects"] if e["tool"] == "send_email"]
+    assert effects == [
+        {"tool": "send_email", "counts": "emails", "jsonl": "outbox.jsonl", "ids": {"tool_call_id": "call_id"}}
+    ]
+    side = [r for r in data["boundaries"] if r["boundary"] == "after_side_effect"]
+    assert side == [
+        {
+            "function": "run_tool",
+            "boundary": "after_side_effect",
+            "where": [{"argument": "call", "key": "function.name", "equals": "send_mail"}],
+            "call_id": {"argument": "call", "key": "id"},
+        }
+    ]
+    assert "send_mail" not in {r["function"] for r in data["boundaries"]}
+    assert "HANDLERS['send_mail']" in text  # the comment says why
+    assert data["session"] == {"path": ".mailer/conversation.jsonl", "keeps_ledger": False}
+    assert data["env"] == {"REPL_MAILER_CONVERSATION": "{session}"}
+    assert data["input"] == {"prompt": "> "}
+
+
+def test_a_decorator_registry_and_a_function_entry_point_get_a_launcher(tmp_path: Path) -> None:
+    """order-bot has no main(): chat(message) is its entry, @tool stores each tool in
+    REGISTRY, its conversation and its orders are SQLite rows."""
+    findings = read_agent(AGENTS / "order_bot.py")
+    assert (findings.main, findings.entry, findings.recover, findings.turns) == ("", "chat", "recover", "call")
+    result = draft(findings, suite_tools(), here=tmp_path, input_modes=input_modes())
+    data = yaml.safe_load(result.text)
+    assert data["python"] == {"script": "crashmatrix_launcher.py", "main": "main"}
+    assert "order_bot.recover()" in result.launcher and "order_bot.chat(text)" in result.launcher
+    assert data["catalogue"] == {
+        "create_order": {"name": "place_order", "arguments": {"item": "product", "quantity": "count"}}
+    }
+    assert data["session"]["sqlite"] == {"path": ".bot/state.db", "query": "SELECT body FROM messages ORDER BY rowid"}
+    assert data["effects"][0]["sqlite"]["path"] == "orders.db"
+    functions = {r["function"] for r in data["boundaries"]}
+    # The registry holds place_order itself; execute also saves the Tool Result, so the
+    # moment between the effect and the result is the writer's call (before_tool_result).
+    assert "order_bot.place_order" not in functions
+    assert {
+        "boundary": "before_tool_result",
+        "function": "order_bot.remember",
+        "at": "call",
+        "where": [{"argument": "message", "key": "role", "equals": "tool"}],
+        "call_id": {"argument": "message", "key": "tool_call_id"},
+    } in data["boundaries"]
+
+
+def test_a_ledger_and_an_http_service_are_mapped(tmp_path: Path) -> None:
+    _, data = _adapter(AGENTS / "ledger_orders.py", tmp_path)
+    assert data["services"] == ["orders"]
+    assert data["env"] == {"LEDGER_ORDERS_SESSION": "{session}", "LEDGER_ORDERS_URL": "{orders_url}"}
+    assert data["input"] == {"prompt": "orders> "}  # written with sys.stdout.write before readline
+    assert "keeps_ledger" not in data["session"]  # its status rules declare the ledger
+    running = [r for r in data["boundaries"] if r["boundary"] == "after_running"]
+    assert running == [
+        {
+            "function": "append",
+            "boundary": "after_running",
+            "where": [{"argument": "record", "key": "status", "equals": "running"}],
+            "call_id": {"argument": "record", "key": "tool_call_id"},
+        }
+    ]
+    saved = next(r for r in data["boundaries"] if r["boundary"] == "after_tool_call_saved")
+    assert saved["call_id"] == {"argument": "record", "key": "message.tool_calls.*.id"}
+
+
+def test_a_one_shot_agent_taking_argv_gets_its_turn_in_argv_or_a_blocking_todo(tmp_path: Path) -> None:
+    findings = read_agent(AGENTS / "oneshot_cli.py")
+    assert findings.turns == "argv"
+    result = draft(findings, suite_tools(), here=tmp_path, input_modes=input_modes())
+    data = yaml.safe_load(result.text)
+    if "argv" in input_modes():
+        assert data["input"] == {"via": "argv"}
+        assert data["python"]["argv"] == ["{turn}"]
+        assert not result.blocked
+    else:
+        assert result.blocked and "sys.argv" in result.todos[0].text
+    # Without the argv mode the same agent is refused with the reason, never run blind.
+    older = draft(findings, suite_tools(), here=tmp_path, input_modes=frozenset())
+    assert older.blocked and any("sys.argv" in todo.text for todo in older.todos)
+    assert "input" not in yaml.safe_load(older.text)
+
+
+def test_each_key_names_the_line_it_was_read_from(tmp_path: Path) -> None:
+    agent = AGENTS / "repl_mailer.py"
+    source = agent.read_text(encoding="utf-8").splitlines()
+    text, _ = _adapter(agent, tmp_path)
+    cited = re.findall(r"repl_mailer\.py:(\d+)", text)
+    assert cited
+    for line in map(int, cited):
+        assert source[line - 1].strip(), f"line {line} is empty"
+    session = next(line for line in text.splitlines() if line.startswith("  path:"))
+    number = int(re.search(r"repl_mailer\.py:(\d+)", session).group(1))  # type: ignore[union-attr]
+    assert "save(CONVERSATION" in source[number - 1]
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "message"),
+    [
+        ("def main(:\n", "agent.py", r"agent\.py:1:\d+: not Python"),
+        ("x = 1\n", "agent.txt", "not a Python file"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, name: str, message: str
+) -> None:
+    agent = tmp_path / name
+    agent.write_text(content, encoding="utf-8")
+    status = main_init([str(agent), "--out", str(tmp_path / "a.yaml"), "--no-run"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1 and re.search(message, err), err
+
+
+def test_an_existing_adapter_is_never_overwritten_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "adapter.yaml"
+    out.write_text("name: mine\n", encoding="utf-8")
+    assert main_init([str(AGENTS / "repl_mailer.py"), "--out", str(out), "--no-run"]) == 2
+    assert "exists already" in capsys.readouterr().err
+    assert out.read_text(encoding="utf-8") == "name: mine\n"
+    assert main_init([str(AGENTS / "repl_mailer.py"), "--out", str(out), "--no-run", "--force"]) == 0
+    assert "repl_mailer" in out.read_text(encoding="utf-8")
+
+
+def test_an_agent_with_no_tool_of_the_suite_is_a_blocking_todo(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import json\n\ndef main():\n    while True:\n        text = input('> ')\n        print(json.dumps(text))\n",
+        encoding="utf-8",
+    )
+    status, printed = _init(agent, tmp_path / "adapter.yaml", capsys)
+    assert status == 1
+    assert "TODO: agent.py: none of its tools (none found) matches one of the suite's" in printed
