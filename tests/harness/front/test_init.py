@@ -92,11 +92,19 @@ def test_a_tool_in_a_dispatch_dict_is_marked_where_it_is_looked_up(tmp_path: Pat
     name, with where: on it; the suite's send_email is mapped to its names."""
     text, data = _adapter(AGENTS / "repl_mailer.py", tmp_path)
     assert data["catalogue"] == {
-        "send_email": {"name": "send_mail", "arguments": {"to": "recipient", "subject": "title", "body": "text"}}
+        "send_email": {
+            "name": "send_mail",
+            "arguments": {"to": "recipient", "subject": "title", "body": "text"},
+        }
     }
     effects = [e for e in data["effects"] if e["tool"] == "send_email"]
     assert effects == [
-        {"tool": "send_email", "counts": "emails", "jsonl": "outbox.jsonl", "ids": {"tool_call_id": "call_id"}}
+        {
+            "tool": "send_email",
+            "counts": "emails",
+            "jsonl": "outbox.jsonl",
+            "ids": {"tool_call_id": "call_id"},
+        }
     ]
     side = [r for r in data["boundaries"] if r["boundary"] == "after_side_effect"]
     assert side == [
@@ -118,7 +126,12 @@ def test_a_decorator_registry_and_a_function_entry_point_get_a_launcher(tmp_path
     """order-bot has no main(): chat(message) is its entry, @tool stores each tool in
     REGISTRY, its conversation and its orders are SQLite rows."""
     findings = read_agent(AGENTS / "order_bot.py")
-    assert (findings.main, findings.entry, findings.recover, findings.turns) == ("", "chat", "recover", "call")
+    assert (findings.main, findings.entry, findings.recover, findings.turns) == (
+        "",
+        "chat",
+        "recover",
+        "call",
+    )
     result = draft(findings, suite_tools(), here=tmp_path, input_modes=input_modes())
     data = yaml.safe_load(result.text)
     assert data["python"] == {"script": "crashmatrix_launcher.py", "main": "main"}
@@ -126,7 +139,10 @@ def test_a_decorator_registry_and_a_function_entry_point_get_a_launcher(tmp_path
     assert data["catalogue"] == {
         "create_order": {"name": "place_order", "arguments": {"item": "product", "quantity": "count"}}
     }
-    assert data["session"]["sqlite"] == {"path": ".bot/state.db", "query": "SELECT body FROM messages ORDER BY rowid"}
+    assert data["session"]["sqlite"] == {
+        "path": ".bot/state.db",
+        "query": "SELECT body FROM messages ORDER BY rowid",
+    }
     assert data["effects"][0]["sqlite"]["path"] == "orders.db"
     functions = {r["function"] for r in data["boundaries"]}
     # The registry holds place_order itself; execute also saves the Tool Result, so the

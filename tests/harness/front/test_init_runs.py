@@ -1,0 +1,79 @@
+"""``crashmatrix init`` end to end: the adapter it writes for an agent of each common shape
+runs, and its first crash case gives the true verdict (each test agent's naive recovery does
+its effect again: red, "no double effect"); for every kind-2/3 example, the clean run it
+makes passes a boundary, or init names its TODOs. Slow: lives are real processes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.harness.front.cli import main as cli
+from crashmatrix.harness.front.init import main_init
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+AGENTS = Path(__file__).parent / "data" / "init_agents"
+EXAMPLES = sorted(
+    path.parent / "agent.py"
+    for path in (ROOT / "examples").glob("*/adapter.yaml")
+    if re.search(r"^(python|command):", path.read_text(encoding="utf-8"), re.MULTILINE)
+)
+_BOUNDARY_POINT = re.compile(r"^  (?!torn_write|after_model_reply)\w+\[", re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    ("agent", "scenario", "crash"),
+    [
+        # a REPL, its mail tool in a dispatch dict under its own names, an outbox JSONL
+        ("repl_mailer.py", "send_email/send_once.yaml", "after_side_effect[call_mail]"),
+        # a function-call entry point, @tool registry, SQLite conversation and orders
+        ("order_bot.py", "create_order/keyed_once.yaml", "before_tool_result[call_order]"),
+        # readline REPL, a ledger in its JSONL session, orders over HTTP
+        ("ledger_orders.py", "create_order/keyed_once.yaml", "after_side_effect[call_order]"),
+        # one process per message, the message in argv
+        ("oneshot_cli.py", "send_email/send_once.yaml", "after_side_effect[call_mail]"),
+    ],
+)
+def test_the_adapter_init_writes_gives_a_first_true_verdict(
+    agent: str, scenario: str, crash: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "adapter.yaml"
+    status = main_init([str(AGENTS / agent), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "clean case: passed" in printed
+    assert crash in printed  # the point the bug shows at is one a clean run reaches
+    status = cli(
+        [
+            "run",
+            str(ROOT / "scenarios" / scenario),
+            "--agent",
+            str(out),
+            "--crash",
+            crash,
+            "--keep",
+            str(tmp_path / "case"),
+        ]
+    )
+    verdict = capsys.readouterr().out
+    assert status == 1, verdict
+    assert "INVARIANT non_idempotent_at_most_once" in verdict
+    assert re.search(r"MISMATCH world\.(emails|orders): expected 1, observed 2", verdict), verdict
+
+
+@pytest.mark.parametrize("agent", EXAMPLES, ids=lambda p: p.parent.name)
+def test_every_example_gets_a_clean_run_past_a_boundary_or_named_todos(
+    agent: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = main_init([str(agent), "--out", str(tmp_path / "adapter.yaml")])
+    printed = capsys.readouterr().out
+    todos = [line for line in printed.splitlines() if line.startswith("TODO: ")]
+    if status == 0:
+        assert "clean case: passed" in printed and _BOUNDARY_POINT.search(printed), printed
+        assert not any("(blocks a run)" in line for line in todos)
+    else:
+        assert status == 1 and todos, printed
