@@ -103,8 +103,11 @@ __all__ = [
     "rejection",
 ]
 
-SUPPORTED = ((0, 24), (0, 25))  # [lowest, highest) minor versions this adapter was measured on
-SUPPORTED_TEXT = ">=0.24,<0.25"
+# [lowest, next major) of openai-agents, the extra's range in pyproject.toml (test_versions.py),
+# both ends tested in CI (.ci/frameworks runs this adapter's tests at the lowest). Below 0.21
+# the SDK needs openai<3, which crashmatrix's own openai>=3.40 excludes.
+SUPPORTED = ((0, 21, 0), (1,))
+SUPPORTED_TEXT = ">=0.21.0,<1"
 DB_NAME = "openai-agents.db"  # beside crashmatrix's normalised copy, in .agent_state/
 MESSAGES_TABLE = "agent_messages"
 SESSION_ID = "case"  # the SQLiteSession's id in every case's database
@@ -863,7 +866,7 @@ def _check_version(spec: str) -> None:
     from importlib.metadata import version
 
     text = version("openai-agents")
-    parts = tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+    parts = tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
     if not SUPPORTED[0] <= parts < SUPPORTED[1]:
         raise InputError(
             f"--agent={spec!r}: openai-agents {text} is installed; this adapter supports {SUPPORTED_TEXT}: "
@@ -1403,12 +1406,9 @@ async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: s
     _prepare_sdk()
     postgres_url = None
     if store == "postgres":
-        from crashmatrix.harness.lives.postgres import PostgresUnavailable, case_database_url, ensure_server
+        from crashmatrix.harness.lives.postgres import PostgresUnavailable, case_database_url
 
         try:
-            # Started here, in the process that loads the adapter (pytest's controller, the
-            # CLI), before any worker or fork server: they and every life inherit it.
-            ensure_server()
             postgres_url = case_database_url(scratch)
         except PostgresUnavailable as error:
             raise InputError(f"{spec.path}: options.store: postgres: {error}") from error

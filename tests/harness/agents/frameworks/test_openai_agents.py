@@ -94,9 +94,9 @@ def test_an_agent_with_a_session_at_the_case_path_is_accepted(user_module: types
 def test_a_version_outside_the_range_is_named_with_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.metadata
 
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.30.1")
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.0.0")
     with pytest.raises(
-        InputError, match=r"openai-agents 0\.30\.1 is installed; this adapter supports >=0\.24,<0\.25"
+        InputError, match=r"openai-agents 1\.0\.0 is installed; this adapter supports >=0\.21\.0,<1"
     ):
         load_adapter("openai-agents:crashmatrix_oa_user:good")
 
