@@ -1,0 +1,87 @@
+"""Agents that take one user message per process, run through a two-turn scenario
+(``create_order/two_orders_two_turns.yaml``) with a real SIGKILL at every point.
+
+``data/turns/order_desk.py`` is a one-shot command-line agent: each start takes ONE message
+(its argv, a variable or its whole stdin, read as the script starts), recovers what a killed
+start left, then takes the message. Declared five ways (``input.via`` argv / env / stdin with
+``per_process: true``, kind 3 and kind 2), it must be green at every point of both turns: a
+kill in turn 1 is recovered by the start that brings turn 2 (turn 1 never sent again), a
+kill in turn 2 by a start with an empty message. Its twin, which orders again under a fresh
+key when it recovers, is red exactly where an order was placed before the kill."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from crashmatrix.harness.input.suite import BUILTIN_SUITE
+from crashmatrix.reports.results import Results, load_results
+
+from ...planted import plant
+from ...pytest_runs import run_inprocess
+
+pytestmark = pytest.mark.slow
+pytest_plugins = ["pytester"]
+
+TURNS = Path(__file__).resolve().parent / "data" / "turns"
+SCENARIO = BUILTIN_SUITE / "create_order" / "two_orders_two_turns.yaml"
+# Where an order was placed and its Tool Result not yet saved: a blind re-order doubles it.
+PLACED = ("after_side_effect[call_desks]", "after_side_effect[call_chairs]")
+# Both turns' crash points a black box's loopback edges reach.
+POINTS = {
+    f"{edge}[{call}]"
+    for edge in ("after_model_reply", "after_running", "after_side_effect")
+    for call in ("call_desks", "call_chairs")
+}
+
+
+def _run(pytester: pytest.Pytester, adapter: Path, *select: str) -> Results:
+    """``pytest scenarios --agent adapter`` on a copy of the two-turn scenario."""
+    target = pytester.path / "scenarios" / SCENARIO.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SCENARIO, target)
+    result = run_inprocess(pytester, "scenarios", f"--agent={adapter}", "-p", "no:cacheprovider", *select)
+    results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
+    assert results.cases, result.stdout.str()
+    return results
+
+
+@pytest.mark.parametrize("adapter", ["argv.yaml", "env.yaml", "stdin.yaml"])
+def test_an_agent_started_once_per_message_is_green_at_every_point_of_both_turns(
+    pytester: pytest.Pytester, adapter: str
+) -> None:
+    results = _run(pytester, TURNS / adapter)
+    statuses = {case.point: case.status for case in results.cases}
+    assert POINTS | {"clean"} <= set(statuses), statuses
+    assert set(statuses.values()) == {"passed"}, statuses
+    # Every case ends with both orders placed once: neither turn lost, neither sent twice.
+    assert all(case.observed and case.observed["world"]["orders"] == 2 for case in results.cases)
+
+
+@pytest.mark.parametrize("adapter", ["argv_python.yaml", "stdin_python.yaml"])
+def test_a_python_agent_started_once_per_message_is_green_where_orders_were_placed(
+    pytester: pytest.Pytester, adapter: str
+) -> None:
+    results = _run(pytester, TURNS / adapter, "-k", "clean or after_side_effect")
+    statuses = {case.point: case.status for case in results.cases}
+    assert {"clean", *PLACED} <= set(statuses), statuses
+    assert set(statuses.values()) == {"passed"}, statuses
+
+
+@pytest.mark.parametrize("adapter", ["argv.yaml", "env.yaml", "stdin.yaml"])
+def test_a_twin_that_orders_again_blindly_is_red_where_an_order_was_placed_before_the_kill(
+    pytester: pytest.Pytester, tmp_path: Path, adapter: str
+) -> None:
+    twin = plant(TURNS, adapter, "ORDER_DESK_BUG", "blind_resend", tmp_path / "twin")
+    results = _run(pytester, twin, "-k", "not recovery and (clean or after_running or after_side_effect)")
+    cases = {case.point: case for case in results.cases}
+    for point in PLACED:
+        assert cases[point].status == "failed", (point, cases[point].status)
+        named = {v["invariant"] for v in cases[point].violations}
+        assert named == {"non_idempotent_at_most_once"}, (point, cases[point].violations)
+        assert cases[point].observed and cases[point].observed["world"]["orders"] == 3
+    # Killed before the order was placed, the re-order is the only one: nothing to double.
+    for point in ("clean", "after_running[call_desks]", "after_running[call_chairs]"):
+        assert cases[point].status == "passed", (point, cases[point].status)
