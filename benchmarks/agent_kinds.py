@@ -7,7 +7,8 @@ whose package is ``agents``, when run as a script).
     cd my_project && python /path/to/benchmarks/agent_kinds.py --agent langgraph:my_agent.graph:build
 
 ``--agent`` takes a built-in kind's name (``reference``, ``python_agent``, ``seed000_agent``,
-``blackbox_agent``, ``langgraph``, ``openai-agents``: the examples in this repository) or any
+``blackbox_agent``, ``langgraph``, ``openai-agents``, ``langgraph_team``, ``agents_sdk_team``:
+the examples in this repository) or any
 ``--agent`` value pytest takes: an adapter YAML, ``package.module:factory``,
 ``langgraph:package.module:factory``, ``openai-agents:package.module:factory``. Modules import
 from the current directory first, as under pytest run from a project's root. The reference
@@ -58,6 +59,9 @@ BUILTIN: dict[str, tuple[str, str]] = {
     "blackbox_agent": (str(ROOT / "examples/blackbox_agent/adapter.yaml"), ""),
     "langgraph": ("langgraph:examples.langgraph_agent.agent:build", "langgraph"),
     "openai-agents": ("openai-agents:examples.openai_agents_agent.agent:build", "agents"),
+    # The team's own agent in an adapter YAML (framework:): its tools, world, model client.
+    "langgraph_team": (str(ROOT / "examples/langgraph_team/adapter.yaml"), "langgraph"),
+    "agents_sdk_team": (str(ROOT / "examples/agents_sdk_team/adapter.yaml"), "agents"),
 }
 
 
@@ -131,6 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     shown = scenario.relative_to(ROOT) if scenario.is_relative_to(ROOT) else scenario
     print(f"scenario: {shown}; {_load()}")
     ratios: dict[str, list[float]] = {}
+    # Each agent measured with only the sys.path entries its own loading added: an adapter
+    # YAML's load puts its folder first (its sibling modules), and the lives get this
+    # process's sys.path; two teams' folders both holding a fixed.py would otherwise give
+    # the second agent's lives the first one's module.
+    base = list(sys.path)
+    own: dict[str, list[str]] = {}
     with tempfile.TemporaryDirectory(prefix="crashmatrix-bench-") as tmp:
         for round_ in range(1, max(1, args.rounds) + 1):
             if args.rounds > 1:
@@ -140,11 +150,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if kind.needs and importlib.util.find_spec(kind.needs) is None:
                     print(f"{kind.name}: skipped ({kind.needs} is not installed)")
                     continue
+                sys.path[:] = [*own.get(kind.spec, []), *base]
                 try:
                     measured = measure(kind.spec, scenario, Path(tmp) / f"round-{round_}" / f"agent-{index}")
                 except CrashmatrixError as error:
                     print(f"{kind.name}: not measured ({error})")
                     continue
+                finally:
+                    own.setdefault(kind.spec, [p for p in sys.path if p not in base])
+                    sys.path[:] = base
                 ratio = ""
                 if kind.spec == "reference":
                     reference = measured.median
