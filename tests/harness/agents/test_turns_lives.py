@@ -85,3 +85,26 @@ def test_a_twin_that_orders_again_blindly_is_red_where_an_order_was_placed_befor
     # Killed before the order was placed, the re-order is the only one: nothing to double.
     for point in ("clean", "after_running[call_desks]", "after_running[call_chairs]"):
         assert cases[point].status == "passed", (point, cases[point].status)
+
+
+def test_an_agent_run_where_its_files_are_finds_them_in_the_workspace_its_folder_seeds(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    # workspace.yaml: desk_home/ (desk.json, the key prefix it must read) seeds each case.
+    results = _run(
+        pytester,
+        TURNS / "workspace.yaml",
+        "-k",
+        "clean or (after_side_effect and call_chairs and not recovery)",
+    )
+    statuses = {case.point: case.status for case in results.cases}
+    assert statuses == {"clean": "passed", "after_side_effect[call_chairs]": "passed"}, statuses
+    # Without workspace: the same agent finds no desk.json where it runs, and says so.
+    bare = tmp_path / "bare.yaml"
+    text = (TURNS / "workspace.yaml").read_text(encoding="utf-8")
+    bare.write_text(
+        text.replace("workspace: desk_home\n", "").replace("{here}", str(TURNS)), encoding="utf-8"
+    )
+    (clean,) = _run(pytester, bare, "-k", "clean").cases
+    assert clean.status == "error", clean.status
+    assert "no desk.json in" in str(clean), clean

@@ -62,6 +62,13 @@ def message() -> str:
     return sys.stdin.read()
 
 
+# ``ORDER_DESK_CONFIG``: a file it must find in its working directory (its own folder's
+# desk.json, where it runs); its key prefix is the namespace of its Idempotency-Keys.
+CONFIG = os.environ.get("ORDER_DESK_CONFIG", "")
+if CONFIG and not Path(CONFIG).is_file():
+    sys.exit(f"order-desk: no {CONFIG} in {Path.cwd()}: run me where my files are")
+PREFIX = json.loads(Path(CONFIG).read_text(encoding="utf-8"))["key_prefix"] if CONFIG else "desk"
+
 # Read once, as the script starts (a start is one message: a fresh process, or for a
 # Python agent a fresh import; a module that stayed imported would keep the last message).
 MESSAGE = message().strip()
@@ -136,7 +143,7 @@ def answer(call: dict[str, Any], result: dict[str, Any]) -> None:
 
 
 def key_of(call: dict[str, Any]) -> str:
-    return f"desk-{call['id']}"
+    return f"{PREFIX}-{call['id']}"
 
 
 def loop() -> None:
