@@ -326,27 +326,28 @@ class _Reader:
             if not isinstance(value, ast.Dict):
                 continue
             for key, item in zip(value.keys, value.values, strict=True):
-                tool = _const(key)
-                target = _name(item)
-                if isinstance(tool, str) and target in self.functions:
-                    held[tool] = (variable, target)
+                named = _const(key)
+                handler = _name(item)
+                if isinstance(named, str) and handler in self.functions:
+                    held[named] = (variable, handler)
         result = []
-        for name in dict.fromkeys([*found, *held]):
-            tool = found.get(name) or Tool(
-                name, self.functions[held[name][1]].lineno, f"the dispatch dict {held[name][0]}"
+        for tool_name in dict.fromkeys([*found, *held]):
+            seen = found.get(tool_name) or Tool(
+                tool_name,
+                self.functions[held[tool_name][1]].lineno,
+                f"the dispatch dict {held[tool_name][0]}",
             )
-            function = tool.function
+            runs = seen.function
             held_in = ""
-            if name in held:
-                function = held[name][1]
-                held_in = f"{held[name][0]}[{name!r}]"
-            elif not function:
-                function = name if name in self.functions else self.classes.get(name, "")
-            parameters = tool.parameters or (
-                tuple(_parameters(self.functions[function])) if function in self.functions else ()
+            if tool_name in held:
+                runs = held[tool_name][1]
+                held_in = f"{held[tool_name][0]}[{tool_name!r}]"
+            elif not runs:
+                runs = tool_name if tool_name in self.functions else self.classes.get(tool_name, "")
+            signature = tuple(_parameters(self.functions[runs])) if runs in self.functions else ()
+            result.append(
+                Tool(seen.name, seen.line, seen.how, seen.parameters or signature, runs, held_in, signature)
             )
-            signature = tuple(_parameters(self.functions[function])) if function in self.functions else ()
-            result.append(Tool(tool.name, tool.line, tool.how, parameters, function, held_in, signature))
         return result
 
     def _registry(self, decorator: str) -> str:
@@ -369,7 +370,11 @@ class _Reader:
             parameters = _parameters(function)
             for node in ast.walk(function):
                 index: ast.AST | None = None
-                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _name(node.value) in dicts:
+                if (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.ctx, ast.Load)
+                    and _name(node.value) in dicts
+                ):
                     index = node.slice
                 elif (
                     isinstance(node, ast.Call)
@@ -530,7 +535,7 @@ class _Reader:
         """How a turn arrives, the turn prompt, and the approval prompt."""
         approval: Prompt | None = None
         prompt, via, line = "", "unknown", 0
-        for fname, function in self.walk_functions():
+        for _, function in self.walk_functions():
             for node in ast.walk(function):
                 if not isinstance(node, ast.Call):
                     continue
@@ -575,7 +580,8 @@ class _Reader:
             if isinstance(node, ast.Call) and _name(node.func) in ("sys.stdout.write", "print"):
                 value = node.args[0] if node.args else None
                 if isinstance(value, ast.JoinedStr | ast.Constant):
-                    text = self._prompt_regex(value, function)[2 if not as_regex else 0]
+                    regex, _, plain = self._prompt_regex(value, function)
+                    text = regex if as_regex else plain
         return text
 
     def _prompt_regex(self, node: ast.AST | None, function: ast.AST) -> tuple[str, bool, str]:
@@ -978,7 +984,10 @@ def draft(
     delivery is declared)."""
     agent = findings.path
     short = agent.name
-    at = lambda line: f"{short}:{line}"  # noqa: E731 - one-word helper for the comments
+
+    def at(line: int) -> str:
+        return f"{short}:{line}"
+
     todos: list[Todo] = []
     y = _Yaml()
     if schema:
@@ -999,7 +1008,9 @@ def draft(
         kind = "command"
         y.add(
             f'command: ["{{python}}", "-u", "{{here}}/{script}"]',
-            f"kind 3: it reads CRASHMATRIX_TOOLS_URL ({at(_line_of_env(findings, 'CRASHMATRIX_TOOLS_URL'))}): a program calling the harness's tools",
+            "kind 3: it reads CRASHMATRIX_TOOLS_URL "
+            f"({at(_line_of_env(findings, 'CRASHMATRIX_TOOLS_URL'))}): a program calling the harness's "
+            "tools",
         )
     elif kind2:
         kind = "python"
@@ -1009,17 +1020,15 @@ def draft(
         )
         y.add(f"  script: {json.dumps(script)}")
         y.add("  main: main")
-        if findings.turns == "argv":
-            if "argv" in input_modes:
-                y.add(
-                    '  argv: ["{turn}"]', f"the message is its argument (sys.argv, {at(findings.turns_line)})"
-                )
+        if findings.turns == "argv" and "argv" in input_modes:
+            y.add('  argv: ["{turn}"]', f"the message is its argument (sys.argv, {at(findings.turns_line)})")
     elif findings.entry:
         kind = "python"
         launcher = _launcher(findings, here)
         y.add(
             "python:",
-            f"kind 2 through a launcher init wrote: {findings.entry}(...) ({at(findings.entry_line)}) takes one message and there is no main()",
+            f"kind 2 through a launcher init wrote: {findings.entry}(...) ({at(findings.entry_line)}) "
+            "takes one message and there is no main()",
         )
         y.add("  script: crashmatrix_launcher.py")
         y.add("  main: main")
@@ -1056,7 +1065,17 @@ def draft(
             # The tool appends its effect itself: open(..., "a") + json.dumps in its own body.
             if writer.function in inside and writer.path and writer.kind == "jsonl":
                 effects.append(
-                    (match, Write(writer.function, writer.function, writer.line, writer.path, writer.env, writer.keys))
+                    (
+                        match,
+                        Write(
+                            writer.function,
+                            writer.function,
+                            writer.line,
+                            writer.path,
+                            writer.env,
+                            writer.keys,
+                        ),
+                    )
                 )
         for request in findings.http:
             if request.inside in inside and match.suite in _SERVICE_OF:
@@ -1093,7 +1112,7 @@ def draft(
                 f"it posts to this URL ({at(request.line)}): the loopback {service} service",
             )
         )
-    for variable, default, line in findings.env_defaults:
+    for variable, _, line in findings.env_defaults:
         if (
             "MODEL" in variable.upper()
             and not variable.upper().startswith("OPENAI_BASE")
@@ -1122,7 +1141,8 @@ def draft(
     elif findings.turns == "stdin":
         todos.append(
             Todo(
-                f"{short}:{findings.turns_line}: it reads turns from stdin with no prompt init could read; set input.prompt to the text it prints last before reading",
+                f"{short}:{findings.turns_line}: it reads turns from stdin with no prompt init could "
+                "read; set input.prompt to the text it prints last before reading",
                 False,
             )
         )
@@ -1135,7 +1155,9 @@ def draft(
         else:
             todos.append(
                 Todo(
-                    f"{short}:{findings.turns_line}: it takes its message from sys.argv (one process per message); this crashmatrix delivers turns on stdin only: give it a stdin loop or a main() reading input()",
+                    f"{short}:{findings.turns_line}: it takes its message from sys.argv (one process per "
+                    "message); this crashmatrix delivers turns on stdin only: give it a stdin loop or a "
+                    "main() reading input()",
                     True,
                 )
             )
@@ -1148,7 +1170,9 @@ def draft(
         else:
             todos.append(
                 Todo(
-                    f"{short}:{findings.turns_line}: it reads its whole stdin as one message (one process per message); this crashmatrix writes turns line by line to one process: declare input: when it can",
+                    f"{short}:{findings.turns_line}: it reads its whole stdin as one message (one process "
+                    "per message); this crashmatrix writes turns line by line to one process: declare "
+                    "input: when it can",
                     True,
                 )
             )
@@ -1158,7 +1182,8 @@ def draft(
     elif kind == "python" or kind == "command":
         todos.append(
             Todo(
-                f"{short}: no input(), sys.stdin or sys.argv read found: how does it take the user's message? set input: accordingly",
+                f"{short}: no input(), sys.stdin or sys.argv read found: how does it take the user's "
+                "message? set input: accordingly",
                 True,
             )
         )
@@ -1192,7 +1217,8 @@ def draft(
         names = ", ".join(t.name for t in findings.tools) or "none found"
         todos.append(
             Todo(
-                f"{short}: none of its tools ({names}) matches one of the suite's ({', '.join(sorted(suite))}); add catalogue: entries by hand",
+                f"{short}: none of its tools ({names}) matches one of the suite's "
+                f"({', '.join(sorted(suite))}); add catalogue: entries by hand",
                 True,
             )
         )
@@ -1225,7 +1251,8 @@ def draft(
     else:
         todos.append(
             Todo(
-                f"{short}: no JSONL append (open(..., 'a') + json.dumps) or SQLite INSERT of its conversation found; set session: (path:, sqlite: or readable: false)",
+                f"{short}: no JSONL append (open(..., 'a') + json.dumps) or SQLite INSERT of its "
+                "conversation found; set session: (path:, sqlite: or readable: false)",
                 False,
             )
         )
@@ -1267,7 +1294,9 @@ def draft(
         if tools_by == "agent" and match.suite in _WORLD_COUNTS and not counted:
             todos.append(
                 Todo(
-                    f"{short}:{match.tool.line}: where {match.tool.name}'s effect lands was not found; add an effects: entry (jsonl:, sqlite: or files:) or services:, else at-most-once is n.a. for it",
+                    f"{short}:{match.tool.line}: where {match.tool.name}'s effect lands was not found; "
+                    "add an effects: entry (jsonl:, sqlite: or files:) or services:, else at-most-once "
+                    "is n.a. for it",
                     False,
                 )
             )
@@ -1382,9 +1411,9 @@ def _session(findings: Findings, effect_paths: set[str]) -> tuple[str, str, int,
     # A path passed through the agent's state: the environment variable whose default is a
     # .jsonl file nothing counts as an effect.
     for variable, default, line in findings.env_defaults:
-        if default.endswith(".jsonl") and default not in effect_paths:
-            if any(w.kind == "jsonl" for w in findings.writers):
-                return default, variable, line, "jsonl", "", ""
+        jsonl = any(w.kind == "jsonl" for w in findings.writers)
+        if default.endswith(".jsonl") and default not in effect_paths and jsonl:
+            return default, variable, line, "jsonl", "", ""
     for writer in findings.writers:
         if writer.kind == "jsonl" and writer.path and writer.path not in effect_paths:
             return writer.path, writer.env, writer.line, "jsonl", "", ""
@@ -1436,7 +1465,10 @@ def _rules(
     by name on every save) and, per tool, on its function or the dispatcher that looks it up."""
     rules: list[list[tuple[str, str]]] = []
     writer = next((w for w in writers if w.record), None)
-    at = lambda line: f"{short}:{line}"  # noqa: E731
+
+    def at(line: int) -> str:
+        return f"{short}:{line}"
+
     if writer is not None:
         f, r, p = prefix + writer.function, writer.record, shape.prefix
         rules.append(
@@ -1447,7 +1479,8 @@ def _rules(
                 ),
                 ("boundary: after_tool_call_saved", "the assistant's tool call is on disk"),
                 (
-                    f"where: [{{argument: {r}, key: {p}role, equals: assistant}}, {{argument: {r}, key: {p}tool_calls, present: true}}]",
+                    f"where: [{{argument: {r}, key: {p}role, equals: assistant}}, "
+                    f"{{argument: {r}, key: {p}tool_calls, present: true}}]",
                     "",
                 ),
                 (f"call_id: {{argument: {r}, key: {p}tool_calls.*.id}}", ""),
@@ -1476,8 +1509,10 @@ def _rules(
     for match in matches:
         tool = match.tool
         dispatcher = next(iter(findings.dispatchers), None) if tool.held_in else None
-        saves_too = dispatcher is not None and writer is not None and any(
-            w.writer == writer.function and w.inside == dispatcher.function for w in findings.writes
+        saves_too = (
+            dispatcher is not None
+            and writer is not None
+            and any(w.writer == writer.function and w.inside == dispatcher.function for w in findings.writes)
         )
         if tool.held_in and dispatcher is not None and saves_too:
             # It also saves the Tool Result before returning: "after it returns" would be after
@@ -1493,7 +1528,8 @@ def _rules(
             rule = [
                 (
                     f"function: {prefix}{dispatcher.function}",
-                    f"{tool.name} is held in {tool.held_in}, whose entry a rule on {tool.function} never sees; {dispatcher.function} looks it up by name ({at(dispatcher.line)})",
+                    f"{tool.name} is held in {tool.held_in}, whose entry a rule on {tool.function} never "
+                    f"sees; {dispatcher.function} looks it up by name ({at(dispatcher.line)})",
                 ),
                 ("boundary: after_side_effect", "after it returns, the tool has acted"),
                 (f"where: [{where}]", ""),
@@ -1505,7 +1541,9 @@ def _rules(
         elif tool.held_in:
             todos.append(
                 Todo(
-                    f"{short}:{tool.line}: {tool.name} runs through {tool.held_in}, and no function looking it up by name was found: a rule on {tool.function} would never fire; wrap the function that calls the handler (where: on the tool's name)",
+                    f"{short}:{tool.line}: {tool.name} runs through {tool.held_in}, and no function "
+                    f"looking it up by name was found: a rule on {tool.function} would never fire; wrap "
+                    "the function that calls the handler (where: on the tool's name)",
                     False,
                 )
             )
@@ -1522,7 +1560,8 @@ def _rules(
         else:
             todos.append(
                 Todo(
-                    f"{short}:{tool.line}: no function of its own runs {tool.name} that init could name; add a boundary rule for after_side_effect",
+                    f"{short}:{tool.line}: no function of its own runs {tool.name} that init could name; "
+                    "add a boundary rule for after_side_effect",
                     False,
                 )
             )
@@ -1532,26 +1571,28 @@ def _rules(
         if not (shape.ledger and terminal):
             rules.append(
                 [
-                    (f"function: {f}", "called to save the Tool Result: the tool has acted, nothing of it is saved"),
+                    (
+                        f"function: {f}",
+                        "called to save the Tool Result: the tool has acted, nothing of it is saved",
+                    ),
                     ("boundary: before_tool_result", ""),
                     ("at: call", "before it runs"),
                     (f"where: [{{argument: {r}, key: {p}role, equals: tool}}]", ""),
                     (f"call_id: {{argument: {r}, key: {p}tool_call_id}}", ""),
                 ]
             )
-        if shape.ledger:
-            if terminal:
-                rules.append(
-                    [
-                        (f"function: {f}", "its ledger record closes the execution"),
-                        ("boundary: before_tool_result", ""),
-                        (
-                            f"where: [{{argument: {r}, key: {shape.status_key}, in: [{', '.join(terminal)}]}}]",
-                            "",
-                        ),
-                        (f"call_id: {{argument: {r}, key: {shape.call_key}}}", ""),
-                    ]
-                )
+        if shape.ledger and terminal:
+            rules.append(
+                [
+                    (f"function: {f}", "its ledger record closes the execution"),
+                    ("boundary: before_tool_result", ""),
+                    (
+                        f"where: [{{argument: {r}, key: {shape.status_key}, in: [{', '.join(terminal)}]}}]",
+                        "",
+                    ),
+                    (f"call_id: {{argument: {r}, key: {shape.call_key}}}", ""),
+                ]
+            )
         rules.append(
             [
                 (f"function: {f}", "the Tool Result message is on disk"),
@@ -1563,7 +1604,8 @@ def _rules(
     else:
         todos.append(
             Todo(
-                f"{short}: no function saving its records was found, so no rule marks a saved tool call or Tool Result; add boundaries: on the function that saves them",
+                f"{short}: no function saving its records was found, so no rule marks a saved tool call "
+                "or Tool Result; add boundaries: on the function that saves them",
                 not any(r for r in rules),
             )
         )

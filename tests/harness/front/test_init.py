@@ -241,7 +241,8 @@ def test_an_agent_with_no_tool_of_the_suite_is_a_blocking_todo(
 ) -> None:
     agent = tmp_path / "agent.py"
     agent.write_text(
-        "import json\n\ndef main():\n    while True:\n        text = input('> ')\n        print(json.dumps(text))\n",
+        "import json\n\ndef main():\n    while True:\n"
+        "        text = input('> ')\n        print(json.dumps(text))\n",
         encoding="utf-8",
     )
     status, printed = _init(agent, tmp_path / "adapter.yaml", capsys)

@@ -51,7 +51,9 @@ def records() -> list[dict[str, Any]]:
 
 def create_order(item: str, quantity: int) -> dict[str, Any]:
     body = json.dumps({"item": item, "quantity": quantity}).encode()
-    request = urllib.request.Request(f"{ORDERS_URL}/orders", data=body, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{ORDERS_URL}/orders", data=body, headers={"Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return {"ok": True, "content": response.read().decode()}
 
@@ -61,7 +63,12 @@ def execute(call: dict[str, Any]) -> None:
     append({"type": "tool_execution", "tool_call_id": call["id"], "status": "running"})
     result = create_order(**json.loads(call["function"]["arguments"]))
     append({"type": "tool_execution", "tool_call_id": call["id"], "status": "succeeded"})
-    append({"type": "message", "message": {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)}})
+    append(
+        {
+            "type": "message",
+            "message": {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(result)},
+        }
+    )
 
 
 def think(client: OpenAI) -> None:
@@ -70,7 +77,11 @@ def think(client: OpenAI) -> None:
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=history, tools=TOOLS)  # type: ignore[arg-type]
         answer = reply.choices[0].message
         calls = [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
             for c in answer.tool_calls or ()
         ]
         message: dict[str, Any] = {"role": "assistant", "content": answer.content or ""}
@@ -87,7 +98,10 @@ def think(client: OpenAI) -> None:
 def recover(client: OpenAI) -> None:
     answered = {r["message"].get("tool_call_id") for r in records() if r["type"] == "message"}
     pending = [
-        c for r in records() if r["type"] == "message" for c in r["message"].get("tool_calls") or ()
+        c
+        for r in records()
+        if r["type"] == "message"
+        for c in r["message"].get("tool_calls") or ()
         if c["id"] not in answered
     ]
     for call in pending:

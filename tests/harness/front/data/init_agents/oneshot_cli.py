@@ -23,7 +23,11 @@ TOOLS = [
             "name": "send_email",
             "parameters": {
                 "type": "object",
-                "properties": {"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}},
+                "properties": {
+                    "to": {"type": "string"},
+                    "subject": {"type": "string"},
+                    "body": {"type": "string"},
+                },
             },
         },
     }
@@ -57,9 +61,17 @@ def main() -> int:
         log({"role": "user", "content": sys.argv[1]})
     while True:
         messages = [json.loads(line) for line in LOG.read_text().splitlines()]
-        reply = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS).choices[0].message  # type: ignore[arg-type]
+        reply = (
+            client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS)
+            .choices[0]
+            .message
+        )  # type: ignore[arg-type]
         calls = [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
             for c in reply.tool_calls or ()
         ]
         log({"role": "assistant", "content": reply.content or "", **({"tool_calls": calls} if calls else {})})

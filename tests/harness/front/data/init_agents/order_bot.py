@@ -100,7 +100,11 @@ def think(client: OpenAI) -> str:
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=conversation(), tools=schemas())  # type: ignore[arg-type]
         answer = reply.choices[0].message
         calls = [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
             for c in answer.tool_calls or ()
         ]
         saved: dict[str, Any] = {"role": "assistant", "content": answer.content or ""}

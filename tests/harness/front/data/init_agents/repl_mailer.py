@@ -71,7 +71,11 @@ def think(client: OpenAI) -> None:
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=history(), tools=TOOLS)  # type: ignore[arg-type]
         message = reply.choices[0].message
         calls = [
-            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.function.name, "arguments": c.function.arguments},
+            }
             for c in message.tool_calls or ()
         ]
         saved: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
@@ -82,7 +86,10 @@ def think(client: OpenAI) -> None:
             print(message.content)
             return
         for call in calls:
-            save(CONVERSATION, {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(run_tool(call))})
+            save(
+                CONVERSATION,
+                {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(run_tool(call))},
+            )
 
 
 def recover(client: OpenAI) -> None:
@@ -91,7 +98,9 @@ def recover(client: OpenAI) -> None:
     answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
     pending = [c for m in messages for c in m.get("tool_calls") or () if c["id"] not in answered]
     for call in pending:
-        save(CONVERSATION, {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(run_tool(call))})
+        save(
+            CONVERSATION, {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(run_tool(call))}
+        )
     if pending:
         think(client)
 
