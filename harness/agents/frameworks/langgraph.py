@@ -78,7 +78,6 @@ import sqlite3
 import sys
 import tempfile
 import threading
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -403,7 +402,6 @@ class _ToolRunner:
         self.before = before
         self.approvals = approvals
         self.attempts: dict[str, int] = {}
-        self.saves: _Saves | None = None  # the graph's saves, once its checkpointer is hooked
         self.hook: BoundaryHook = ctx.hook  # a framework YAML's life gives its probed hook
         # ToolNode runs the calls of one message in parallel threads (unless max_concurrency
         # is 1): the lock keeps the copy's write and the attempt count whole.
@@ -413,8 +411,6 @@ class _ToolRunner:
         ctx = self.ctx
         # A tool that called interrupt() itself goes on only once LangGraph saved the answer.
         self.approvals.wait_saved(tool_call_id)
-        if self.saves is not None:
-            self.saves.wait_call(tool_call_id)  # its call checkpointed first (_Saves)
         with self.lock:
             self.before()  # crashmatrix's copy of the conversation, where the world measures bytes
             self.attempts[tool_call_id] = self.attempts.get(tool_call_id, 0) + 1
@@ -484,11 +480,12 @@ class _Saves:
     * a checkpoint that shows a ToolMessage or a model reply is committed only after that
       message's own pending write returned (before_tool_result / after_tool_call_pending come
       first, as with one thread);
-    * a tool starts only after the checkpoint holding its call was committed
-      (after_tool_call_saved is reached with no tool started; LangGraph's pool usually wins
-      that race by a few milliseconds anyway). Held only for a call whose reply this life saw
-      entering its pending write (a tool a node runs in the same step as the model that asked
-      for it has no checkpoint to wait for).
+    * a ``ToolNode`` starts only after the checkpoint holding the reply it runs was committed
+      and its boundaries passed (``hold_tool_nodes``): after_tool_call_saved is reached with
+      no tool started. Under async durability LangGraph starts the tools while that
+      checkpoint is still being written; a tool that did anything first (a team's own ledger
+      row) would make the boundary two states. (A tool a node runs in the same step as the
+      model that asked for it has no checkpoint to wait for, and is not held.)
 
     Under ``durability="exit"`` nothing is saved until the run ends: nothing is waited for."""
 
@@ -497,11 +494,9 @@ class _Saves:
     def __init__(self, durability: str) -> None:
         self.durability = durability
         self.changed = threading.Condition()
-        self.seen: set[str] = set()  # message ids in a committed checkpoint
-        # Per tool call id, how many replies asking for it are in a committed checkpoint, and
-        # how many began their pending write (counted: providers reuse ids such as call_0).
-        self.calls: Counter[str] = Counter()
-        self.announced: Counter[str] = Counter()
+        # Message ids in a committed checkpoint whose boundaries were passed (an earlier
+        # life's, or this one's once its hooks returned).
+        self.seen: set[str] = set()
         self.written: set[str] = set()  # results (tool call ids) whose pending write returned
         self.replied: set[str] = set()  # replies (message ids) whose pending write returned
 
@@ -514,12 +509,9 @@ class _Saves:
                     f"crashmatrix: LangGraph never saved {what}; the adapter's boundary order does not hold"
                 )
 
-    def wait_call(self, tool_call_id: str) -> None:
-        """Hold a tool until the checkpoint holding its call was committed."""
-        wanted = self.announced[tool_call_id]
-        self._wait(
-            lambda: self.calls[tool_call_id] >= wanted, f"the checkpoint holding tool call {tool_call_id}"
-        )
+    def wait_saved(self, message_id: str) -> None:
+        """Hold a ToolNode until the checkpoint holding the reply it runs was committed."""
+        self._wait(lambda: message_id in self.seen, f"the checkpoint holding the reply {message_id}")
 
     def wait_written(self, results: set[str], replies: set[str]) -> None:
         """Hold a checkpoint until the pending writes of the messages it shows returned."""
@@ -531,7 +523,7 @@ class _Saves:
     def note(self, **sets: Any) -> None:
         with self.changed:
             for name, values in sets.items():
-                getattr(self, name).update(values)  # a set's or a Counter's update
+                getattr(self, name).update(values)
             self.changed.notify_all()
 
 
@@ -555,16 +547,10 @@ def _hook_checkpointer(
     if found:
         messages = _messages_of(found.checkpoint.get("channel_values"))
         saves.seen.update(str(m.id) for m in messages if m.id)
-        saves.calls.update(str(c["id"]) for m in messages if isinstance(m, AIMessage) for c in m.tool_calls)
-        saves.announced.update(saves.calls)
         saves.written.update(m.tool_call_id for m in _tool_messages(found.pending_writes or []))
         # Model replies already saved as pending writes (a life killed at
         # after_tool_call_pending): LangGraph reuses them on resume, no reply of this life.
-        pending = _replies(found.pending_writes or [])
-        saves.replied.update(str(m.id) for m in pending)
-        saves.announced.update(
-            str(c["id"]) for m in pending if str(m.id) not in saves.seen for c in m.tool_calls
-        )
+        saves.replied.update(str(m.id) for m in _replies(found.pending_writes or []))
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
@@ -574,16 +560,14 @@ def _hook_checkpointer(
             {str(m.id) for m in fresh if isinstance(m, AIMessage) and m.tool_calls},
         )
         out = inner_put(config, checkpoint, metadata, new_versions)
-        calls = [str(c["id"]) for m in fresh if isinstance(m, AIMessage) for c in m.tool_calls]
-        saves.note(seen={str(m.id) for m in fresh})
         for message in fresh:
             if isinstance(message, AIMessage):
                 for call in message.tool_calls:
                     hook("after_tool_call_saved", str(call["id"]))
             elif isinstance(message, ToolMessage):
                 hook("after_tool_result", message.tool_call_id)
-        # Only now may its tools start: after_tool_call_saved was one state (_Saves).
-        saves.note(calls=calls)
+        # Only now may the ToolNode that runs it start: after_tool_call_saved was one state.
+        saves.note(seen={str(m.id) for m in fresh})
         return out
 
     def put_writes(config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
@@ -592,7 +576,6 @@ def _hook_checkpointer(
         replies = [
             m for m in _replies(writes) if str(m.id) not in saves.seen and str(m.id) not in saves.replied
         ]
-        saves.note(announced=[str(c["id"]) for m in replies for c in m.tool_calls])
         for message in replies:
             hook("after_model_reply", str(message.tool_calls[0]["id"]))
         inner_writes(config, writes, task_id, task_path)
@@ -930,9 +913,8 @@ class LangGraphAdapter:
             )
         )
         config = self.driving.config()
-        run.saves = _hook_checkpointer(
-            graph.checkpointer, ctx.hook, config, approvals, self.driving.durability
-        )
+        saves = _hook_checkpointer(graph.checkpointer, ctx.hook, config, approvals, self.driving.durability)
+        hold_tool_nodes(graph, lambda: saves)
         person = _Person(self.spec, ctx, tuple(ctx.scenario.contracts), approvals)
         try:
             send_turns(
@@ -1170,18 +1152,42 @@ def graph_tools(graph: Any) -> dict[str, Any] | None:
     return {name: tool for node in nodes for name, tool in node.tools_by_name.items()}
 
 
+def hold_tool_nodes(graph: Any, saves: Callable[[], _Saves | None]) -> None:
+    """Each ToolNode of the graph (its instance, LangGraph's code untouched) starts only once
+    the checkpoint holding the reply it runs was committed and its boundaries passed
+    (``_Saves``). The reply is the input's last AIMessage with tool calls; an input with none
+    (a ``Send`` of one call) is not held."""
+    from langchain_core.messages import AIMessage
+
+    for node in tool_nodes(graph):
+        if getattr(node, "__crashmatrix_held__", False):
+            continue
+        inner = node.invoke
+
+        def invoke(value: Any, config: Any = None, __inner: Any = inner, **kwargs: Any) -> Any:
+            held = saves()
+            messages = value if isinstance(value, list) else _messages_of(value)
+            asked = [m for m in messages if isinstance(m, AIMessage) and m.tool_calls]
+            if held is not None and asked and asked[-1].id:
+                held.wait_saved(str(asked[-1].id))
+            return __inner(value, config, **kwargs)
+
+        node.invoke = invoke
+        node.__crashmatrix_held__ = True
+
+
 _CALL: contextvars.ContextVar[str] = contextvars.ContextVar("crashmatrix_langgraph_call", default="")
 
 
 class _Bracket:
-    """The team's own tools, each instance wrapped (LangGraph's code untouched): the call's
-    id taken from ``ToolNode``'s ``tool.invoke(tool_call)``; ``after_running`` right before
-    the team's function runs, ``after_side_effect`` right after it returned (its result not
-    yet a ToolMessage anywhere). Before each call crashmatrix's copy of the conversation is
-    refreshed, so the effects the call makes are attributed to it."""
+    """The team's own tools (the graph's ToolNodes'), each instance wrapped, LangGraph's code
+    untouched; the call's id is taken from ``ToolNode``'s ``tool.invoke(tool_call)``:
+    ``after_running`` right before the team's function runs and ``after_side_effect`` right
+    after it returned (its result not yet a ToolMessage anywhere), crashmatrix's copy of the
+    conversation refreshed first, so the effects the call makes are attributed to it."""
 
-    def __init__(self, life: TeamLife, saves: Callable[[], _Saves | None]) -> None:
-        self.life, self.saves = life, saves
+    def __init__(self, life: TeamLife) -> None:
+        self.life = life
         self.lock = threading.Lock()
         # A boundary the YAML's ``boundaries:`` rules place (the team's own ledger says when
         # a call is running) is theirs: the bracket fires only the others, as kind 2's edges.
@@ -1224,9 +1230,6 @@ class _Bracket:
     def before(self, call: str) -> None:
         if not call:
             return
-        saves = self.saves()
-        if saves is not None:
-            saves.wait_call(call)  # its call checkpointed first (_Saves)
         with self.lock:
             self.life.sync()
         if self.running:
@@ -1248,7 +1251,6 @@ def drive(life: TeamLife) -> None:
     postgres_url = _case_postgres(where, ctx.case_dir) if store == "postgres" else None
     saver = _saver(store, life.workspace, postgres_url)
     approvals = _Approvals()
-    holder: dict[str, _Saves] = {}
     harness_tools: tuple[Any, ...] = ()
     if life.spec.tools == "harness":
 
@@ -1271,14 +1273,12 @@ def drive(life: TeamLife) -> None:
         if life.spec.tools == "harness":
             runner.hook = life.hook
         else:
-            bracket = _Bracket(life, lambda: holder.get("saves"))
+            bracket = _Bracket(life)
             for tool in (graph_tools(graph) or {}).values():
                 bracket.wrap(tool)
         config = how.config()
         saves = _hook_checkpointer(saver, life.hook, config, approvals, how.durability)
-        holder["saves"] = saves
-        if life.spec.tools == "harness":
-            runner.saves = saves
+        hold_tool_nodes(graph, lambda: saves)
         names = tuple(life.spec.dialect.tools.agent_name(t) for t in ctx.scenario.contracts)
         person = _Person(where, ctx, names, approvals)
         send_turns(graph, config, how.durability, ctx.scenario.turns, person, where)

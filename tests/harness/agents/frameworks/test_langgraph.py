@@ -678,7 +678,7 @@ def test_a_checkpoint_showing_a_result_waits_for_its_pending_write_and_a_tool_fo
     time.sleep(0.05)  # the pending write has begun, not returned
 
     def tool() -> None:
-        saves.wait_call("call_1")
+        saves.wait_saved("m1")  # what hold_tool_nodes does before a ToolNode runs the reply
         fired.append("tool")
 
     tool_thread = threading.Thread(target=tool)
@@ -701,3 +701,39 @@ def test_a_checkpoint_showing_a_result_waits_for_its_pending_write_and_a_tool_fo
         "before_tool_result",
         "after_tool_result",
     ]
+
+
+def test_a_toolnode_is_held_until_the_reply_it_runs_is_checkpointed() -> None:
+    """Under async durability LangGraph starts the ToolNode while the checkpoint holding its
+    reply is still being written: the adapter holds the node (never the framework's code: the
+    instance's invoke) until that checkpoint's boundaries passed."""
+    import threading
+    import time
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+
+    @tool
+    def send_email(to: str) -> str:
+        """Send."""
+        return "sent"
+
+    g = StateGraph(MessagesState)
+    g.add_node("tools", ToolNode([send_email]))
+    g.add_edge(START, "tools")
+    graph = g.compile()
+    (node,) = lg.tool_nodes(graph)
+    ran: list[str] = []
+    node.invoke = lambda value, config=None, **kwargs: ran.append("ran")
+    saves = lg._Saves("async")
+    lg.hold_tool_nodes(graph, lambda: saves)
+    reply = AIMessage("", id="m1", tool_calls=[{"name": "send_email", "args": {"to": "a"}, "id": "c1"}])
+    runner = threading.Thread(target=node.invoke, args=({"messages": [reply]},))
+    runner.start()
+    time.sleep(0.1)
+    assert ran == []  # held: the reply's checkpoint is not committed
+    saves.note(seen={"m1"})
+    runner.join(5)
+    assert ran == ["ran"]
