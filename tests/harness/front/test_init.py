@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from crashmatrix.harness.agents.adapter_file import load_foreign
-from crashmatrix.harness.front.init import draft, input_modes, main_init, read_agent, suite_tools
+from crashmatrix.harness.front.agent_code import read_agent
+from crashmatrix.harness.front.init import draft, input_modes, main_init, suite_tools
 
 ROOT = Path(__file__).resolve().parents[3]
 AGENTS = Path(__file__).parent / "data" / "init_agents"

@@ -1,0 +1,830 @@
+"""What an agent's Python source says, read with ``ast`` (nothing of it is imported or run):
+its tools and how they are dispatched, the functions that save its records, where its tools
+write or post, how it takes a turn and asks for approval. ``read_agent(path) -> Findings``,
+a frozen value whose every item carries the line it was read from; ``crashmatrix init``
+(``harness/front/init.py``) decides an adapter from it."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.errors import InputError
+
+__all__ = [
+    "LEDGER_STATUSES",
+    "Dispatcher",
+    "Findings",
+    "Http",
+    "Prompt",
+    "Tool",
+    "Write",
+    "Writer",
+    "read_agent",
+]
+
+# -- what was found ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool the agent offers its model, and the function that runs it."""
+
+    name: str
+    line: int
+    how: str  # "an OpenAI tool schema", "@tool", "the dispatch dict HANDLERS"
+    parameters: tuple[str, ...] = ()
+    function: str = ""  # module attribute or Class.method; "" when none was found
+    held_in: str = ""  # "HANDLERS['send_email']": the dict that holds the function itself
+    signature: tuple[str, ...] = ()  # the function's own parameters (a call id among them)
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatcher:
+    """A function that looks a tool's handler up by name (``HANDLERS[name]``): called by name
+    itself, so a rule on it fires where one on the handler would not."""
+
+    function: str
+    line: int
+    name_argument: str  # the parameter holding the tool's name
+    name_key: str = ""  # a key inside it (call: function.name)
+    call_id: tuple[str, str] | None = None  # (parameter, key) holding the tool call id
+
+
+@dataclass(frozen=True, slots=True)
+class Writer:
+    """A function that saves records: a JSONL append (``open(..., "a")`` + ``json.dumps``)
+    or a SQLite ``INSERT``. ``record`` is its parameter holding the record."""
+
+    function: str
+    line: int
+    kind: str  # "jsonl" | "sqlite"
+    record: str
+    path: str = ""  # the file, when the writer names it itself (a constant)
+    path_argument: str = ""  # the parameter naming the file, when callers pass it
+    env: str = ""  # the environment variable naming that file, if any
+    keys: tuple[tuple[str, str], ...] = ()  # a record written as a dict literal: key -> parameter
+    table: str = ""  # sqlite: the table inserted into
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One call of a writer, or one write of a file, inside a function of the agent."""
+
+    writer: str  # the writer function ("" for a plain file write)
+    inside: str  # the enclosing function (module attribute or Class.method)
+    line: int
+    path: str = ""  # the resolved relative path, "" when not constant
+    env: str = ""  # the environment variable naming the path, if any
+    keys: tuple[tuple[str, str], ...] = ()  # the record's keys -> the parameter they hold
+    table: str = ""
+    columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Http:
+    """An HTTP request made inside a function, to a URL read from the environment."""
+
+    inside: str
+    line: int
+    env: str
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    regex: str
+    line: int
+    approve: str = "y"
+    deny: str = "n"
+    names_tool: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Findings:
+    path: Path
+    main: str = ""  # the entry function called with no argument (main)
+    main_line: int = 0
+    entry: str = ""  # a function taking one message (a function-call entry point)
+    entry_line: int = 0
+    recover: str = ""  # a function taking nothing that finishes what a killed life left
+    turns: str = "unknown"  # "stdin" | "argv" | "stdin_whole" | "call" | "unknown"
+    turns_line: int = 0
+    turn_prompt: str = ""  # the regex its output ends with when it waits for a turn
+    approval: Prompt | None = None
+    tools: tuple[Tool, ...] = ()
+    dispatchers: tuple[Dispatcher, ...] = ()
+    writers: tuple[Writer, ...] = ()
+    writes: tuple[Write, ...] = ()
+    http: tuple[Http, ...] = ()
+    env_defaults: tuple[tuple[str, str, int], ...] = ()  # (variable, default, line)
+    uses_tools_url: bool = False  # reads CRASHMATRIX_TOOLS_URL: it calls the harness's tools
+    record_keys: frozenset[str] = frozenset()  # keys of every dict literal
+    type_values: tuple[tuple[str, str], ...] = ()  # (key, value) of "type"/"kind" literals
+    statuses: frozenset[str] = frozenset()  # the values its dicts give "status"
+    result_keys: frozenset[str] = frozenset()
+    top_level: frozenset[str] = frozenset()
+    module_imports: frozenset[str] = frozenset()
+
+
+# -- reading --------------------------------------------------------------------------------
+
+_TOOL_DECORATORS = {"tool", "function_tool", "register", "register_tool", "agent_tool"}
+_CALL_ID_NAMES = ("tool_call_id", "call_id", "callId", "id")
+_ENTRY_NAMES = ("chat", "run", "handle", "ask", "respond", "run_turn", "turn", "reply", "agent", "invoke")
+_MESSAGE_NAMES = ("message", "text", "prompt", "user_message", "user_input", "query", "content")
+LEDGER_STATUSES = ("approved", "rejected", "running", "succeeded", "failed", "unknown")
+
+
+def read_agent(path: Path) -> Findings:
+    """What the agent's source says, read with ``ast``: nothing of it is imported or run.
+    ``InputError`` (one line) for a file that is not Python."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: cannot read it ({error}); give the agent's .py file") from error
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as error:
+        raise InputError(
+            f"{path}:{error.lineno}:{error.offset}: not Python ({error.msg}); give the agent's .py file"
+        ) from error
+    return _Reader(path, tree).findings()
+
+
+def _name(node: ast.AST) -> str:
+    """``a.b.c`` for a Name/Attribute chain, else ""."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _name(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _const(node: ast.AST | None) -> Any:
+    return node.value if isinstance(node, ast.Constant) else None
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    names = [a.arg for a in (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+class _Reader:
+    """One pass over the module's functions; ``findings()`` is the frozen result."""
+
+    def __init__(self, path: Path, tree: ast.Module) -> None:
+        self.path = path
+        self.tree = tree
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, str] = {}  # method name -> Class.method (first seen)
+        self.constants: dict[str, ast.expr] = {}
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+                        self.functions[f"{node.name}.{item.name}"] = item
+                        self.classes.setdefault(item.name, f"{node.name}.{item.name}")
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        self.constants[target.id] = node.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value:
+                self.constants[node.target.id] = node.value
+
+    # -- paths ----------------------------------------------------------------------------
+
+    def _env_get(self, node: ast.AST) -> tuple[str, str] | None:
+        """``os.environ.get("X", "d")`` / ``os.getenv("X", "d")`` / ``os.environ["X"]``."""
+        if isinstance(node, ast.Call) and _name(node.func) in (
+            "os.environ.get",
+            "os.getenv",
+            "environ.get",
+            "getenv",
+        ):
+            variable = _const(node.args[0]) if node.args else None
+            default = _const(node.args[1]) if len(node.args) > 1 else None
+            if isinstance(variable, str):
+                return variable, default if isinstance(default, str) else ""
+        if isinstance(node, ast.Subscript) and _name(node.value) in ("os.environ", "environ"):
+            variable = _const(node.slice)
+            if isinstance(variable, str):
+                return variable, ""
+        return None
+
+    def resolve(self, node: ast.AST, depth: int = 0) -> tuple[str, str]:
+        """(relative path, environment variable) an expression names, as far as constants go."""
+        if depth > 6:
+            return "", ""
+        env = self._env_get(node)
+        if env is not None:
+            return env[1], env[0]
+        value = _const(node)
+        if isinstance(value, str):
+            return value, ""
+        if isinstance(node, ast.Name) and node.id in self.constants:
+            return self.resolve(self.constants[node.id], depth + 1)
+        if isinstance(node, ast.Call) and _name(node.func) in ("Path", "pathlib.Path", "str") and node.args:
+            parts = [self.resolve(arg, depth + 1) for arg in node.args]
+            if all(p for p, _ in parts):
+                return "/".join(p for p, _ in parts), next((e for _, e in parts if e), "")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            left, env_left = self.resolve(node.left, depth + 1)
+            right, _ = self.resolve(node.right, depth + 1)
+            if left and right:
+                return f"{left}/{right}", env_left
+            if right and _name(node.left):
+                # ``workspace / "outbox.jsonl"``: a folder the agent is given at run time, its
+                # working directory under the harness (cwd: workspace).
+                return right, ""
+        return "", ""
+
+    # -- the pieces -----------------------------------------------------------------------
+
+    def walk_functions(self) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        yield from self.functions.items()
+
+    def tools(self) -> list[Tool]:
+        found: dict[str, Tool] = {}
+        # OpenAI tool schemas: {"type": "function", "function": {"name": ..., "parameters": ...}}
+        helpers: dict[str, str] = {}  # a function building schemas -> its parameter naming the tool
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Dict):
+                continue
+            pairs = {_const(k): v for k, v in zip(node.keys, node.values, strict=True) if k is not None}
+            if _const(pairs.get("type")) != "function" or not isinstance(pairs.get("function"), ast.Dict):
+                continue
+            inner_node = pairs["function"]
+            assert isinstance(inner_node, ast.Dict)
+            inner = {
+                _const(k): v for k, v in zip(inner_node.keys, inner_node.values, strict=True) if k is not None
+            }
+            name_node = inner.get("name")
+            name = _const(name_node)
+            parameters = _schema_properties(inner.get("parameters"))
+            if isinstance(name, str):
+                found.setdefault(name, Tool(name, node.lineno, "an OpenAI tool schema", parameters))
+            elif isinstance(name_node, ast.Name):
+                for fname, function in self.functions.items():
+                    if name_node.id in _parameters(function) and _contains(function, node):
+                        helpers[fname] = name_node.id
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and _name(node.func) in helpers:
+                function = self.functions[_name(node.func)]
+                position = _parameters(function).index(helpers[_name(node.func)])
+                name = _const(node.args[position]) if len(node.args) > position else None
+                if isinstance(name, str):
+                    properties = next(
+                        (_dict_keys(a) for a in node.args[position + 1 :] if isinstance(a, ast.Dict)), ()
+                    )
+                    found.setdefault(name, Tool(name, node.lineno, "an OpenAI tool schema", properties))
+        # Decorated tools: @tool, @function_tool, @app.tool(), @register("name")
+        registries: dict[str, tuple[str, str]] = {}
+        for fname, function in self.functions.items():
+            for decorator in function.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if _name(target).split(".")[-1] in _TOOL_DECORATORS:
+                    given = (
+                        _const(decorator.args[0])
+                        if isinstance(decorator, ast.Call) and decorator.args
+                        else None
+                    )
+                    name = given if isinstance(given, str) else function.name
+                    decorator_text = f"@{_name(target)}"
+                    found[name] = Tool(
+                        name, function.lineno, decorator_text, tuple(_parameters(function)), fname
+                    )
+                    registry = self._registry(_name(target))
+                    if registry:
+                        # The decorator stores the function object itself: calls through the
+                        # registry never see the module attribute, as with a dispatch dict.
+                        registries[name] = (registry, fname)
+        # Dispatch dicts at module level: {"send_email": send_email}
+        held: dict[str, tuple[str, str]] = dict(registries)
+        for variable, value in self.constants.items():
+            if not isinstance(value, ast.Dict):
+                continue
+            for key, item in zip(value.keys, value.values, strict=True):
+                named = _const(key)
+                handler = _name(item)
+                if isinstance(named, str) and handler in self.functions:
+                    held[named] = (variable, handler)
+        result = []
+        for tool_name in dict.fromkeys([*found, *held]):
+            seen = found.get(tool_name) or Tool(
+                tool_name,
+                self.functions[held[tool_name][1]].lineno,
+                f"the dispatch dict {held[tool_name][0]}",
+            )
+            runs = seen.function
+            held_in = ""
+            if tool_name in held:
+                runs = held[tool_name][1]
+                held_in = f"{held[tool_name][0]}[{tool_name!r}]"
+            elif not runs:
+                runs = tool_name if tool_name in self.functions else self.classes.get(tool_name, "")
+            signature = tuple(_parameters(self.functions[runs])) if runs in self.functions else ()
+            result.append(
+                Tool(seen.name, seen.line, seen.how, seen.parameters or signature, runs, held_in, signature)
+            )
+        return result
+
+    def _registry(self, decorator: str) -> str:
+        """The module-level dict a decorator of this module stores functions in
+        (``REGISTRY[function.__name__] = function``), or ""."""
+        function = self.functions.get(decorator)
+        if function is None:
+            return ""
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Subscript) and _name(target.value) in self.constants:
+                        return _name(target.value)
+        return ""
+
+    def dispatchers(self, dicts: set[str]) -> list[Dispatcher]:
+        """Functions that index a dispatch dict with something their parameters hold."""
+        found = []
+        for fname, function in self.walk_functions():
+            parameters = _parameters(function)
+            for node in ast.walk(function):
+                index: ast.AST | None = None
+                if (
+                    isinstance(node, ast.Subscript)
+                    and isinstance(node.ctx, ast.Load)
+                    and _name(node.value) in dicts
+                ):
+                    index = node.slice
+                elif (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "get"
+                    and _name(node.func.value) in dicts
+                    and node.args
+                ):
+                    index = node.args[0]
+                if index is None:
+                    continue
+                argument, key = _parameter_path(index, parameters)
+                if not argument:
+                    continue
+                call_id = next(((p, "") for p in _CALL_ID_NAMES if p in parameters and p != "id"), None)
+                if call_id is None and argument in parameters and key:
+                    call_id = (argument, "id")  # the call dict itself: its "id"
+                found.append(Dispatcher(fname, function.lineno, argument, key, call_id))
+                break
+        return found
+
+    def writers(self) -> list[Writer]:
+        found = []
+        for fname, function in self.walk_functions():
+            parameters = _parameters(function)
+            appends = any(_is_append_open(node) for node in ast.walk(function))
+            dumps = any(
+                isinstance(n, ast.Call) and _name(n.func) in ("json.dumps", "dumps")
+                for n in ast.walk(function)
+            )
+            if appends and dumps:
+                record = _dumped_parameter(function, parameters)
+                path_argument = next(
+                    (p for p in parameters if p in ("path", "file", "filename", "target", "where")), ""
+                )
+                path, env = "", ""
+                for node in ast.walk(function):
+                    if _is_append_open(node):
+                        assert isinstance(node, ast.Call)
+                        opened = (
+                            node.args[0]
+                            if node.args and _name(node.func) in ("open", "io.open")
+                            else (node.func.value if isinstance(node.func, ast.Attribute) else None)
+                        )
+                        if opened is not None:
+                            path, env = self.resolve(opened)
+                            if isinstance(opened, ast.Name) and opened.id in parameters:
+                                path_argument = opened.id
+                literal = next(
+                    (
+                        n.args[0]
+                        for n in ast.walk(function)
+                        if isinstance(n, ast.Call)
+                        and _name(n.func) in ("json.dumps", "dumps")
+                        and n.args
+                        and isinstance(n.args[0], ast.Dict)
+                    ),
+                    None,
+                )
+                keys = _literal_keys(literal, parameters)
+                found.append(Writer(fname, function.lineno, "jsonl", record, path, path_argument, env, keys))
+            for node in ast.walk(function):
+                sql = _insert_sql(node)
+                if sql is not None:
+                    table, columns = sql
+                    record = _dumped_parameter(function, parameters)
+                    found.append(
+                        Writer(fname, function.lineno, "sqlite", record, table=table, columns=columns)
+                    )
+                    break
+        return found
+
+    def writes(self, writers: Sequence[Writer]) -> list[Write]:
+        """Where each writer is called from, with the path it is given."""
+        by_name = {w.function.split(".")[-1]: w for w in writers}
+        found = []
+        for fname, function in self.walk_functions():
+            parameters = _parameters(function)
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Call):
+                    continue
+                called = _name(node.func).split(".")[-1]
+                writer = by_name.get(called)
+                if writer is None or writer.function == fname:
+                    continue
+                path, env = writer.path, writer.env
+                target = self.functions.get(writer.function)
+                if writer.path_argument and target is not None:
+                    position = (
+                        _parameters(target).index(writer.path_argument)
+                        if writer.path_argument in _parameters(target)
+                        else -1
+                    )
+                    given = node.args[position] if 0 <= position < len(node.args) else None
+                    if given is not None:
+                        path, env = self.resolve(given)
+                record = next((a for a in node.args if isinstance(a, ast.Dict)), None)
+                keys = (
+                    tuple(
+                        (str(_const(k)), _name(v))
+                        for k, v in zip(record.keys, record.values, strict=True)
+                        if record is not None and isinstance(_const(k), str) and _name(v) in parameters
+                    )
+                    if record is not None
+                    else ()
+                )
+                found.append(
+                    Write(writer.function, fname, node.lineno, path, env, keys, writer.table, writer.columns)
+                )
+            # SQLite inserts made in the function itself: connect(path) ... INSERT INTO t
+            sql = next((s for s in map(_insert_sql, ast.walk(function)) if s is not None), None)
+            if sql is not None:
+                path, env = "", ""
+                for node in ast.walk(function):
+                    if (
+                        isinstance(node, ast.Call)
+                        and _name(node.func) in ("sqlite3.connect", "connect")
+                        and node.args
+                    ):
+                        path, env = self.resolve(node.args[0])
+                if not path:  # a helper opening the database: sqlite3.connect in a function it calls
+                    for node in ast.walk(function):
+                        if isinstance(node, ast.Call) and _name(node.func).split(".")[-1] in self.functions:
+                            helper = self.functions[_name(node.func).split(".")[-1]]
+                            for inner in ast.walk(helper):
+                                if (
+                                    isinstance(inner, ast.Call)
+                                    and _name(inner.func) in ("sqlite3.connect", "connect")
+                                    and inner.args
+                                ):
+                                    path, env = self.resolve(inner.args[0])
+                keys = tuple((c, c) for c in sql[1])
+                found.append(Write("", fname, function.lineno, path, env, keys, sql[0], sql[1]))
+        return found
+
+    def http(self) -> list[Http]:
+        found = []
+        for fname, function in self.walk_functions():
+            for node in ast.walk(function):
+                if isinstance(node, ast.Call) and _name(node.func).split(".")[-1] in (
+                    "urlopen",
+                    "post",
+                    "Request",
+                    "request",
+                ):
+                    for name in ast.walk(node):
+                        env = self._env_get(name)
+                        if env is None and isinstance(name, ast.Name) and name.id in self.constants:
+                            env = self._env_get(self.constants[name.id]) or next(
+                                (e for e in map(self._env_get, ast.walk(self.constants[name.id])) if e), None
+                            )
+                        if env is not None and "URL" in env[0].upper() and not env[0].startswith("OPENAI"):
+                            found.append(Http(fname, node.lineno, env[0]))
+                            break
+        return found
+
+    def turns(self) -> tuple[str, int, str, Prompt | None]:
+        """How a turn arrives, the turn prompt, and the approval prompt."""
+        approval: Prompt | None = None
+        prompt, via, line = "", "unknown", 0
+        for _, function in self.walk_functions():
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Call):
+                    continue
+                called = _name(node.func)
+                if called == "input":
+                    text = node.args[0] if node.args else None
+                    regex, names_tool, plain = self._prompt_regex(text, function)
+                    if _asks_approval(plain):
+                        if approval is None:
+                            approve, deny = _answers(plain)
+                            approval = Prompt(regex, node.lineno, approve, deny, names_tool)
+                    elif via == "unknown" or not prompt:
+                        prompt, via, line = regex, "stdin", node.lineno
+                elif called in ("sys.stdin.readline", "stdin.readline"):
+                    if via in ("unknown", "stdin_whole", "argv") and not _asks_approval(
+                        self._printed_before(function, node)
+                    ):
+                        via, line = "stdin", node.lineno
+                        prompt = prompt or self._printed_before(function, node, as_regex=True)
+                elif called in ("sys.stdin.read", "stdin.read") and via == "unknown":
+                    via, line = "stdin_whole", node.lineno
+            for node in ast.walk(function):
+                if (
+                    isinstance(node, ast.For)
+                    and _name(node.iter) in ("sys.stdin", "stdin")
+                    and via == "unknown"
+                ):
+                    via, line = "stdin", node.lineno
+        if via == "unknown":
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Attribute) and _name(node) == "sys.argv":
+                    via, line = "argv", node.lineno
+                    break
+        return via, line, prompt, approval
+
+    def _printed_before(self, function: ast.AST, at: ast.AST, *, as_regex: bool = False) -> str:
+        """The text last written with ``print(..., end="")`` / ``sys.stdout.write`` before ``at``."""
+        text = ""
+        for node in ast.walk(function):
+            if getattr(node, "lineno", 0) > getattr(at, "lineno", 0):
+                continue
+            if isinstance(node, ast.Call) and _name(node.func) in ("sys.stdout.write", "print"):
+                value = node.args[0] if node.args else None
+                if isinstance(value, ast.JoinedStr | ast.Constant):
+                    regex, _, plain = self._prompt_regex(value, function)
+                    text = regex if as_regex else plain
+        return text
+
+    def _prompt_regex(self, node: ast.AST | None, function: ast.AST) -> tuple[str, bool, str]:
+        """(regex, names its tool, the plain text) of a prompt literal or f-string."""
+        if node is None:
+            return "", False, ""
+        value = _const(node)
+        if isinstance(value, str):
+            return re.escape(value).replace("\\ ", " "), False, value
+        if not isinstance(node, ast.JoinedStr):
+            return "", False, ""
+        regex, plain, names_tool, again = [], [], False, False
+        for part in node.values:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                regex.append(re.escape(part.value).replace("\\ ", " "))
+                plain.append(part.value)
+                continue
+            assert isinstance(part, ast.FormattedValue)
+            source = ast.unparse(part.value)
+            word = self._either_or(part.value, function)
+            if word is not None and not again:
+                regex.append(f"(?P<again>{re.escape(word).replace(chr(92) + ' ', ' ')})?")
+                again = True
+            elif ("name" in source or "tool" in source) and not names_tool:
+                regex.append(r"(?P<tool>\w+)")
+                names_tool = True
+            else:
+                regex.append(r"\S+" if "id" in source else ".*?")
+            plain.append("{" + source + "}")
+        return "".join(regex), names_tool, "".join(plain)
+
+    def _either_or(self, node: ast.AST, function: ast.AST) -> str | None:
+        """The word of ``x if again else ""`` (in place, or assigned to a local first)."""
+        expression: ast.AST | None = node
+        if isinstance(node, ast.Name):
+            expression = next(
+                (
+                    a.value
+                    for a in ast.walk(function)
+                    if isinstance(a, ast.Assign) and any(_name(t) == node.id for t in a.targets)
+                ),
+                None,
+            )
+        if isinstance(expression, ast.IfExp):
+            body, other = _const(expression.body), _const(expression.orelse)
+            if isinstance(body, str) and other == "" and body:
+                return body
+        return None
+
+    def entry(self) -> tuple[str, int, str, int]:
+        main = self.functions.get("main")
+        entry = next(
+            (
+                (name, f.lineno)
+                for name, f in self.functions.items()
+                if "." not in name
+                and name.lstrip("_") in _ENTRY_NAMES
+                and len(_required(f)) == 1
+                and _required(f)[0] in _MESSAGE_NAMES
+            ),
+            ("", 0),
+        )
+        if main is not None and not _required(main):
+            return "main", main.lineno, *entry
+        return "", 0, *entry
+
+    def findings(self) -> Findings:
+        tools = self.tools()
+        dicts = {t.held_in.partition("[")[0] for t in tools if t.held_in}
+        writers = self.writers()
+        via, line, prompt, approval = self.turns()
+        main, main_line, entry, entry_line = self.entry()
+        if not main and entry:
+            via, line = "call", entry_line
+        dicts_literals = [n for n in ast.walk(self.tree) if isinstance(n, ast.Dict)]
+        keys = frozenset(str(_const(k)) for d in dicts_literals for k in d.keys if isinstance(_const(k), str))
+        type_values = tuple(
+            dict.fromkeys(
+                (str(_const(k)), str(_const(v)))
+                for d in dicts_literals
+                for k, v in zip(d.keys, d.values, strict=True)
+                if _const(k) in ("type", "kind", "entry", "record") and isinstance(_const(v), str)
+            )
+        )
+        statuses = frozenset(
+            str(_const(v))
+            for d in dicts_literals
+            for k, v in zip(d.keys, d.values, strict=True)
+            if _const(k) == "status" and isinstance(_const(v), str)
+        ) | frozenset(
+            str(_const(arg))
+            for node in ast.walk(self.tree)
+            if isinstance(node, ast.Call)
+            for arg in node.args
+            if _const(arg) in LEDGER_STATUSES
+        )
+        env_defaults = tuple(
+            dict.fromkeys(
+                (env[0], env[1], getattr(node, "lineno", 0))
+                for node in ast.walk(self.tree)
+                for env in [self._env_get(node)]
+                if env is not None
+            )
+        )
+        names: set[str] = set()
+        imports: set[str] = set()
+        for node in self.tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    names.add((alias.asname or alias.name).split(".")[0])
+                    imports.add(
+                        (node.module or alias.name) if isinstance(node, ast.ImportFrom) else alias.name
+                    )
+        uses_tools_url = any(v == "CRASHMATRIX_TOOLS_URL" for v, _, _ in env_defaults)
+        return Findings(
+            path=self.path,
+            main=main,
+            main_line=main_line,
+            entry=entry,
+            entry_line=entry_line,
+            recover=next(
+                (
+                    n
+                    for n in ("recover", "resume", "restore", "recover_pending")
+                    if n in self.functions and not _required(self.functions[n])
+                ),
+                "",
+            ),
+            turns=via,
+            turns_line=line,
+            turn_prompt=prompt,
+            approval=approval,
+            tools=tuple(tools),
+            dispatchers=tuple(self.dispatchers(dicts)),
+            writers=tuple(writers),
+            writes=tuple(self.writes(writers)),
+            http=tuple(self.http()),
+            env_defaults=env_defaults,
+            uses_tools_url=uses_tools_url,
+            record_keys=keys,
+            type_values=type_values,
+            statuses=statuses,
+            result_keys=keys,
+            top_level=frozenset([*self.functions, *self.constants, *names]),
+            module_imports=frozenset(imports),
+        )
+
+
+def _literal_keys(record: ast.AST | None, parameters: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """The keys of a dict literal whose values are parameters: ``{"call": call_id}``."""
+    if not isinstance(record, ast.Dict):
+        return ()
+    return tuple(
+        (str(_const(k)), _name(v))
+        for k, v in zip(record.keys, record.values, strict=True)
+        if isinstance(_const(k), str) and _name(v) in parameters
+    )
+
+
+def _required(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    positional = [*function.args.posonlyargs, *function.args.args]
+    required = positional[: len(positional) - len(function.args.defaults)]
+    return [a.arg for a in required if a.arg not in ("self", "cls")]
+
+
+def _contains(outer: ast.AST, inner: ast.AST) -> bool:
+    return any(node is inner for node in ast.walk(outer))
+
+
+def _schema_properties(node: ast.AST | None) -> tuple[str, ...]:
+    if not isinstance(node, ast.Dict):
+        return ()
+    for key, value in zip(node.keys, node.values, strict=True):
+        if _const(key) == "properties":
+            return _dict_keys(value)
+    return ()
+
+
+def _dict_keys(node: ast.AST) -> tuple[str, ...]:
+    if not isinstance(node, ast.Dict):
+        return ()
+    return tuple(str(_const(k)) for k in node.keys if isinstance(_const(k), str))
+
+
+def _is_append_open(node: ast.AST) -> bool:
+    """``open(p, "a")`` / ``p.open("a")`` / ``open(p, mode="ab")``."""
+    if not isinstance(node, ast.Call):
+        return False
+    called = _name(node.func)
+    modes = [_const(a) for a in node.args] + [_const(k.value) for k in node.keywords if k.arg == "mode"]
+    appending = any(isinstance(m, str) and m.startswith("a") and len(m) <= 3 for m in modes)
+    return appending and (called in ("open", "io.open") or called.endswith(".open"))
+
+
+def _dumped_parameter(function: ast.FunctionDef | ast.AsyncFunctionDef, parameters: Sequence[str]) -> str:
+    """The parameter a writer serialises: the one ``json.dumps`` is given, else the first
+    parameter annotated as a dict, else the last one."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and _name(node.func) in ("json.dumps", "dumps") and node.args:
+            argument = node.args[0]
+            if isinstance(argument, ast.Name) and argument.id in parameters:
+                return argument.id
+    for arg in function.args.args:
+        if (
+            arg.arg in parameters
+            and arg.annotation is not None
+            and "dict" in ast.unparse(arg.annotation).lower()
+        ):
+            return arg.arg
+    return parameters[-1] if parameters else ""
+
+
+_INSERT = re.compile(r"\bINSERT\s+(?:OR\s+\w+\s+)?INTO\s+(\w+)\s*(?:\(([^)]*)\))?", re.IGNORECASE)
+
+
+def _insert_sql(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
+    if (
+        not isinstance(node, ast.Call)
+        or not isinstance(node.func, ast.Attribute)
+        or node.func.attr not in ("execute", "executemany")
+    ):
+        return None
+    sql = _const(node.args[0]) if node.args else None
+    if not isinstance(sql, str):
+        return None
+    match = _INSERT.search(sql)
+    if match is None:
+        return None
+    columns = tuple(c.strip() for c in (match.group(2) or "").split(",") if c.strip())
+    return match.group(1), columns
+
+
+def _parameter_path(node: ast.AST, parameters: Sequence[str]) -> tuple[str, str]:
+    """``name`` -> (name, ""); ``call["function"]["name"]`` -> (call, function.name)."""
+    keys: list[str] = []
+    while isinstance(node, ast.Subscript):
+        key = _const(node.slice)
+        if not isinstance(key, str):
+            return "", ""
+        keys.insert(0, key)
+        node = node.value
+    if isinstance(node, ast.Attribute):  # call.function.name (an SDK object)
+        base = _name(node)
+        head, _, rest = base.partition(".")
+        if head in parameters:
+            return head, ".".join([*rest.split("."), *keys])
+    if isinstance(node, ast.Name) and node.id in parameters:
+        return node.id, ".".join(keys)
+    return "", ""
+
+
+def _asks_approval(text: str) -> bool:
+    return bool(re.search(r"\[(y|yes)/(n|no)\]|approve|allow|confirm|permit", text, re.IGNORECASE))
+
+
+def _answers(text: str) -> tuple[str, str]:
+    match = re.search(r"\[(\w+)/(\w+)\]", text)
+    if match is None:
+        return "y", "n"
+    return match.group(1).lower(), match.group(2).lower()
