@@ -55,6 +55,7 @@ at import: the fork server imports this module and the user's (``preload``) befo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import inspect
 import json
@@ -64,7 +65,7 @@ import sys
 import tempfile
 import traceback
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -459,16 +460,16 @@ class OpenAIAgentsAdapter:
     # -- a life -----------------------------------------------------------------------------
 
     def run_life(self, ctx: LifeContext) -> None:
-        asyncio.run(self._life(ctx))
+        with _scripted_loopback(ctx, self.dialect):
+            asyncio.run(self._life(ctx))
 
     async def _life(self, ctx: LifeContext) -> None:
         import httpx
-        from agents import set_tracing_disabled
 
         from crashmatrix.mock_tools.toolbox import MockToolbox
         from crashmatrix.mock_tools.world import World
 
-        set_tracing_disabled(True)  # the SDK's tracing exports to OpenAI: never from a life
+        _prepare_sdk()  # tracing off (it exports to OpenAI), chat completions, a fresh client
         self._copy(ctx)
         world = World(ctx.world_dir)
         toolbox = MockToolbox(world, ctx.scenario.contracts, ctx.http)
@@ -636,6 +637,32 @@ class _Run:
                 self.kept.save(state, answered)
             if answer.approved:
                 self.hook("after_approved", call_id)
+
+
+@contextlib.contextmanager
+def _scripted_loopback(ctx: LifeContext, dialect: Dialect) -> Iterator[None]:
+    """The scripted model on loopback too, for an agent whose model is its own (a model name
+    on the SDK's default client, or an ``AsyncOpenAI()`` of its own): OPENAI_BASE_URL and
+    OPENAI_API_KEY point at it before the factory runs. ``ctx.model``'s requests still go
+    through the life's router. The reply's edge is ``after_model_reply`` for such a client
+    (``ctx.model`` reports its own): reached just before the reply is written, the agent in
+    this process (``stoppable=False``)."""
+    from crashmatrix.harness.agents.loopback import LoopbackServer
+    from crashmatrix.mock_tools.model import ScriptedModel
+
+    model = ScriptedModel(
+        ctx.scenario.rules,
+        log_path=ctx.case_dir / "model_requests.jsonl",
+        on_request=ctx.model_request,
+        dialect=dialect,
+    )
+    server = LoopbackServer(model, on_edge=ctx.hook, edges=frozenset({"after_model_reply"}), stoppable=False)
+    server.start()
+    os.environ.update(_client_env(server.model_url))  # the life's own process: nothing to restore
+    try:
+        yield
+    finally:
+        server.close()
 
 
 def _arguments(raw: str | None) -> Mapping[str, Any]:
@@ -926,7 +953,10 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> tuple[To
     from crashmatrix.mock_tools.registry import catalogue
 
     contracts = catalogue()
-    with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch:
+    # The environment a life gives the factory: a client it builds from it reaches this
+    # loopback model (a life's reaches the scripted one).
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch, _dot_model() as dot:
+        _prepare_sdk()
         db_path = Path(scratch) / DB_NAME
         import httpx
 
@@ -958,7 +988,14 @@ def _try_factory(spec: str, factory: Callable[[AgentsContext], Any]) -> tuple[To
         close = getattr(session, "close", None)
         if callable(close):
             close()
-        return _suite_tools(agent, tuple(contracts)), _asks(agent, context.declared.asks)
+        own_model = agent.model is not context.model
+        if own_model:
+            # Its own model (a model name on the SDK's default client, or a client of its
+            # own): one real request through it.
+            asyncio.run(_one_request(agent))
+    if own_model:
+        dot.reached(f"--agent={spec!r}")
+    return _suite_tools(agent, tuple(contracts)), _asks(agent, context.declared.asks)
 
 
 async def _awaited(built: Any) -> Any:
@@ -1326,37 +1363,88 @@ class _Dot:
 _CLIENT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY")
 
 
+class _DotModel:
+    """The load check's loopback model, and the routes its requests asked for."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.routes: list[str] = []
+
+    def reached(self, where: str) -> None:
+        """One line, unless a chat completion was asked for."""
+        if "chat" in self.routes:
+            return
+        if self.routes:
+            raise InputError(
+                f"{where}: the agent's model client reached crashmatrix's model at {self.url} but "
+                "asked for no chat completion (the Responses API?): crashmatrix's model speaks Chat "
+                "Completions; build the Agent's model with OpenAIChatCompletionsModel, or give it a model "
+                "name (the harness sets the SDK's default API to chat_completions)"
+            )
+        raise InputError(
+            f"{where}: the agent's model client did not reach crashmatrix's model at {self.url}; "
+            "build AsyncOpenAI() without a base_url, or with base_url=os.environ['OPENAI_BASE_URL'] "
+            "(or give the Agent a model name: the SDK's default client reads the environment)"
+        )
+
+
+@contextlib.contextmanager
+def _dot_model() -> Iterator[_DotModel]:
+    """A loopback model answering ".", with the client environment pointing at it (as a
+    life's does) while the block runs, restored after."""
+    from crashmatrix.harness.agents.loopback import LoopbackServer
+
+    routes: list[str] = []
+    server = LoopbackServer(
+        cast(Any, _Dot()), on_edge=lambda boundary, call_id: None, edges=frozenset(), on_request=routes.append
+    )
+    dot = _DotModel(server.model_url)
+    dot.routes = routes
+    saved = {key: os.environ.get(key) for key in _CLIENT_ENV}
+    server.start()
+    try:
+        os.environ.update(_client_env(server.model_url))
+        yield dot
+    finally:
+        server.close()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _client_env(url: str) -> dict[str, str]:
+    """What an OpenAI client built from the environment reads (LangChain's name too)."""
+    return {"OPENAI_BASE_URL": url, "OPENAI_API_BASE": url, "OPENAI_API_KEY": "crashmatrix"}
+
+
+async def _one_request(agent: Any) -> None:
+    """One turn through the agent's own model client (its tools never run: the model answers
+    "."); what the agent makes of "." is its own business, only the request counts."""
+    from agents import Runner
+
+    with contextlib.suppress(Exception):
+        # Bounded: a client that escapes to the internet may wait long for an answer.
+        await asyncio.wait_for(Runner.run(agent, "crashmatrix load check: answer '.'", max_turns=1), 30.0)
+
+
 def check(spec: Any) -> AgentFacts:
     """The team's agent built once at load, as a life builds it (the environment pointing at
     a loopback model, a scratch workspace as the working directory, the real tools): what the
     factory returns checked, the tools the agent has and whether it asks found, and one run
     through the agent's own model client -- a client that does not reach crashmatrix's model
     is one line here, not an error in every life."""
-    from crashmatrix.harness.agents.loopback import LoopbackServer
-
     where = str(spec.path)
     store = str(spec.options.get("store", "sqlite"))
     if store not in STORES:
         raise InputError(
             f"{where}: options.store: {store!r} is not a store this adapter reads; write sqlite or postgres"
         )
-    routes: list[str] = []
-    server = LoopbackServer(
-        cast(Any, _Dot()), on_edge=lambda boundary, call_id: None, edges=frozenset(), on_request=routes.append
-    )
-    saved_env = {key: os.environ.get(key) for key in _CLIENT_ENV}
     cwd = os.getcwd()
     modules = set(sys.modules)
-    with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch:
-        server.start()
+    with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch, _dot_model() as dot:
         try:
-            os.environ.update(
-                {
-                    "OPENAI_BASE_URL": server.model_url,
-                    "OPENAI_API_BASE": server.model_url,
-                    "OPENAI_API_KEY": "crashmatrix",
-                }
-            )
             os.chdir(scratch)
             if str(spec.here) not in sys.path:
                 sys.path.insert(0, str(spec.here))  # the factory's module beside the YAML, as in a life
@@ -1369,38 +1457,18 @@ def check(spec: Any) -> AgentFacts:
                 )
             facts = asyncio.run(_check(spec, factory, Path(scratch), store))
         finally:
-            server.close()
             os.chdir(cwd)
-            for key, value in saved_env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
             # The team's modules run again in each life, in its workspace: not imported here
             # (a module-level connection or file would be the scratch directory's).
             for name in set(sys.modules) - modules:
                 origin = str(getattr(sys.modules[name], "__file__", "") or "")
                 if origin.startswith(str(spec.here)):
                     del sys.modules[name]
-    if "chat" not in routes:
-        if routes:
-            raise InputError(
-                f"{where}: the agent's model client reached crashmatrix's model at {server.model_url} but "
-                "asked for no chat completion (the Responses API?): crashmatrix's model speaks Chat "
-                "Completions; build the Agent's model with OpenAIChatCompletionsModel, or give it a model "
-                "name (the harness sets the SDK's default API to chat_completions)"
-            )
-        raise InputError(
-            f"{where}: the agent's model client did not reach crashmatrix's model at {server.model_url}; "
-            "build AsyncOpenAI() without a base_url, or with base_url=os.environ['OPENAI_BASE_URL'] "
-            "(or give the Agent a model name: the SDK's default client reads the environment)"
-        )
+    dot.reached(where)
     return facts
 
 
 async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: str) -> AgentFacts:
-    from agents import Runner
-
     from crashmatrix.mock_tools.registry import catalogue
 
     _prepare_sdk()
@@ -1432,11 +1500,7 @@ async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: s
     _store_of(str(spec.path), session, scratch)
     names = _bracket_tools(agent, lambda call_id: None, lambda call_id: None)
     try:
-        # One turn through the team's own client (its tools never run: the model answers ".").
-        # Bounded: a client that escapes to the internet may wait long for an answer.
-        await asyncio.wait_for(Runner.run(agent, "crashmatrix load check: answer '.'", max_turns=1), 30.0)
-    except Exception:  # what the agent makes of "." is its own business: only the request counts
-        pass
+        await _one_request(agent)
     finally:
         close = getattr(session, "close", None)
         if callable(close):

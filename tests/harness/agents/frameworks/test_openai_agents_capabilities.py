@@ -14,10 +14,10 @@ import pytest
 
 pytest.importorskip("agents")
 
-from crashmatrix.harness.agents.frameworks import openai_agents as oa  # noqa: E402
-from crashmatrix.harness.agents.loading import load_adapter  # noqa: E402
-from crashmatrix.harness.core.contracts import default_contract  # noqa: E402
-from crashmatrix.harness.plan.applicability import not_applicable  # noqa: E402
+from crashmatrix.harness.agents.frameworks import openai_agents as oa
+from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.core.contracts import default_contract
+from crashmatrix.harness.plan.applicability import not_applicable
 
 SUITE = Path(__file__).resolve().parents[4] / "scenarios"
 

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("agents")
 
-from crashmatrix.harness.agents.loading import load_adapter  # noqa: E402
-from crashmatrix.harness.errors import InputError  # noqa: E402
+from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.errors import InputError
 
 GOOD_FACTORY = """
 from agents import Agent, SQLiteSession
@@ -66,3 +66,34 @@ def test_a_factory_picking_its_tools_by_name_loads_and_has_only_those(on_path: P
         "send_email",
         "read_file",
     ]
+
+
+ESCAPING = """
+from agents import Agent, OpenAIChatCompletionsModel, SQLiteSession
+from openai import AsyncOpenAI
+
+def build(ctx):
+    client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="k", max_retries=0)
+    model = OpenAIChatCompletionsModel(model="m", openai_client=client)
+    return Agent(name="a", model=model), SQLiteSession(ctx.session_id, ctx.db_path)
+"""
+
+
+def test_a_model_client_of_its_own_that_escapes_is_one_line_at_load(on_path: Path) -> None:
+    (on_path / "cm_oa_team_escape.py").write_text(ESCAPING)
+    with pytest.raises(InputError) as caught:
+        load_adapter("openai-agents:cm_oa_team_escape:build")
+    line = str(caught.value)
+    assert "\n" not in line
+    assert line.startswith("--agent='openai-agents:cm_oa_team_escape:build': the agent's model client")
+
+
+def test_a_model_name_reaches_crashmatrixs_model_through_the_sdks_default_client(on_path: Path) -> None:
+    """OPENAI_BASE_URL / OPENAI_API_KEY point at a loopback model before the factory runs, and
+    the SDK's default API is chat completions: the load check's request arrives."""
+    (on_path / "cm_oa_team_named.py").write_text(
+        "from agents import Agent, SQLiteSession\n"
+        "def build(ctx):\n"
+        "    return Agent(name='a', model='gpt-4o-mini'), SQLiteSession(ctx.session_id, ctx.db_path)\n"
+    )
+    load_adapter("openai-agents:cm_oa_team_named:build")  # no error: the request arrived

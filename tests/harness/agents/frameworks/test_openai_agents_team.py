@@ -165,7 +165,13 @@ def test_a_steps_calls_stay_concurrent_under_the_brackets() -> None:
 def launcher() -> Iterator[object]:
     from crashmatrix.harness.lives.injector import LifeLauncher
 
+    # examples.openai_agents_agent.own_client is imported by its dotted name, in the lives too.
+    added = str(ROOT) not in sys.path
+    if added:
+        sys.path.insert(0, str(ROOT))
     yield LifeLauncher("fork", preload=("agents", oa.__name__))
+    if added:
+        sys.path.remove(str(ROOT))
 
 
 def _run(launcher: object, adapter: str, scenario_file: str, point: str, tmp_path: Path) -> Any:
@@ -233,3 +239,95 @@ def test_the_fixed_agent_recovers_by_its_tools_contracts(
     if orders:
         with sqlite3.connect(_workspace(result) / "orders.db") as db:
             assert db.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == orders
+
+
+@pytest.mark.slow
+def test_a_second_turns_effect_belongs_to_the_second_turns_call(launcher: object, tmp_path: Path) -> None:
+    """The SDK saves a step's call only after its tool ran: while it runs, the call is in
+    what the adapter reads, so the second turn's order is its own call's (without it, both
+    orders were the first call's: two effects of one call, none of the other)."""
+    result = _run(launcher, "adapter", "create_order/two_orders_two_turns.yaml", "clean", tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+    assert verdict.observed.world["orders"] == 2
+
+
+# -- the conversation in PostgreSQL (SQLAlchemySession), a real server ------------------------
+
+
+@pytest.fixture
+def pg_launcher(postgres_url: str) -> Iterator[object]:
+    """A fork server started after the server: its lives inherit CRASHMATRIX_POSTGRES_URL (the
+    module's launcher may predate it), as the plugin starts the server before any."""
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    pytest.importorskip("sqlalchemy")
+    # Its own preload list: fork servers are shared per list, and the module's predates the
+    # server.
+    yield LifeLauncher("fork", preload=("agents", oa.__name__, "sqlalchemy"))
+
+
+@pytest.mark.slow
+def test_on_postgres_the_sdk_docs_agent_sends_twice_and_its_session_is_read_from_the_server(
+    pg_launcher: object, tmp_path: Path
+) -> None:
+    launcher = pg_launcher
+    adapter = load_adapter(str(TEAM / "adapter_postgres.yaml"))
+    # A power loss cuts files back to their last fsync: a server's database is not one.
+    assert adapter.power_session(tmp_path) == oa.WHY_NO_POWER  # type: ignore[attr-defined]
+    point = "after_side_effect[call_mail]"
+    result = _run(launcher, "adapter_postgres", "send_email/send_once.yaml", point, tmp_path)
+    assert result.verdict.status == "failed"
+    assert result.verdict.observed.world["emails"] == 2
+    case_dir = Path(result.case_dir)
+    assert json.loads((case_dir / oa.STORE_NAME).read_text())["kind"] == "postgres"
+    assert not list(_workspace(result).glob("*.db*"))  # nothing of the conversation on disk
+    log = oa.read_records(_workspace(result))
+    assert [r["message"]["role"] for r in log] == ["user", "assistant", "tool", "assistant"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("scenario_file", "point"),
+    [
+        ("create_order/keyed_once.yaml", "after_side_effect[call_order]"),
+        ("send_email/send_once.yaml", "clean"),
+    ],
+)
+def test_on_postgres_the_fixed_agent_stays_green(
+    pg_launcher: object, tmp_path: Path, scenario_file: str, point: str
+) -> None:
+    result = _run(pg_launcher, "adapter_fixed_postgres", scenario_file, point, tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+
+
+# -- the old way (--agent=openai-agents:module:factory) with a model of the agent's own --------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("point", "emails"), [("after_model_reply[call_mail]", 1), ("after_side_effect[call_mail]", 2)]
+)
+def test_a_model_name_on_the_sdks_default_client_is_served_and_crashed_at_its_reply(
+    launcher: object, tmp_path: Path, point: str, emails: int
+) -> None:
+    """``Agent(model="gpt-4o-mini")``: the SDK's default client, from OPENAI_BASE_URL, asks
+    the scripted model on loopback; the reply's edge is after_model_reply there."""
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    result = run_point(
+        load_scenario(SUITE / "send_email" / "send_once.yaml"),
+        parse_point(point),
+        launcher,  # type: ignore[arg-type]
+        tmp_path,
+        agent="openai-agents:examples.openai_agents_agent.own_client:build",
+        deadline=60.0,
+    )
+    verdict = result.verdict
+    assert verdict.observed.world["emails"] == emails
+    trace = [json.loads(line) for line in (Path(result.case_dir) / "trace.jsonl").read_text().splitlines()]
+    crash = [event for event in trace if event.get("event") == "crash"]
+    assert [event["point"] for event in crash] == [point]
+    assert sum(1 for event in trace if event.get("event") == "model_request") >= 3
