@@ -1474,9 +1474,12 @@ async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: s
     _prepare_sdk()
     postgres_url = None
     if store == "postgres":
-        from crashmatrix.harness.lives.postgres import PostgresUnavailable, case_database_url
+        from crashmatrix.harness.lives.postgres import PostgresUnavailable, case_database_url, ensure_server
 
         try:
+            # Started here, in the process that loads the adapter (pytest's controller, the
+            # CLI), before any worker or fork server: they and every life inherit it.
+            ensure_server()
             postgres_url = case_database_url(scratch)
         except PostgresUnavailable as error:
             raise InputError(f"{spec.path}: options.store: postgres: {error}") from error
