@@ -156,3 +156,23 @@ def test_the_scenarios_arguments_are_written_under_the_agents_own_argument_names
     assert seen == ["create_order"]  # the saved call's tool, as the agent names it
     [call] = json.loads(path.read_text().splitlines()[1])["tool_calls"]
     assert json.loads(call["function"]["arguments"]) == {"product": "chair", "count": 12}
+
+
+def test_the_normalised_copy_is_replaced_whole_and_never_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The copy is the harness's: a SIGKILL keeps the page cache and a power loss does not cut
+    # it (harness.lives.power tracks its directory's existence only), so a sync buys nothing.
+    import os
+
+    from crashmatrix.harness.agents.foreign_session import _write_copy
+
+    synced: list[object] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    monkeypatch.setattr(os, "fdatasync", synced.append)
+    copy = tmp_path / ".agent_state" / "session-case.jsonl"
+    _write_copy(copy, [b'{"a": 1}\n', b'{"b": 2}\n'])
+    _write_copy(copy, [b'{"c": 3}\n'])
+    assert copy.read_bytes() == b'{"c": 3}\n'
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["session-case.jsonl"]  # no .tmp left
+    assert synced == []
