@@ -60,8 +60,6 @@ _SELECTED = pytest.StashKey[set[str]]()
 # --shard=I/N, parsed, and --shard-durations read into seconds per file.
 _SHARD = pytest.StashKey[Any]()
 _RECORDED = pytest.StashKey[dict[str, float]]()
-# Whether this process already owned a PostgreSQL server when the session began.
-_OWNED_SERVER = pytest.StashKey[bool]()
 
 RULE = (
     "a scenario declares '# yaml-language-server: $schema=.../scenario.schema.json' at its top, "
@@ -246,8 +244,6 @@ def _start_servers(config: pytest.Config) -> None:
     every life inherit the one server (``CRASHMATRIX_POSTGRES_URL``). Only for an agent
     other than the reference one (the light path stays light); a worker inherits, and an
     adapter that cannot be loaded says why where it is loaded for real (collection)."""
-    lives = sys.modules.get("crashmatrix.harness.lives.postgres")
-    config.stash[_OWNED_SERVER] = lives is not None and lives.owns_server()
     agent = config.getoption("agent")
     if agent == "reference" or hasattr(config, "workerinput"):
         return
@@ -534,17 +530,18 @@ def _self_check(config: pytest.Config) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
-    """This process's world templates and the server it started go now: an xdist worker may
-    be ended with ``os._exit`` and never run the exit handlers that would remove them.
+    """This process's world templates (and a worker's server) go now: an xdist worker may be
+    ended with ``os._exit`` and never run the exit handlers that would remove them.
     Looked up, not imported: a pytest run that never touched crashmatrix stays light."""
     casedir = sys.modules.get("crashmatrix.harness.lives.casedir")
     if casedir is not None:
         casedir.remove_templates()
-    # A server this session started (here, or for a test that needed one) stops with it: a
-    # worker's exit handlers may never run. One an enclosing session started (pytest run
-    # in-process by a test) is that session's to stop.
+    # The server an xdist worker started stops with its session: its exit handlers may never
+    # run. Anywhere else this process's exit stops it, never a session's end: a pytest run
+    # in-process inside a test would stop the test process's server under the fork servers
+    # that keep its URL for the next run.
     postgres = sys.modules.get("crashmatrix.harness.lives.postgres")
-    if postgres is not None and not session.config.stash.get(_OWNED_SERVER, False):
+    if postgres is not None and hasattr(session.config, "workerinput"):
         postgres.stop_server()
 
 

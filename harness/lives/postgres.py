@@ -181,6 +181,13 @@ def ensure_server() -> str:
     with _LOCK:
         _psycopg()  # the harness's side talks to the server through it: missing, say so first
         url = os.environ.get(ENV)
+        if (
+            not url
+            and _cluster is not None
+            and _cluster.owner == os.getpid()
+            and _cluster.process.poll() is None
+        ):
+            url = os.environ[ENV] = _cluster.url  # ours, still running: exported again
         if not url:
             url = _start().url
             _reached.add(url)

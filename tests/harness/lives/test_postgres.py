@@ -31,6 +31,8 @@ pytest_plugins = ["pytester"]
 
 # Port 1 of this machine: nothing listens there.
 _UNREACHABLE = "postgresql://crashmatrix@127.0.0.1:1/postgres"
+# A kind-1 adapter (``--agent=pg_adapter:build``) whose agent's store is PostgreSQL.
+_ADAPTER = "class Adapter:\n    servers = ('postgres',)\n\n\ndef build():\n    return Adapter()\n"
 # Bounds, not timings: how long a test waits for processes to go before it calls them leaked.
 _GONE_WITHIN = 60.0
 
@@ -307,12 +309,17 @@ def test_a_case_is_copied_while_clients_of_its_database_linger(postgres_url: str
 
 
 @pytest.mark.slow
-def test_a_pytest_run_inside_a_test_leaves_the_enclosing_sessions_server_running(
-    postgres_url: str, pytester: pytest.Pytester
+def test_a_server_a_pytest_run_inside_a_test_started_outlives_that_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytester.makepyfile(test_inner="def test_nothing():\n    pass\n")
-    run_inprocess(pytester, "-p", "no:cacheprovider").assert_outcomes(passed=1)
-    with _connect(postgres_url) as connection:  # its session finish stopped only what it started
+    # The fork servers of this process keep the URL of the server their lives inherit: one
+    # in-process run's end must not stop it under the next run's lives.
+    monkeypatch.delenv(postgres.ENV, raising=False)
+    pytester.makepyfile(pg_adapter=_ADAPTER, test_inner="def test_nothing():\n    pass\n")
+    pytester.syspathinsert()
+    run_inprocess(pytester, "-p", "no:cacheprovider", "--agent=pg_adapter:build").assert_outcomes(passed=1)
+    assert postgres.owns_server()
+    with _connect(os.environ[postgres.ENV]) as connection:
         assert connection.execute("SELECT 1").fetchone() == (1,)
 
 
@@ -380,33 +387,33 @@ def test_a_sigkilled_owner_takes_its_postmaster_along_and_the_next_start_sweeps_
     assert not Path(said["dir"]).exists()
 
 
-@pytest.mark.slow
-def test_pytest_starts_the_server_an_adapter_needs_before_its_workers_and_stops_it(tmp_path: Path) -> None:
-    (tmp_path / "pg_adapter.py").write_text(
-        "class Adapter:\n    servers = ('postgres',)\n\n\ndef build():\n    return Adapter()\n"
-    )
-    (tmp_path / "test_inherits.py").write_text(
-        textwrap.dedent(
-            """
-            import json, os, pathlib
-            import psycopg
-            import pytest
-            from crashmatrix.harness.lives import postgres
+_WORKER_TEST = textwrap.dedent(
+    """
+    import json, os, pathlib
+    import psycopg
+    import pytest
+    from crashmatrix.harness.lives import postgres
 
 
-            @pytest.mark.parametrize("n", range(4))
-            def test_a_worker_inherits_the_controllers_server(n):
-                assert not postgres.owns_server()
-                with psycopg.connect(os.environ[postgres.ENV]) as connection:
-                    name = connection.execute("SHOW cluster_name").fetchone()[0]
-                out = pathlib.Path(os.environ["OUT"]) / f"{os.getpid()}-{n}.json"
-                out.write_text(json.dumps({"cluster": name, "worker": os.getpid()}))
-            """
-        )
-    )
+    @pytest.mark.parametrize("n", range(4))
+    def test_one(n):
+        inherited = os.environ.get(postgres.ENV)
+        url = postgres.ensure_server()  # what a framework's load check does
+        with psycopg.connect(url) as connection:
+            name = connection.execute("SHOW cluster_name").fetchone()[0]
+        out = pathlib.Path(os.environ["OUT"]) / f"{os.getpid()}-{n}.json"
+        said = {"cluster": name, "inherited": bool(inherited), "owns": postgres.owns_server()}
+        out.write_text(json.dumps(said))
+    """
+)
+
+
+def _pytest_n2(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
+    (tmp_path / "pg_adapter.py").write_text(_ADAPTER)
+    (tmp_path / "test_worker.py").write_text(_WORKER_TEST)
     (tmp_path / "out").mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", "--agent=pg_adapter:build"],
+        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", *options],
         cwd=tmp_path,
         env={**_env_without_server(), "OUT": str(tmp_path / "out")},
         capture_output=True,
@@ -416,18 +423,54 @@ def test_pytest_starts_the_server_an_adapter_needs_before_its_workers_and_stops_
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     said = [json.loads(p.read_text()) for p in (tmp_path / "out").iterdir()]
+    assert len(said) == 4
+    return said
+
+
+@pytest.mark.slow
+def test_pytest_starts_the_server_an_adapter_needs_before_its_workers_and_stops_it(tmp_path: Path) -> None:
+    said = _pytest_n2(tmp_path, "--agent=pg_adapter:build")
     clusters = {s["cluster"] for s in said}
-    assert len(said) == 4 and len(clusters) == 1  # one server, the controller's, for every worker
+    assert len(clusters) == 1  # one server, the controller's, for every worker
+    assert all(s["inherited"] and not s["owns"] for s in said)
     (name,) = clusters
     assert _left_running(name) == []
     assert not (Path(tempfile.gettempdir()) / name).exists()
 
 
 @pytest.mark.slow
-def test_pytest_says_in_one_line_when_the_server_an_adapter_needs_cannot_be_had(tmp_path: Path) -> None:
-    (tmp_path / "pg_adapter.py").write_text(
-        "class Adapter:\n    servers = ('postgres',)\n\n\ndef build():\n    return Adapter()\n"
+def test_a_server_an_xdist_worker_started_stops_with_its_session(tmp_path: Path) -> None:
+    # Whether the worker still owns a server at the very end of its session finish (then
+    # xdist tells the controller, which may end the worker before any exit handler runs).
+    (tmp_path / "ends").mkdir()
+    (tmp_path / "conftest.py").write_text(
+        textwrap.dedent(
+            f"""
+            import os
+            import pytest
+            from crashmatrix.harness.lives import postgres
+
+            @pytest.hookimpl(trylast=True)
+            def pytest_sessionfinish(session):
+                if hasattr(session.config, "workerinput"):
+                    with open(os.path.join({str(tmp_path / "ends")!r}, str(os.getpid())), "w") as out:
+                        out.write(str(postgres.owns_server()))
+            """
+        )
     )
+    said = _pytest_n2(tmp_path)  # no adapter asks: a worker starts its own
+    ends = [p.read_text() for p in (tmp_path / "ends").iterdir()]
+    assert ends and set(ends) == {"False"}
+    assert all(s["owns"] for s in said)  # each worker's own (started by its first test)
+    assert 1 <= len({s["cluster"] for s in said}) <= 2
+    for name in {s["cluster"] for s in said}:
+        assert _left_running(name) == []
+        assert not (Path(tempfile.gettempdir()) / name).exists()
+
+
+@pytest.mark.slow
+def test_pytest_says_in_one_line_when_the_server_an_adapter_needs_cannot_be_had(tmp_path: Path) -> None:
+    (tmp_path / "pg_adapter.py").write_text(_ADAPTER)
     (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agent=pg_adapter:build"],
