@@ -119,6 +119,22 @@ def test_a_team_server_that_cannot_be_reached_is_one_line_at_the_start(
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("command", ["run", "points"])
+def test_crashmatrix_run_and_points_start_the_server_an_adapter_needs_before_anything_runs(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crashmatrix.harness.front.cli import EXIT_USAGE, main
+
+    (tmp_path / "pg_adapter.py").write_text(_ADAPTER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(postgres.ENV, _UNREACHABLE)  # reached first: the one line says so
+    scenario = Path(__file__).resolve().parents[3] / "scenarios" / "send_email" / "send_once.yaml"
+    assert main([command, str(scenario), "--agent", "pg_adapter:build"]) == EXIT_USAGE
+    said = capsys.readouterr().err
+    assert said.startswith(f"crashmatrix: cannot reach the PostgreSQL server at {_UNREACHABLE}: ")
+    assert said.count("\n") == 1
+
+
 def test_a_case_database_without_a_server_is_one_line_naming_servers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
