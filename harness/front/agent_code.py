@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from crashmatrix.harness.errors import InputError
 
 __all__ = [
     "LEDGER_STATUSES",
+    "STATUS_WORDS",
     "Dispatcher",
     "Findings",
     "Http",
@@ -124,7 +125,8 @@ class Findings:
     env_defaults: tuple[tuple[str, str, int], ...] = ()  # (variable, default, line)
     uses_tools_url: bool = False  # reads CRASHMATRIX_TOOLS_URL: it calls the harness's tools
     record_keys: frozenset[str] = frozenset()  # keys of every dict literal
-    type_values: tuple[tuple[str, str], ...] = ()  # (key, value) of "type"/"kind" literals
+    # (key, value, "message" | "ledger") of the "type"/"kind" fields of its records' literals
+    type_values: tuple[tuple[str, str, str], ...] = ()
     statuses: frozenset[str] = frozenset()  # the values its dicts give "status"
     result_keys: frozenset[str] = frozenset()
     top_level: frozenset[str] = frozenset()
@@ -138,6 +140,26 @@ _CALL_ID_NAMES = ("tool_call_id", "call_id", "callId", "id")
 _ENTRY_NAMES = ("chat", "run", "handle", "ask", "respond", "run_turn", "turn", "reply", "agent", "invoke")
 _MESSAGE_NAMES = ("message", "text", "prompt", "user_message", "user_input", "query", "content")
 LEDGER_STATUSES = ("approved", "rejected", "running", "succeeded", "failed", "unknown")
+
+
+# Status words agents use for crashmatrix's (seed 004's started, uncertain, planned are known
+# to the loader already).
+STATUS_WORDS: Mapping[str, str] = {
+    "denied": "rejected",
+    "declined": "rejected",
+    "refused": "rejected",
+    "done": "succeeded",
+    "ok": "succeeded",
+    "completed": "succeeded",
+    "success": "succeeded",
+    "error": "failed",
+    "errored": "failed",
+    "in_flight": "running",
+    "in_progress": "running",
+    "executing": "running",
+    "pending_approval": "planned",
+    "in_doubt": "unknown",
+}
 
 
 def read_agent(path: Path) -> Findings:
@@ -372,6 +394,16 @@ class _Reader:
                     index = node.args[0]
                 if index is None:
                     continue
+                if isinstance(index, ast.Name) and index.id not in parameters:
+                    # name = call["function"]["name"]; HANDLERS[name]: the local's value
+                    index = next(
+                        (
+                            a.value
+                            for a in ast.walk(function)
+                            if isinstance(a, ast.Assign) and any(_name(t) == index.id for t in a.targets)
+                        ),
+                        index,
+                    )
                 argument, key = _parameter_path(index, parameters)
                 if not argument:
                     continue
@@ -497,25 +529,37 @@ class _Reader:
         return found
 
     def http(self) -> list[Http]:
+        """Requests to a service whose address comes from the environment: a call (``urlopen``,
+        ``requests.post``, or the agent's own helper) given a URL built from such a variable."""
         found = []
         for fname, function in self.walk_functions():
             for node in ast.walk(function):
-                if isinstance(node, ast.Call) and _name(node.func).split(".")[-1] in (
-                    "urlopen",
-                    "post",
-                    "Request",
-                    "request",
-                ):
-                    for name in ast.walk(node):
-                        env = self._env_get(name)
-                        if env is None and isinstance(name, ast.Name) and name.id in self.constants:
-                            env = self._env_get(self.constants[name.id]) or next(
-                                (e for e in map(self._env_get, ast.walk(self.constants[name.id])) if e), None
-                            )
-                        if env is not None and "URL" in env[0].upper() and not env[0].startswith("OPENAI"):
-                            found.append(Http(fname, node.lineno, env[0]))
-                            break
+                if not isinstance(node, ast.Call) or _name(node.func) in ("os.environ.get", "os.getenv"):
+                    continue
+                for part in [*node.args, *(k.value for k in node.keywords)]:
+                    env = self._url_env(part)
+                    if env:
+                        found.append(Http(fname, node.lineno, env))
+                        break
+                else:
+                    continue
+                break
         return found
+
+    def _url_env(self, node: ast.AST) -> str:
+        """The environment variable a URL expression is built from (``f"{MAIL_API}/emails"``)."""
+        for inner in ast.walk(node):
+            env = self._env_get(inner)
+            if env is None and isinstance(inner, ast.Name) and inner.id in self.constants:
+                env = next((e for e in map(self._env_get, ast.walk(self.constants[inner.id])) if e), None)
+            words = ("URL", "API", "HOST", "ENDPOINT", "BASE")
+            if (
+                env is not None
+                and not env[0].upper().startswith("OPENAI")
+                and any(w in env[0].upper() for w in words)
+            ):
+                return env[0]
+        return ""
 
     def turns(self) -> tuple[str, int, str, Prompt | None]:
         """How a turn arrives, the turn prompt, and the approval prompt."""
@@ -529,6 +573,19 @@ class _Reader:
                 if called == "input":
                     text = node.args[0] if node.args else None
                     regex, names_tool, plain = self._prompt_regex(text, function)
+                    if isinstance(text, ast.Name):
+                        # question = "..." / f"..." in branches, then input(question)
+                        options = [
+                            self._prompt_regex(a.value, function)
+                            for a in ast.walk(function)
+                            if isinstance(a, ast.Assign) and any(_name(t) == text.id for t in a.targets)
+                        ]
+                        options = [o for o in options if o[0]]
+                        if options:
+                            regexes = list(dict.fromkeys(o[0] for o in options))
+                            regex = regexes[0] if len(regexes) == 1 else "(?:" + "|".join(regexes) + ")"
+                            names_tool = any(o[1] for o in options)
+                            plain = " | ".join(o[2] for o in options)
                     if _asks_approval(plain):
                         if approval is None:
                             approve, deny = _answers(plain)
@@ -536,9 +593,14 @@ class _Reader:
                     elif via == "unknown" or not prompt:
                         prompt, via, line = regex, "stdin", node.lineno
                 elif called in ("sys.stdin.readline", "stdin.readline"):
-                    if via in ("unknown", "stdin_whole", "argv") and not _asks_approval(
-                        self._printed_before(function, node)
-                    ):
+                    printed = self._printed_before(function, node)
+                    if _asks_approval(printed):
+                        # sys.stdout.write(f"Approve {name} ...? [y/n] "); sys.stdin.readline()
+                        if approval is None:
+                            regex, names_tool = self._printed_before_regex(function, node)
+                            approve, deny = _answers(printed)
+                            approval = Prompt(regex, node.lineno, approve, deny, names_tool)
+                    elif via in ("unknown", "stdin_whole", "argv"):
                         via, line = "stdin", node.lineno
                         prompt = prompt or self._printed_before(function, node, as_regex=True)
                 elif called in ("sys.stdin.read", "stdin.read") and via == "unknown":
@@ -556,6 +618,17 @@ class _Reader:
                     via, line = "argv", node.lineno
                     break
         return via, line, prompt, approval
+
+    def _printed_before_regex(self, function: ast.AST, at: ast.AST) -> tuple[str, bool]:
+        regex, names_tool = "", False
+        for node in ast.walk(function):
+            if getattr(node, "lineno", 0) > getattr(at, "lineno", 0):
+                continue
+            if isinstance(node, ast.Call) and _name(node.func) in ("sys.stdout.write", "print"):
+                value = node.args[0] if node.args else None
+                if isinstance(value, ast.JoinedStr | ast.Constant):
+                    regex, names_tool, _ = self._prompt_regex(value, function)
+        return regex, names_tool
 
     def _printed_before(self, function: ast.AST, at: ast.AST, *, as_regex: bool = False) -> str:
         """The text last written with ``print(..., end="")`` / ``sys.stdout.write`` before ``at``."""
@@ -644,10 +717,20 @@ class _Reader:
             via, line = "call", entry_line
         dicts_literals = [n for n in ast.walk(self.tree) if isinstance(n, ast.Dict)]
         keys = frozenset(str(_const(k)) for d in dicts_literals for k in d.keys if isinstance(_const(k), str))
+        # Records only: a dict holding a message, a status or a call id (a tool schema's
+        # "type": "function" says nothing of how the session tells its records apart).
+        records = [
+            d
+            for d in dicts_literals
+            if {"message", "status", "role", "tool_call_id", "callId"} & set(_dict_keys(d))
+            or (
+                None in d.keys and {"type", "kind", "entry", "record"} & set(_dict_keys(d))
+            )  # {"kind": "chat", **message}
+        ]
         type_values = tuple(
             dict.fromkeys(
-                (str(_const(k)), str(_const(v)))
-                for d in dicts_literals
+                (str(_const(k)), str(_const(v)), "ledger" if "status" in _dict_keys(d) else "message")
+                for d in records
                 for k, v in zip(d.keys, d.values, strict=True)
                 if _const(k) in ("type", "kind", "entry", "record") and isinstance(_const(v), str)
             )
@@ -662,7 +745,7 @@ class _Reader:
             for node in ast.walk(self.tree)
             if isinstance(node, ast.Call)
             for arg in node.args
-            if _const(arg) in LEDGER_STATUSES
+            if _const(arg) in LEDGER_STATUSES or _const(arg) in STATUS_WORDS
         )
         env_defaults = tuple(
             dict.fromkeys(

@@ -38,6 +38,7 @@ from pathlib import Path
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.front.agent_code import (
     LEDGER_STATUSES,
+    STATUS_WORDS,
     Findings,
     Http,
     Tool,
@@ -206,12 +207,14 @@ def draft(
     y.add(f"name: {adapter_name}", "shown in reports and test ids")
     y.add(f"description: {json.dumps(f'{agent.name}, read by crashmatrix init')}")
     script = _relative(agent, here)
+    # {here} is the adapter's folder: a relative path is written from it, an absolute one as is.
+    program = script if os.path.isabs(script) else f"{{here}}/{script}"
     launcher = ""
     kind2 = bool(findings.main) and not findings.uses_tools_url
     if findings.uses_tools_url:
         kind = "command"
         y.add(
-            f'command: ["{{python}}", "-u", "{{here}}/{script}"]',
+            f'command: ["{{python}}", "-u", {json.dumps(program)}]',
             "kind 3: it reads CRASHMATRIX_TOOLS_URL "
             f"({at(_line_of_env(findings, 'CRASHMATRIX_TOOLS_URL'))}): a program calling the harness's "
             "tools",
@@ -248,7 +251,7 @@ def draft(
     else:
         kind = "command"
         y.add(
-            f'command: ["{{python}}", "-u", "{{here}}/{script}"]',
+            f'command: ["{{python}}", "-u", {json.dumps(program)}]',
             "kind 3: no main() to call, so it runs as a program",
         )
     y.add("cwd: workspace", "relative paths it opens land in the case's workspace, a new one each case")
@@ -395,7 +398,7 @@ def draft(
         prompt = findings.approval
         y.add("approvals:")
         why = "names its tool: (?P<tool>...)" if prompt.names_tool else "names no tool"
-        y.add(f"  prompt: {_q(prompt.regex)}", f"read from its approval input() ({at(prompt.line)}); {why}")
+        y.add(f"  prompt: {_q(prompt.regex)}", f"read from its approval prompt ({at(prompt.line)}); {why}")
         y.add(f"  approve: {json.dumps(prompt.approve)}")
         y.add(f"  deny: {json.dumps(prompt.deny)}")
 
@@ -417,6 +420,10 @@ def draft(
                 entry.append("arguments: {" + ", ".join(f"{a}: {b}" for a, b in match.arguments) + "}")
             body = "{" + ", ".join(entry) + "}"
             y.add(f"  {match.suite}: {body}", f"{match.tool.how} ({at(match.tool.line)})")
+    elif tools_by == "harness":
+        # The harness serves every suite tool at CRASHMATRIX_TOOLS_URL, under its own names:
+        # without a catalogue the agent has them all (a scenario its model script names is run).
+        y.comment("no catalogue: it calls the harness's tools by the names the model gives")
     else:
         names = ", ".join(t.name for t in findings.tools) or "none found"
         todos.append(
@@ -447,16 +454,27 @@ def draft(
             y.add(f"  ledger_type: {shape.ledger_type}")
         if shape.message_type and shape.message_type != "message":
             y.add(f"  message_type: {shape.message_type}")
+        foreign = _foreign_statuses(findings.statuses) if shape.ledger else {}
+        if foreign:
+            y.add(
+                "  statuses: {" + ", ".join(f"{a}: {b}" for a, b in foreign.items()) + "}",
+                "its words for crashmatrix's statuses",
+            )
         if not shape.ledger:
             y.add(
                 "  keeps_ledger: false",
                 "no record with a status and a tool call id: judged on its conversation and world",
             )
     else:
+        # Not the default path: a session read from where the agent never writes would be
+        # judged empty (every case red). Unreadable, it is judged on what the model was sent.
+        y.add("session:")
+        y.add("  readable: false", "its conversation was not found: judged on the model's requests")
         todos.append(
             Todo(
                 f"{short}: no JSONL append (open(..., 'a') + json.dumps) or SQLite INSERT of its "
-                "conversation found; set session: (path:, sqlite: or readable: false)",
+                "conversation found, so session: is readable: false (no ledger checks); set path: or "
+                "sqlite: where it keeps it",
                 False,
             )
         )
@@ -592,15 +610,15 @@ def _record_shape(findings: Findings) -> _Shape:
         and bool(set(LEDGER_STATUSES) & findings.statuses)
     )
     type_field, message_type, ledger_type = "type", "message", "tool_execution"
-    fields = [k for k, _ in findings.type_values]
+    fields = [k for k, _, _ in findings.type_values]
     if "type" not in fields and fields:
         type_field = fields[0]
-    values = [v for k, v in findings.type_values if k == type_field]
-    if "message" in values or "message" in keys:
-        message_type = "message"
-    ledger_values = [v for v in values if v not in ("message", "function", "object", "string")]
-    if ledger_values:
-        ledger_type = ledger_values[0]
+    messages = [v for k, v, kind in findings.type_values if k == type_field and kind == "message"]
+    ledgers = [v for k, v, kind in findings.type_values if k == type_field and kind == "ledger"]
+    if messages and "message" not in messages:
+        message_type = messages[0]
+    if ledgers:
+        ledger_type = ledgers[0]
     prefix = "message." if "message" in keys and type_field in keys else ""
     call_key = "tool_call_id" if "tool_call_id" in keys else "callId"
     return _Shape(prefix, type_field, message_type, ledger_type, ledger, call_key, "status")
@@ -635,6 +653,10 @@ def _session(findings: Findings, effect_paths: set[str]) -> tuple[str, str, int,
                 column = writer.columns[0] if len(writer.columns) == 1 else "*"
                 return database[0], "", writer.line, "sqlite", column, writer.table
     return None
+
+
+def _foreign_statuses(statuses: frozenset[str]) -> dict[str, str]:
+    return {word: ours for word, ours in sorted(STATUS_WORDS.items()) if word in statuses}
 
 
 def _ids(write: Write) -> list[tuple[str, str]]:
