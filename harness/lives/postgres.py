@@ -90,6 +90,7 @@ _OWNER = "owner.pid"  # the pid that started the cluster in this directory
 _PR_SET_PDEATHSIG = 1
 # Seconds the server may take to accept connections (a loaded 2-core CI machine).
 _START_WITHIN = 120.0
+_PORT_TRIES = 3
 # The settings the server runs with. fsync, synchronous_commit and full_page_writes are
 # PostgreSQL's defaults, stated so that no postgresql.conf can turn a crash test into one
 # of a server that acknowledges commits it may lose. The rest change speed and footprint
@@ -210,8 +211,8 @@ def ensure_servers(adapter: object) -> None:
 
 
 def owns_server() -> bool:
-    """Whether this process started what ``stop_server`` would end (a pytest session that
-    began without one stops the one it started, and leaves an enclosing session's alone)."""
+    """Whether this process started what ``stop_server`` would end: its own cluster, or the
+    run on a team's server whose databases it drops."""
     pid = os.getpid()
     return (_cluster is not None and _cluster.owner == pid) or (_own_run is not None and _own_run[0] == pid)
 
@@ -280,41 +281,27 @@ def _start() -> _Cluster:
             directory,
             "initdb",
         )
-        port = _free_port()
         # Every process of the cluster carries the directory's name in its title (``postgres:
         # crashmatrix-postgres-...: ...``): what was left running can be found by name.
         options = [f"-c{name}={value}" for name, value in (*SETTINGS, ("cluster_name", directory.name))]
-        log = open(directory / "server.log", "wb")  # noqa: SIM115 - the server's, kept beside it
-        with log:
-            parent = os.getpid()
-            process = subprocess.Popen(
-                [
-                    str(binaries["postgres"]),
-                    "-D",
-                    str(data),
-                    "-p",
-                    str(port),
-                    "-h",
-                    "127.0.0.1",
-                    "-k",
-                    str(directory),
-                    *options,
-                ],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=directory,
-                start_new_session=True,  # a Ctrl-C at the terminal is the harness's, not the server's
-                # Runs after the uid change (a changed uid would clear the request): the
-                # postmaster shuts down with this process's thread even if it is SIGKILLed.
-                preexec_fn=lambda: _quit_with_parent(parent),
-                **_run_as(user),
+        for attempt in range(_PORT_TRIES):
+            # A free port now may be another process's by the time the server binds it: then
+            # the server exits at once, and another port is tried.
+            port = _free_port()
+            url = f"postgresql://crashmatrix@127.0.0.1:{port}/postgres"
+            cluster = _Cluster(
+                os.getpid(),
+                directory,
+                _postmaster(binaries, data, port, options, user),
+                binaries["pg_ctl"],
+                user,
+                url,
+                0.0,
             )
-        url = f"postgresql://crashmatrix@127.0.0.1:{port}/postgres"
-        cluster = _Cluster(os.getpid(), directory, process, binaries["pg_ctl"], user, url, 0.0)
-        _cluster = cluster
-        _register_stop()
-        _wait_ready(cluster)
+            _cluster = cluster
+            _register_stop()
+            if _wait_ready(cluster, last=attempt == _PORT_TRIES - 1):
+                break
         _cluster = cluster = replace(cluster, seconds=time.monotonic() - started)
     except BaseException:
         _stop_cluster()
@@ -322,6 +309,37 @@ def _start() -> _Cluster:
         raise
     os.environ[ENV] = url
     return cluster
+
+
+def _postmaster(
+    binaries: dict[str, Path], data: Path, port: int, options: list[str], user: pwd.struct_passwd | None
+) -> subprocess.Popen[bytes]:
+    directory = data.parent
+    parent = os.getpid()
+    with open(directory / "server.log", "ab") as log:  # the server's own, kept beside it
+        return subprocess.Popen(
+            [
+                str(binaries["postgres"]),
+                "-D",
+                str(data),
+                "-p",
+                str(port),
+                "-h",
+                "127.0.0.1",
+                "-k",
+                str(directory),
+                *options,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=directory,
+            start_new_session=True,  # a Ctrl-C at the terminal is the harness's, not the server's
+            # Runs after the uid change (a changed uid would clear the request): the
+            # postmaster shuts down with this process's thread even if it is SIGKILLed.
+            preexec_fn=lambda: _quit_with_parent(parent),
+            **_run_as(user),
+        )
 
 
 def _quit_with_parent(parent: int) -> None:
@@ -369,15 +387,19 @@ def _checked(command: list[str], user: pwd.struct_passwd | None, cwd: Path, what
         raise PostgresUnavailable(f"{what} failed (exit {done.returncode}): {said}")
 
 
-def _wait_ready(cluster: _Cluster) -> None:
+def _wait_ready(cluster: _Cluster, *, last: bool) -> bool:
+    """True once the server accepts connections; False if it exited at once and this was not
+    the ``last`` try (its port taken); otherwise ``PostgresUnavailable`` with its log's tail."""
     psycopg = _psycopg()
     deadline = time.monotonic() + _START_WITHIN
     while True:
         try:
             psycopg.connect(cluster.url, connect_timeout=5).close()
-            return
+            return True
         except psycopg.OperationalError:
             pass
+        if cluster.process.poll() is not None and not last:
+            return False
         if cluster.process.poll() is not None or time.monotonic() > deadline:
             log = cluster.directory / "server.log"
             tail = " ".join(log.read_text(errors="replace").split()[-60:]) if log.exists() else ""

@@ -389,6 +389,33 @@ def test_the_process_that_started_the_server_stops_it_at_exit_leaving_nothing(ow
 
 
 @pytest.mark.slow
+def test_a_port_taken_before_the_server_binds_it_is_tried_again_with_another() -> None:
+    script = textwrap.dedent(
+        """
+        import socket
+        import psycopg
+        from crashmatrix.harness.lives import postgres
+
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        ports = [taken.getsockname()[1]]
+        real = postgres._free_port
+        postgres._free_port = lambda: ports.pop() if ports else real()
+        url = postgres.ensure_server()
+        assert f":{taken.getsockname()[1]}/" not in url, url
+        with psycopg.connect(url) as connection:
+            assert connection.execute("SELECT 1").fetchone() == (1,)
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_env_without_server(), capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout == "ok\n", done.stdout + done.stderr
+
+
+@pytest.mark.slow
 def test_a_sigkilled_owner_takes_its_postmaster_along_and_the_next_start_sweeps_its_directory(
     owner: Any,
 ) -> None:
