@@ -234,6 +234,8 @@ class _Reader:
             variable = _const(node.args[0]) if node.args else None
             default = _const(node.args[1]) if len(node.args) > 1 else None
             if isinstance(variable, str):
+                if not isinstance(default, str) and len(node.args) > 1:
+                    default = self.resolve(node.args[1], 1)[0]  # str(JOURNAL), a constant path
                 return variable, default if isinstance(default, str) else ""
         if isinstance(node, ast.Subscript) and _name(node.value) in ("os.environ", "environ"):
             variable = _const(node.slice)

@@ -249,3 +249,34 @@ def test_an_agent_with_no_tool_of_the_suite_is_a_blocking_todo(
     status, printed = _init(agent, tmp_path / "adapter.yaml", capsys)
     assert status == 1
     assert "TODO: agent.py: none of its tools (none found) matches one of the suite's" in printed
+
+
+def test_a_seed004_ledger_with_its_own_words_is_mapped(tmp_path: Path) -> None:
+    """http_agent: {"kind": "ledger", ...} lines, a refusal it calls denied, its approval
+    prompt written with sys.stdout.write before sys.stdin.readline, services over HTTP."""
+    _, data = _adapter(ROOT / "examples" / "http_agent" / "agent.py", tmp_path)
+    assert data["session"] == {
+        "path": ".http-agent/session.jsonl",
+        "type_field": "kind",
+        "ledger_type": "ledger",
+        "statuses": {"denied": "rejected", "error": "failed"},
+    }
+    assert data["approvals"]["prompt"] == r"Approve (?P<again>again )?(?P<tool>\w+) \(\S+\)\? \[y/n\] "
+    assert data["services"] == ["mail", "orders"]
+    assert data["env"]["HTTP_AGENT_MAIL_URL"] == "{mail_url}"
+
+
+def test_a_session_not_found_is_read_from_the_model_requests_not_a_default_path(tmp_path: Path) -> None:
+    """seed000_agent names its session file from an id at run time: not found by reading."""
+    text, data = _adapter(ROOT / "examples" / "seed000_agent" / "agent.py", tmp_path)
+    assert data["session"] == {"readable": False}
+    assert "# TODO: agent.py: no JSONL append" in text
+
+
+def test_an_environment_default_built_from_a_constant_path_is_the_session(tmp_path: Path) -> None:
+    """memo_agent: Journal(Path(os.environ.get("MEMO_AGENT_JOURNAL", str(JOURNAL)))), with
+    JOURNAL = Path(".memo") / "journal.jsonl"; its records say entry: chat."""
+    _, data = _adapter(ROOT / "examples" / "memo_agent" / "agent.py", tmp_path)
+    assert data["session"]["path"] == ".memo/journal.jsonl"
+    assert (data["session"]["type_field"], data["session"]["message_type"]) == ("entry", "chat")
+    assert data["env"]["MEMO_AGENT_JOURNAL"] == "{session}"
