@@ -6,7 +6,8 @@
 start left, then takes the message. Declared five ways (``input.via`` argv / env / stdin with
 ``per_process: true``, kind 3 and kind 2), it must be green at every point of both turns: a
 kill in turn 1 is recovered by the start that brings turn 2 (turn 1 never sent again), a
-kill in turn 2 by a start with an empty message. Its twin, which orders again under a fresh
+kill in turn 2 by a start with an empty message. A Python agent's start is a fresh import of
+its modules (``desk_session.py`` stops a second start in one process). Its twin, which orders again under a fresh
 key when it recovers, is red exactly where an order was placed before the kill."""
 
 from __future__ import annotations

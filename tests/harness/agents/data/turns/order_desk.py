@@ -32,6 +32,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import desk_session
+
 BUG = os.environ.get("ORDER_DESK_BUG", "")
 CONVERSATION = Path(os.environ.get("ORDER_DESK_CONVERSATION", ".desk/conversation.jsonl"))
 MODEL_URL = os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:1/v1").rstrip("/")
@@ -181,6 +183,7 @@ def recover() -> None:
 
 
 def main() -> int:
+    desk_session.open_once(MESSAGE or "(no new message)")
     drop_torn_tail()
     recover()
     if MESSAGE:
