@@ -131,6 +131,7 @@ class Findings:
     result_keys: frozenset[str] = frozenset()
     top_level: frozenset[str] = frozenset()
     module_imports: frozenset[str] = frozenset()
+    calls: frozenset[tuple[str, str]] = frozenset()  # (caller, callee) among its own functions
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -709,6 +710,21 @@ class _Reader:
             return "main", main.lineno, *entry
         return "", 0, *entry
 
+    def calls(self) -> frozenset[tuple[str, str]]:
+        """Which of its functions call which (``helper(...)``, ``self.method(...)``)."""
+        found = set()
+        for caller, function in self.walk_functions():
+            for node in ast.walk(function):
+                if not isinstance(node, ast.Call):
+                    continue
+                called = _name(node.func)
+                bare = called.split(".")[-1]
+                if called in self.functions:
+                    found.add((caller, called))
+                elif called.startswith("self.") and bare in self.classes:
+                    found.add((caller, self.classes[bare]))
+        return frozenset(found)
+
     def findings(self) -> Findings:
         tools = self.tools()
         dicts = {t.held_in.partition("[")[0] for t in tools if t.held_in}
@@ -798,6 +814,7 @@ class _Reader:
             result_keys=keys,
             top_level=frozenset([*self.functions, *self.constants, *names]),
             module_imports=frozenset(imports),
+            calls=self.calls(),
         )
 
 

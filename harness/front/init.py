@@ -210,6 +210,18 @@ def draft(
     # {here} is the adapter's folder: a relative path is written from it, an absolute one as is.
     program = script if os.path.isabs(script) else f"{{here}}/{script}"
     launcher = ""
+    framework = _framework(findings)
+    if framework:
+        # Its driver and store are the framework's: crashmatrix drives it through the
+        # framework's API (docs/frameworks.md), which a factory builds, not a main().
+        todos.append(
+            Todo(
+                f"{short}: it is built on {framework} (a framework agent); write framework: "
+                f"{framework} and factory: module:function returning it (docs/frameworks.md), not "
+                "python: or command:",
+                True,
+            )
+        )
     kind2 = bool(findings.main) and not findings.uses_tools_url
     if findings.uses_tools_url:
         kind = "command"
@@ -536,6 +548,15 @@ def draft(
     return Draft(y.render(), tuple(todos), tuple(matches), launcher)
 
 
+def _framework(findings: Findings) -> str:
+    imports = findings.module_imports
+    if any(name.split(".")[0] == "langgraph" for name in imports):
+        return "langgraph"
+    if any(name.split(".")[0] == "agents" for name in imports):  # the OpenAI Agents SDK
+        return "openai-agents"
+    return ""
+
+
 def _relative(path: Path, here: Path) -> str:
     """``path`` as seen from ``here``: relative within one tree, else absolute (an adapter in
     /tmp for an agent in a checkout)."""
@@ -585,10 +606,9 @@ def main() -> None:{recover}
 
 
 def _called_from(findings: Findings, function: str) -> set[str]:
-    """``function`` and what it calls, one level down (its helpers write for it)."""
-    # The reader kept no call graph; a tool's helpers are found by the writes' enclosing
-    # functions sharing its class or being called in it, which the writes record directly.
-    return {function, function.split(".")[-1]}
+    """``function`` and the functions it calls, one level down: a helper writing for a tool
+    (``send_email`` -> ``deliver(outbox, ...)``) writes its effect."""
+    return {function} | {callee for caller, callee in findings.calls if caller == function}
 
 
 @dataclass(frozen=True, slots=True)

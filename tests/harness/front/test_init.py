@@ -280,3 +280,17 @@ def test_an_environment_default_built_from_a_constant_path_is_the_session(tmp_pa
     assert data["session"]["path"] == ".memo/journal.jsonl"
     assert (data["session"]["type_field"], data["session"]["message_type"]) == ("entry", "chat")
     assert data["env"]["MEMO_AGENT_JOURNAL"] == "{session}"
+
+
+@pytest.mark.parametrize(
+    ("folder", "framework"), [("langgraph_agent", "langgraph"), ("openai_agents_agent", "openai-agents")]
+)
+def test_a_framework_agent_is_told_to_use_framework_and_factory(
+    tmp_path: Path, folder: str, framework: str
+) -> None:
+    result = draft(read_agent(ROOT / "examples" / folder / "agent.py"), suite_tools(), here=tmp_path)
+    assert result.blocked
+    assert (
+        f"built on {framework} (a framework agent); write framework: {framework} and factory:"
+        in result.todos[0].text
+    )
