@@ -638,7 +638,17 @@ class ForeignAdapter:
             if messages is None:
                 self._main(ctx, hook, toolbox, conversation, log, (), None)
                 return
-            for message in messages:
+            environ = dict(os.environ)
+            for number, message in enumerate(messages):
+                if number:
+                    # The previous start's modules: a new process imports them again (a
+                    # life's first start is a fresh fork, its preloaded libraries kept);
+                    # and it starts where the last one was started, with its environment.
+                    for name in [name for name in sys.modules if self._owns(name)]:
+                        del sys.modules[name]
+                    os.chdir(cwd)
+                    os.environ.clear()
+                    os.environ.update(environ)
                 self._main(ctx, hook, toolbox, self._conversation_for(ctx, message), log, (message,), message)
 
     def _main(
@@ -655,8 +665,6 @@ class ForeignAdapter:
         message where ``input.via`` puts it (``turn``: the message, for ``{turn}``). Its argv,
         stdin, stdout and message variable are in place before the import: a script may read
         them at its top level, as it runs."""
-        for name in [name for name in sys.modules if self._owns(name)]:
-            del sys.modules[name]  # the previous start's: a new process imports them again
         saved = sys.argv, sys.stdin, sys.stdout
         variable = self.spec.input_name if self.spec.input_via == "env" else ""
         console = _Console(conversation, log)
