@@ -294,3 +294,27 @@ def test_a_framework_agent_is_told_to_use_framework_and_factory(
         f"built on {framework} (a framework agent); write framework: {framework} and factory:"
         in result.todos[0].text
     )
+
+
+def test_a_missing_scenario_is_refused_before_anything_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "adapter.yaml"
+    status = main_init(
+        [str(AGENTS / "repl_mailer.py"), "--out", str(out), "--scenario", str(tmp_path / "no.yaml")]
+    )
+    err = capsys.readouterr().err
+    assert status == 2 and "--scenario" in err and "no such file" in err
+    assert not out.exists()
+
+
+def test_the_schema_line_names_the_installed_schema(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "deeper" / "adapter.yaml"
+    assert _init(AGENTS / "repl_mailer.py", out, capsys)[0] == 0
+    first = out.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("# yaml-language-server: $schema=")
+    schema = Path(first.partition("$schema=")[2])
+    assert (schema if schema.is_absolute() else out.parent / schema).resolve().name == "adapter.schema.json"
+    assert (schema if schema.is_absolute() else out.parent / schema).is_file()
