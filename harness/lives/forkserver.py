@@ -53,7 +53,7 @@ from typing import Any, ClassVar
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.harness.lives import descendants
 
-__all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve"]
+__all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve", "warming"]
 
 _LEN = struct.Struct("!Q")
 _PID = struct.Struct("!q")
@@ -61,12 +61,19 @@ _STATUS = struct.Struct("!i")
 # Exit code of a child whose target raised (multiprocessing's convention).
 EXIT_TARGET_RAISED = 1
 _serving = False
+_warming: tuple[str, ...] = ()
 
 
 def in_server() -> bool:
     """True in a fork server process and in the children it forks (a preload may prepare
     state that only makes sense there, e.g. ``harness.lives.warmup``)."""
     return _serving
+
+
+def warming() -> tuple[str, ...]:
+    """The agents this fork server prepares (``ForkServer(warm=...)``), known before its
+    preloads are imported: ``harness.lives.warmup`` runs a life of each framework agent."""
+    return _warming
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +173,7 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
     """The server's main loop (its own process; see the module docstring)."""
     from crashmatrix.harness.lives.parent_death import die_with_parent
 
-    global _serving
+    global _serving, _warming
     _serving = True
     die_with_parent(int(os.environ.pop(_PARENT_VARIABLE)))
     # Ctrl-C reaches the whole process group: the harness handles it (and stops us); the
@@ -179,6 +186,7 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(fileno=int(os.environ.pop("CRASHMATRIX_FORKSERVER_FD")))
     init = pickle.load(sys.stdin.buffer)
+    _warming = tuple(init.get("warm", ()))
     sys.path[:] = init["sys_path"]
     _stdin_from_devnull()
     for module in init["preload"]:

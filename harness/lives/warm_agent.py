@@ -4,14 +4,8 @@ forked from it starts where the last one would have been after its first second 
 * The agent's adapter, loaded once (``adapter_for``: an adapter YAML parsed and validated,
   a framework's adapter built); a life forked from the server finds it in the cache instead
   of reading the file again (``harness.lives.life.run_life``).
-* For a framework agent, one throwaway life of the agent itself (``warm_framework``), as
-  ``harness.lives.warmup`` runs one of the reference agent: LangChain, LangGraph and the
-  Agents SDK build much on a life's first turn (the adapter's own modules imported inside
-  ``run_life``, pydantic models and JSON schemas, typing caches, the checkpoint serializer,
-  asyncio's machinery), which every life forked before it paid again. A framework's
-  factory has already run in this process (its adapter's load check builds the graph or the
-  agent), so a life adds none of the team's code that was not here; a kind-2 agent gets none
-  (its module reads the life's environment at import: ``harness.agents.preload``).
+* For a framework agent, one throwaway life of the agent itself: ``harness.lives.warmup``
+  (``warm_framework``) runs it, after the reference agent's.
 * openai's lazily built request transforms and response models (``warm_openai``).
 * anyio's asyncio backend (``warm_async_http``): an async httpx client (the OpenAI Agents
   SDK's, LangChain's async path) looks it up on its first close, and anyio imports it then
@@ -35,7 +29,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["share_default_tls", "warm", "warm_async_http", "warm_framework", "warm_openai"]
+__all__ = ["share_default_tls", "warm", "warm_async_http", "warm_openai"]
 
 
 def warm(agent: str) -> None:
@@ -49,19 +43,6 @@ def warm(agent: str) -> None:
         warm_openai()
     with contextlib.suppress(Exception):
         warm_async_http()
-    with contextlib.suppress(Exception):
-        warm_framework(agent)
-
-
-def warm_framework(agent: str) -> None:
-    """One throwaway life of a framework agent (``langgraph:...``, ``openai-agents:...``);
-    nothing for any other kind."""
-    from crashmatrix.harness.agents.loading import FRAMEWORKS
-    from crashmatrix.harness.lives.warmup import throwaway_life
-
-    name, sep, _ = agent.partition(":")
-    if sep and name in FRAMEWORKS:
-        throwaway_life(agent)
 
 
 def warm_async_http() -> None:

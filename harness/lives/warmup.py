@@ -8,13 +8,20 @@ here pays it once, before any fork; children inherit the warm caches copy-on-wri
 
 The throwaway life runs the reference agent on a two-call scenario in a temporary directory
 and leaves nothing behind (no thread, no open file, no process). If it fails, lives are only
-slower, never wrong, so the failure is swallowed. (A framework agent's server then runs one
-of that agent's lives the same way: ``throwaway_life``, from ``harness.lives.warm_agent``.)
-Then, still before any fork: the argument validators of every built-in tool are built
-(``mock_tools.toolbox.validator_for``). Before
+slower, never wrong, so the failure is swallowed. Then, still before any fork: the argument
+validators of every built-in tool are built (``mock_tools.toolbox.validator_for``). Before
 it, the lives' respx router is started for good, with the HTTP client lives get
 (``harness.lives.life.mocks().keep_started()``), so that a forked life neither builds validators, nor
 patches httpx, nor builds the HTTP client it is given.
+
+A server prepared for a framework agent (``--agent=langgraph:...``, ``openai-agents:...``)
+then runs one life of that agent the same way (``warm_framework``): LangChain, LangGraph and
+the Agents SDK build much on a life's first turn (the adapter's modules imported inside
+``run_life``, pydantic models and JSON schemas, typing caches, the checkpoint serializer),
+which every life forked before it paid again. Such an adapter's load check has already run
+the team's factory in this process, so the life adds none of the team's code that was not
+here. A kind-2 agent, or a framework agent declared in an adapter YAML, gets none: its module
+runs in the life, where it reads the life's environment at import (``harness.agents.preload``).
 
 Every fork server imports this module; nothing else should (it would leave httpx patched).
 """
@@ -26,10 +33,10 @@ import gc
 import tempfile
 from pathlib import Path
 
-from crashmatrix.harness.lives.forkserver import in_server
+from crashmatrix.harness.lives.forkserver import in_server, warming
 from crashmatrix.harness.lives.life import mocks
 
-__all__ = ["throwaway_life"]
+__all__ = ["throwaway_life", "warm_framework"]
 
 _SCENARIO = """\
 name: warmup
@@ -67,6 +74,16 @@ def throwaway_life(agent: str) -> None:
     gc.collect()
 
 
+def warm_framework(agent: str) -> None:
+    """One throwaway life of a framework agent (``langgraph:...``, ``openai-agents:...``);
+    nothing for any other kind. Raises what the life raises."""
+    from crashmatrix.harness.agents.loading import FRAMEWORKS
+
+    name, sep, _ = agent.partition(":")
+    if sep and name in FRAMEWORKS:
+        throwaway_life(agent)
+
+
 def _warm() -> None:
     throwaway_life("reference")
     # Every built-in tool's argument validator, not only the two the throwaway life used.
@@ -85,4 +102,7 @@ if in_server():
     mocks().keep_started()
 with contextlib.suppress(Exception):  # a cold life is slower, not wrong
     _warm()
+for _agent in warming():
+    with contextlib.suppress(Exception):
+        warm_framework(_agent)
 gc.collect()

@@ -122,7 +122,7 @@ def test_a_framework_agents_server_runs_one_of_its_lives_before_any_fork_and_no_
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         try:
-            from crashmatrix.harness.lives import life, warmup  # noqa: F401 - its own life first
+            from crashmatrix.harness.lives import life, warmup  # its own life first, at import
 
             sys.path.insert(0, str(ROOT))  # examples.* import as from the repository's root
             seen: list[str] = []
@@ -134,9 +134,9 @@ def test_a_framework_agents_server_runs_one_of_its_lives_before_any_fork_and_no_
 
             life.run_life = counting  # type: ignore[assignment]
             threads = threading.active_count()
-            warm_agent.warm_framework("reference")
-            warm_agent.warm_framework(str(ROOT / "examples" / "python_agent" / "adapter.yaml"))
-            warm_agent.warm_framework("langgraph:examples.langgraph_agent.agent:build")  # raises if it failed
+            warmup.warm_framework("reference")
+            warmup.warm_framework(str(ROOT / "examples" / "python_agent" / "adapter.yaml"))
+            warmup.warm_framework("langgraph:examples.langgraph_agent.agent:build")  # raises if it failed
             left = threading.active_count() - threads  # a thread would be lost by every fork
             os.write(write, json.dumps({"seen": seen, "left": left}).encode())
         finally:
@@ -146,3 +146,37 @@ def test_a_framework_agents_server_runs_one_of_its_lives_before_any_fork_and_no_
     with os.fdopen(read) as answer:
         told = json.loads(answer.read() or "{}")
     assert told == {"seen": ["langgraph:examples.langgraph_agent.agent:build"], "left": 0}
+
+
+@pytest.mark.slow
+def test_a_fork_server_for_a_framework_agent_has_run_one_of_its_lives_before_the_first_fork(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("langgraph")
+    import json
+    import sys
+
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    spec = "langgraph:examples.langgraph_agent.agent:build"
+    added = str(ROOT) not in sys.path
+    if added:
+        sys.path.insert(0, str(ROOT))  # the server gets this sys.path: examples.* import
+    try:
+        launcher = LifeLauncher("fork", preload=fork_preload(spec), warm=(spec,))
+        assert launcher.server is not None
+        out = tmp_path / "state.json"
+        # The life's own code as a string (exec): unpickling a function of this module would
+        # import it, and with it modules the server may not have imported itself.
+        report = (
+            "import json, sys\n"
+            "from crashmatrix.harness.lives.forkserver import warming\n"
+            "framework_life = 'crashmatrix.harness.agents.foreign_session' in sys.modules  # its run_life's\n"
+            f"open({str(out)!r}, 'w').write(json.dumps([list(warming()), framework_life]))\n"
+        )
+        ended = launcher.server.run(exec, (report,), deadline=120)
+        assert ended.code == 0
+        assert json.loads(out.read_text(encoding="utf-8")) == [[spec], True]
+    finally:
+        if added:
+            sys.path.remove(str(ROOT))
