@@ -1019,7 +1019,12 @@ FRAMEWORK = FrameworkInfo(
     boundaries=tuple(b for b in BOUNDARIES if b not in ("after_approved", "during_side_effect")),
     unreachable={"after_approved": WHY_NO_APPROVAL, "during_side_effect": WHY_NO_STEPS},
     why_not_torn=WHY_NOT_TORN,
-    why_no_power=WHY_NO_POWER,
+    why_no_power=(
+        "the checkpoint is LangGraph's store: a SQLite database syncs from its C library, which the "
+        "harness's os.fsync recorder does not see, and a database is not cut back by length; on "
+        "PostgreSQL (store: postgres) it is the server's, a separate process whose own crash recovery "
+        "(its WAL, fsync on) a power loss of the agent's process does not reach"
+    ),
     preload=LangGraphAdapter.PRELOAD,
     options=("durability", "max_concurrency", "store"),
 )
@@ -1081,7 +1086,16 @@ def _saver(store: str, workspace: Path, postgres_url: str | None) -> Any:
 
 
 def _postgres_saver(url: str) -> Any:
-    raise InputError("options.store: postgres is not supported by this crashmatrix yet")
+    """LangGraph's ``PostgresSaver`` on the case's own database, as its docs make one
+    (``from_conn_string``: autocommit, no prepared statements, dict rows), its tables set up."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    saver = PostgresSaver(conn)
+    saver.setup()
+    return saver
 
 
 def _close(saver: Any) -> None:
@@ -1290,12 +1304,41 @@ def drive(life: TeamLife) -> None:
 
 
 def _case_postgres(where: str, case_dir: Path) -> str:
-    raise InputError(f"{where}: options.store: postgres is not supported by this crashmatrix yet")
+    """The case's own database on the real server (``harness.lives.postgres``), or one line
+    saying what is missing."""
+    from crashmatrix.harness.lives.postgres import PostgresUnavailable, case_database_url
+
+    try:
+        return case_database_url(case_dir)
+    except PostgresUnavailable as error:
+        raise InputError(f"{where}: options.store: postgres: {error}") from error
+
+
+def _postgres_messages(case_dir: Path) -> list[Any]:
+    """The messages of the thread's latest checkpoint in the case's PostgreSQL database."""
+    from crashmatrix.harness.lives.postgres import _psycopg, case_database_url
+
+    psycopg = _psycopg()
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(
+        case_database_url(case_dir), autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as conn:
+        try:
+            found = PostgresSaver(conn).get_tuple({"configurable": {"thread_id": THREAD_ID}})
+        except psycopg.errors.UndefinedTable:
+            return []  # no life set the saver up yet
+    return _messages_of(found.checkpoint.get("channel_values")) if found else []
 
 
 def read_records(workspace: Path) -> list[dict[str, Any]]:
     """The thread's latest checkpoint, as seed 000's records (the session source's reader):
-    the case's SQLite file in its workspace."""
+    the case's PostgreSQL database when it has one (``postgres.json`` in the case directory,
+    ``store: postgres``), else the SQLite file in its workspace."""
+    case_dir = workspace.parent.parent  # <case>/world/workspace
+    if (case_dir / "postgres.json").exists():
+        return records_of(_postgres_messages(case_dir))
     return records_of(checkpoint_messages(checkpoint_file(workspace)))
 
 
@@ -1359,7 +1402,17 @@ def check(spec: Any) -> AgentFacts:
                     f"{where}: factory: {spec.module} has no function {spec.main!r} "
                     f"(def {spec.main}(ctx) -> a compiled graph, compiled with ctx.checkpointer)"
                 )
-            postgres_url = _case_postgres(where, Path(scratch)) if store == "postgres" else None
+            postgres_url = None
+            if store == "postgres":
+                from crashmatrix.harness.lives.postgres import PostgresUnavailable, ensure_server
+
+                try:
+                    # Started here, in the process that loads the adapter (pytest's controller,
+                    # the CLI), before any worker or fork server: they and every life inherit it.
+                    ensure_server()
+                except PostgresUnavailable as error:
+                    raise InputError(f"{where}: options.store: postgres: {error}") from error
+                postgres_url = _case_postgres(where, Path(scratch))
             saver = _saver(store, Path(scratch), postgres_url)
             from crashmatrix.mock_tools.registry import catalogue
 
@@ -1394,6 +1447,10 @@ def check(spec: Any) -> AgentFacts:
         finally:
             if saver is not None:
                 _close(saver)
+            if store == "postgres":
+                from crashmatrix.harness.lives.postgres import drop_case_databases
+
+                drop_case_databases(Path(scratch))  # the check's scratch database, best effort
             server.close()
             os.chdir(cwd)
             for key, value in saved_env.items():

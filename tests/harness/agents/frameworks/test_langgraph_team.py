@@ -172,6 +172,12 @@ def test_the_checkpoint_is_read_back_from_the_case_workspace(tmp_path: Path) -> 
     assert records[1]["message"]["tool_calls"][0]["id"] == "c1"
 
 
+def test_a_power_loss_on_postgres_is_not_reachable_with_why() -> None:
+    adapter = load_adapter(str(TEAM / "adapter.yaml"))
+    why = adapter.power_session(Path("/x"))  # type: ignore[attr-defined]
+    assert isinstance(why, str) and "PostgreSQL" in why and "own crash recovery" in why
+
+
 # -- real lives ------------------------------------------------------------------------------
 
 
@@ -266,3 +272,52 @@ def test_the_suite_tools_it_lacks_are_not_applicable_never_red(pytester: pytest.
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) >= 1 and not outcomes.get("failed") and not outcomes.get("passed")
     result.stdout.fnmatch_lines(["*not applicable: the agent has no read_file*"])
+
+
+# -- PostgresSaver on a real PostgreSQL ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pg_launcher(postgres_url: str) -> Iterator[object]:
+    """A fork server of its own, started after the server: it and every life inherit its URL
+    (the one of ``launcher``, started before, would not)."""
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    yield LifeLauncher("fork", preload=(*lg.FRAMEWORK.preload, "langgraph.checkpoint.postgres"))
+
+
+@pytest.mark.slow
+def test_on_postgres_the_docs_agent_sends_twice_and_the_fixed_one_once(
+    pg_launcher: object, tmp_path: Path
+) -> None:
+    """The same graphs, compiled with the PostgresSaver crashmatrix hands them (the case's own
+    database): LangGraph's resume re-runs the ToolNode after a crash past the send, the
+    ledgered tools do not send again; the conversation is read back from PostgreSQL."""
+    default = _run(
+        pg_launcher, "adapter_postgres", "send_email/send_once.yaml", "after_side_effect[call_mail]", tmp_path
+    )
+    assert default.verdict.status == "failed"
+    assert "non_idempotent_at_most_once" in [v.invariant for v in default.verdict.violations]
+    assert _emails(default) == 2
+    assert (Path(default.case_dir) / "postgres.json").exists()
+    assert not lg.checkpoint_file(_workspace(default)).exists()  # nothing of it in SQLite
+    log = lg.read_records(_workspace(default))
+    assert [r["message"]["role"] for r in log] == ["user", "assistant", "tool", "assistant"]
+    fixed = _run(
+        pg_launcher,
+        "adapter_fixed_postgres",
+        "send_email/send_once.yaml",
+        "after_side_effect[call_mail]",
+        tmp_path,
+    )
+    assert fixed.verdict.status == "passed", fixed.verdict.mismatches or fixed.verdict.violations
+    assert _emails(fixed) == 1
+    order = _run(
+        pg_launcher,
+        "adapter_fixed_postgres",
+        "create_order/keyed_once.yaml",
+        "after_side_effect[call_order]",
+        tmp_path,
+    )
+    assert order.verdict.status == "passed", order.verdict.mismatches or order.verdict.violations
+    assert _orders(order) == 1
