@@ -98,3 +98,20 @@ def test_every_example_gets_a_clean_run_past_a_boundary_or_named_todos(
         assert not any("(blocks a run)" in line for line in todos)
     else:
         assert status == 1 and todos, printed
+
+
+def test_the_careful_twin_is_green_in_every_case_with_the_adapter_init_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """careful_mailer is repl_mailer whose recovery looks in its outbox first and finishes a
+    cut turn: init's adapter, unedited, must give it no red anywhere (no false red), where
+    repl_mailer is red at after_side_effect (above)."""
+    out = tmp_path / "adapter.yaml"
+    assert main_init([str(AGENTS / "careful_mailer.py"), "--out", str(out), "--no-run"]) == 0
+    capsys.readouterr()
+    status = cli(["run", str(ROOT / "scenarios" / "send_email" / "send_once.yaml"), "--agent", str(out)])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert re.search(r"^(\d+) passed, 0 failed", printed, re.MULTILINE), printed
+    assert "after_side_effect[call_mail] ... passed" in printed
+    assert "recovery@after_side_effect[call_mail] ... passed" in printed
