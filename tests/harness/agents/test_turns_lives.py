@@ -7,8 +7,9 @@ start left, then takes the message. Declared five ways (``input.via`` argv / env
 ``per_process: true``, kind 3 and kind 2), it must be green at every point of both turns: a
 kill in turn 1 is recovered by the start that brings turn 2 (turn 1 never sent again), a
 kill in turn 2 by a start with an empty message. A Python agent's start is a fresh import of
-its modules (``desk_session.py`` stops a second start in one process). Its twin, which orders again under a fresh
-key when it recovers, is red exactly where an order was placed before the kill."""
+its modules (``desk_session.py`` stops a second start in one process). Its twin, which orders
+again under a fresh key when it recovers, is red exactly where an order was placed before the
+kill. Stdin stays the user's for approvals; an agent refusing the resume start is told so."""
 
 from __future__ import annotations
 
@@ -109,3 +110,28 @@ def test_an_agent_run_where_its_files_are_finds_them_in_the_workspace_its_folder
     (clean,) = _run(pytester, bare, "-k", "clean").cases
     assert clean.status == "error", clean.status
     assert "no desk.json in" in str(clean), clean
+
+
+def test_stdin_stays_the_users_for_approvals_when_the_message_comes_in_argv(
+    pytester: pytest.Pytester,
+) -> None:
+    # argv_asks.yaml: it asks before each order on stdin; a denial or end of input is no order.
+    results = _run(pytester, TURNS / "argv_asks.yaml", "-k", "clean or (after_side_effect and not recovery)")
+    statuses = {case.point: case.status for case in results.cases}
+    assert statuses == {"clean": "passed", PLACED[0]: "passed", PLACED[1]: "passed"}, statuses
+    assert all(case.observed and case.observed["world"]["orders"] == 2 for case in results.cases)
+
+
+def test_an_agent_that_refuses_an_empty_message_is_told_it_was_the_resume_start(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    # ORDER_DESK_STRICT=1: an empty message is a usage error (exit 2). A kill in turn 1 needs
+    # no resume start (turn 2's start recovers it); a kill in the last turn does.
+    strict = plant(TURNS, "argv.yaml", "ORDER_DESK_STRICT", "1", tmp_path / "strict")
+    results = _run(pytester, strict, "-k", "after_side_effect and not recovery")
+    cases = {case.point: case for case in results.cases}
+    assert cases[PLACED[0]].status == "passed", cases[PLACED[0]].status
+    last = cases[PLACED[1]]
+    assert last.status == "error", last.status
+    assert "exited with 2 when started with an empty message" in str(last), last
+    assert "usage: order-desk MESSAGE" in str(last), last

@@ -35,6 +35,9 @@ from typing import Any
 import desk_session
 
 BUG = os.environ.get("ORDER_DESK_BUG", "")
+ASK = os.environ.get("ORDER_DESK_ASK", "") == "1"  # ask before each order (on stdin)
+# ``ORDER_DESK_STRICT=1``: an empty message is a usage error, as many command lines have it.
+STRICT = os.environ.get("ORDER_DESK_STRICT", "") == "1"
 CONVERSATION = Path(os.environ.get("ORDER_DESK_CONVERSATION", ".desk/conversation.jsonl"))
 MODEL_URL = os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:1/v1").rstrip("/")
 ORDERS_URL = os.environ.get("ORDER_DESK_ORDERS_URL", "http://127.0.0.1:1").rstrip("/")
@@ -164,7 +167,16 @@ def loop() -> None:
             print(reply.get("content") or "")
             return
         for call in calls:
+            if ASK and not approved(call):
+                answer(call, {"ok": False, "code": "DENIED", "content": "the user said no"})
+                continue
             answer(call, create_order(call, key_of(call)))
+
+
+def approved(call: dict[str, Any]) -> bool:
+    """Asked on stdin, which stays the user's for approvals when the message came another way."""
+    print(f"Approve {call['function']['name']}? [y/n] ", end="", flush=True)
+    return sys.stdin.readline().strip().lower() == "y"
 
 
 def recover() -> None:
@@ -183,6 +195,9 @@ def recover() -> None:
 
 
 def main() -> int:
+    if STRICT and not MESSAGE:
+        print("usage: order-desk MESSAGE", file=sys.stderr)
+        return 2
     desk_session.open_once(MESSAGE or "(no new message)")
     drop_torn_tail()
     recover()
