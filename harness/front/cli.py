@@ -16,6 +16,7 @@ and exit status 2 here, never a traceback.
     crashmatrix explore [--examples N] [--seed S] [--out DIR]   generated conversations and crashes
     crashmatrix doctor --agent ADAPTER [--json]          plant each check's fault: which checks fire
     crashmatrix schema adapter|scenario|contract|results [--path]   a file kind's JSON Schema
+    crashmatrix init AGENT.py [--out FILE] [--no-run]    write a commented adapter by reading the agent
 """
 
 from __future__ import annotations
