@@ -444,6 +444,10 @@ class _Reader:
                             path, env = self.resolve(opened)
                             if isinstance(opened, ast.Name) and opened.id in parameters:
                                 path_argument = opened.id
+                            if not path and _name(opened).startswith("self.") and "." in fname:
+                                # Journal(JOURNAL).write: open(self.path, "a"): the path the
+                                # class is built with.
+                                path, env = self._constructed_with(fname.split(".")[0])
                 literal = next(
                     (
                         n.args[0]
@@ -468,18 +472,39 @@ class _Reader:
                     break
         return found
 
+    def _constructed_with(self, cls: str) -> tuple[str, str]:
+        """The path a class is built with somewhere (``Journal(JOURNAL)``), as far as
+        constants go."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Call) and _name(node.func) == cls and node.args:
+                path, env = self.resolve(node.args[0])
+                if path:
+                    return path, env
+        return "", ""
+
     def writes(self, writers: Sequence[Writer]) -> list[Write]:
         """Where each writer is called from, with the path it is given."""
         by_name = {w.function.split(".")[-1]: w for w in writers}
         found = []
         for fname, function in self.walk_functions():
             parameters = _parameters(function)
+            # Files it opens itself (with open(...) as file): file.write is not Journal.write.
+            handles = {
+                _name(item.optional_vars)
+                for node in ast.walk(function)
+                if isinstance(node, ast.With | ast.AsyncWith)
+                for item in node.items
+                if item.optional_vars is not None
+            }
             for node in ast.walk(function):
                 if not isinstance(node, ast.Call):
                     continue
                 called = _name(node.func).split(".")[-1]
                 writer = by_name.get(called)
                 if writer is None or writer.function == fname:
+                    continue
+                receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+                if receiver is not None and (_name(receiver) in handles or isinstance(receiver, ast.Call)):
                     continue
                 path, env = writer.path, writer.env
                 target = self.functions.get(writer.function)

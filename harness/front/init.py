@@ -855,6 +855,17 @@ def _rules(
                 not any(r for r in rules),
             )
         )
+    if rules and not any(text.startswith("call_id:") for rule in rules for text, _ in rule):
+        # A rule without call_id takes the last call a rule named: with none naming one, the
+        # loader refuses the file (none could fire). Better no rules and the reason.
+        todos.append(
+            Todo(
+                f"{short}: no function init found sees the tool call id, so its boundary rules "
+                "could never fire and none is written; add boundaries: with call_id: by hand",
+                False,
+            )
+        )
+        return []
     return rules
 
 

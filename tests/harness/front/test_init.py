@@ -318,3 +318,12 @@ def test_the_schema_line_names_the_installed_schema(
     schema = Path(first.partition("$schema=")[2])
     assert (schema if schema.is_absolute() else out.parent / schema).resolve().name == "adapter.schema.json"
     assert (schema if schema.is_absolute() else out.parent / schema).is_file()
+
+
+def test_a_journal_class_built_with_a_constant_path_is_the_session(tmp_path: Path) -> None:
+    """real_shell: Journal(JOURNAL).write opens self.path; memo_agent's save_note calls
+    file.write on a file it opened itself, which is no call of its Journal.write."""
+    _, shell = _adapter(ROOT / "tests" / "golden" / "real_shell" / "agent.py", tmp_path)
+    assert shell["session"]["path"] == ".shell/journal.jsonl"
+    _, memo = _adapter(ROOT / "examples" / "memo_agent" / "agent.py", tmp_path)
+    assert ".memo/journal.jsonl" not in [effect.get("jsonl") for effect in memo.get("effects") or ()]
