@@ -100,27 +100,38 @@ def test_pytest_with_workers_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_crashmatrix_run_without_keep_leaves_nothing_in_tmpdir_and_says_so(tmp_path: Path) -> None:
+def test_crashmatrix_run_of_one_case_keeps_only_that_case_in_a_new_directory_and_says_where(
+    tmp_path: Path,
+) -> None:
+    # A case named with --crash (a rerun line) is kept, each run in a directory of its own
+    # (two reruns on one machine never share one); nothing else of the run is left.
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     crashmatrix = Path(sys.executable).with_name("crashmatrix")
-    done = subprocess.run(
-        [str(crashmatrix), "run", str(SCENARIO), "--crash", "recovery@after_approved[call_mail]"],
-        env={**os.environ, "TMPDIR": str(tmpdir)},
-        capture_output=True,
-        text=True,
-        timeout=SUBPROCESS_TIMEOUT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.rstrip().endswith("case directories removed (--keep DIR keeps them)")
-    assert _left(tmpdir) == []
+    kept = []
+    for _ in range(2):
+        done = subprocess.run(
+            [str(crashmatrix), "run", str(SCENARIO), "--crash", "recovery@after_approved[call_mail]"],
+            env={**os.environ, "TMPDIR": str(tmpdir)},
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        new = [name for name in _left(tmpdir) if name not in kept]
+        assert len(new) == 1 and new[0].startswith("crashmatrix-case-"), _left(tmpdir)
+        assert done.stdout.rstrip().endswith(f"case directories under {tmpdir / new[0]}")
+        assert (tmpdir / new[0] / "recovery@after_approved[call_mail]").is_dir()
+        kept += new
+    assert _left(tmpdir) == sorted(kept)
 
 
 @pytest.mark.slow
 def test_crashmatrix_run_ended_by_sigterm_mid_case_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
     """A cancelled CI job or a timeout sends SIGTERM: the run stops as on Ctrl-C (exit 130),
-    its scratch directory, templates and fork server with it."""
+    its scratch directory, templates and fork server with it (the whole matrix: its case
+    directories are scratch)."""
     import signal
 
     from ...waiting import wait_until
@@ -135,8 +146,6 @@ def test_crashmatrix_run_ended_by_sigterm_mid_case_leaves_nothing_in_tmpdir(tmp_
             str(crashmatrix),
             "run",
             str(SCENARIO),
-            "--crash",
-            "torn_write[call_mail:running]",
             "--agent",
             "crashmatrix.reference_agent.mutants:torn_tail_blocks_forever",
         ],
