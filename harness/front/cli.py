@@ -549,6 +549,18 @@ def _delegated(command: str, rest: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # Whoever read our output went away (``crashmatrix run ... | head``): nothing more to
+        # say, and nothing to say it to. Python would print a traceback flushing stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     # ``--agent=mypkg.graph:build`` names a team's module from where they run us, as
     # ``python -m pytest`` finds it; a console script's sys.path lacks the current directory

@@ -28,3 +28,21 @@ def test_an_unknown_kind_is_refused_with_the_kinds(capsys: pytest.CaptureFixture
         cli.main(["schema", "nonsense"])
     assert exit_.value.code == 2
     assert "choose from 'adapter', 'contract', 'results', 'scenario'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    # `crashmatrix ... | head`: the pipe closes before everything was printed.
+    import subprocess
+    import sys
+
+    command = subprocess.Popen(
+        [sys.executable, "-m", "crashmatrix.harness.front.cli", "schema", "adapter"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert command.stdout is not None and command.stderr is not None
+    command.stdout.close()  # gone before the first write
+    said = command.stderr.read().decode()
+    assert command.wait(timeout=60) == 141, said  # 128 + SIGPIPE, as a shell tool's
+    assert "Traceback" not in said and "BrokenPipeError" not in said, said
