@@ -14,7 +14,9 @@ Two ways in, both run UNMODIFIED agent code (docs/adapters.md walks through each
 Both talk to the scripted model over loopback HTTP, because an agent's own HTTP client (the
 openai package uses ``httpx2``) is not the one respx intercepts; the order and mail services
 they call themselves (``services:``) are on the same loopback. Both read the user's turns and
-answer approvals on stdin, driven by the YAML's prompt regexes.
+answer approvals on stdin, driven by the YAML's prompt regexes; or, declared in ``input:``, are
+started once per user message, the message in their argv, a variable or their whole stdin
+(which messages a life starts with after a crash: ``conversation.per_process_messages``).
 
 The agent's session is its own, in its own vocabulary and place (a JSONL file, a SQLite
 query, a reader function, or nowhere readable). ``foreign_session.read_foreign`` maps it onto
