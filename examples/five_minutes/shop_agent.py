@@ -27,7 +27,11 @@ TOOLS = [
             "description": "Send an email.",
             "parameters": {
                 "type": "object",
-                "properties": {"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}},
+                "properties": {
+                    "to": {"type": "string"},
+                    "subject": {"type": "string"},
+                    "body": {"type": "string"},
+                },
                 "required": ["to", "subject", "body"],
             },
         },
@@ -94,7 +98,10 @@ def answer(client: OpenAI) -> None:
         reply = client.chat.completions.create(model="gpt-4o-mini", messages=history(), tools=TOOLS)  # type: ignore[arg-type]
         message = reply.choices[0].message
         calls = [c.model_dump(include={"id", "type", "function"}) for c in message.tool_calls or ()]
-        append(CONVERSATION, {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})})
+        append(
+            CONVERSATION,
+            {"role": "assistant", "content": message.content, **({"tool_calls": calls} if calls else {})},
+        )
         if not calls:
             print(message.content)
             return
