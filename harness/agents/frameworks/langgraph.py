@@ -1,6 +1,9 @@
-"""A LangGraph agent, crashed at LangGraph's own seams: ``--agent=langgraph:package.module:factory``.
+"""A LangGraph agent, crashed at LangGraph's own seams: a team's graph as it is, declared in an
+adapter YAML (``framework: langgraph``: ``drive``, ``read_records``, ``check``, ``FRAMEWORK``
+at the end of this module, the common part being kind 2's ``ForeignAdapter``), or a graph on
+crashmatrix's mock tools, ``--agent=langgraph:package.module:factory`` (``LangGraphAdapter``).
 
-The user's factory builds the graph as the team does in production, from a ``GraphContext``::
+For the latter, the user's factory builds the graph from a ``GraphContext``::
 
     def build(ctx: GraphContext) -> CompiledStateGraph:
         ...  # ctx.model (ChatOpenAI), ctx.tools (LangChain tools), ctx.checkpoint_path
