@@ -56,7 +56,13 @@ def test_an_agent_started_once_per_message_is_green_at_every_point_of_both_turns
 ) -> None:
     results = _run(pytester, TURNS / adapter)
     statuses = {case.point: case.status for case in results.cases}
-    assert POINTS | {"clean"} <= set(statuses), statuses
+    # env.yaml is kind 2 with a rule on its own append, installed afresh at each start.
+    saved = (
+        {f"after_tool_call_saved[{c}]" for c in ("call_desks", "call_chairs")}
+        if adapter == "env.yaml"
+        else set()
+    )
+    assert POINTS | saved | {"clean"} <= set(statuses), statuses
     assert set(statuses.values()) == {"passed"}, statuses
     # Every case ends with both orders placed once: neither turn lost, neither sent twice.
     assert all(case.observed and case.observed["world"]["orders"] == 2 for case in results.cases)
