@@ -96,6 +96,21 @@ def build(ctx):
 """
 )
 BROKEN = "import json\nCONFIG = json.loads('{')\n"
+MOCK_TOOLS = """
+from langchain_openai import ChatOpenAI
+from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+
+def build(ctx):
+    model = ChatOpenAI(model="m").bind_tools(list(ctx.tools))
+    g = StateGraph(MessagesState)
+    g.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+    g.add_node("tools", ToolNode(list(ctx.tools)))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile(checkpointer=ctx.checkpointer)
+"""
 
 
 @pytest.mark.parametrize(
@@ -272,6 +287,33 @@ def test_the_suite_tools_it_lacks_are_not_applicable_never_red(pytester: pytest.
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) >= 1 and not outcomes.get("failed") and not outcomes.get("passed")
     result.stdout.fnmatch_lines(["*not applicable: the agent has no read_file*"])
+
+
+@pytest.mark.slow
+def test_with_tools_harness_the_factory_gets_crashmatrixs_mock_tools(
+    launcher: object, tmp_path: Path, clean_modules: None
+) -> None:
+    """``tools: harness``: ctx.tools are the scenario's tools run by the mock tools in the
+    case's world (counted there), every suite tool applies, and a crash past the send is
+    LangGraph's duplicate again, now in crashmatrix's world."""
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    adapter = _yaml(tmp_path, MOCK_TOOLS, "tools: harness\noptions: {durability: sync, max_concurrency: 1}\n")
+    assert load_adapter(str(adapter)).capabilities.tools.has("read_file")  # type: ignore[attr-defined]
+    scenario = load_scenario(SUITE / "send_email/send_once.yaml")
+    clean = run_point(scenario, None, launcher, tmp_path / "clean", agent=str(adapter), deadline=60.0)  # type: ignore[arg-type]
+    assert clean.verdict.status == "passed", clean.verdict.mismatches or clean.verdict.violations
+    crashed = run_point(
+        scenario,
+        parse_point("after_side_effect[call_mail]"),
+        launcher,
+        tmp_path / "crash",
+        agent=str(adapter),
+        deadline=60.0,  # type: ignore[arg-type]
+    )
+    assert crashed.verdict.status == "failed"
+    assert crashed.verdict.observed.world["emails"] == 2
 
 
 # -- PostgresSaver on a real PostgreSQL ------------------------------------------------------
