@@ -50,6 +50,15 @@ Torn writes and power loss are not applicable: the session is SQLite.
 
 The SDK's event loop, its HTTP client and the model client are created in ``run_life``, never
 at import: the fork server imports this module and the user's (``preload``) before it forks.
+A model of the agent's own (a model name on the SDK's default client, an ``AsyncOpenAI()``)
+reaches the same scripted model on loopback: ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` point at
+it before the factory runs, and the SDK's default API is set to Chat Completions.
+
+The same module drives an agent declared in an adapter YAML (``framework: openai-agents``;
+``harness.agents.foreign`` does everything kind 2 does, then calls ``drive``): the team's own
+``FunctionTool`` instances bracketed (``after_running`` / ``after_side_effect``), its own model
+client, its own ``SQLiteSession`` or ``SQLAlchemySession`` on PostgreSQL (``read_records``),
+built once at load by ``check``. docs/frameworks.md ("Your own agent in an adapter YAML").
 """
 
 from __future__ import annotations
@@ -94,14 +103,21 @@ if TYPE_CHECKING:
     from crashmatrix.harness.observation.observation import Observation
 
 __all__ = [
+    "ASKING_ONLY",
+    "FRAMEWORK",
     "SUPPORTED",
     "AgentsContext",
     "Answer",
     "Approvals",
     "OpenAIAgentsAdapter",
+    "TeamContext",
+    "check",
+    "drive",
     "load",
+    "read_records",
     "read_session",
     "rejection",
+    "session_records",
 ]
 
 # [lowest, next major) of openai-agents, the extra's range in pyproject.toml (test_versions.py),
@@ -1024,6 +1040,9 @@ WHY_NO_POWER = (
     "the session is a database (SQLite, or a PostgreSQL server): it syncs itself, outside the "
     "harness's os.fsync recorder, and a database is not cut back by length"
 )
+# The moments only an agent that asks for approval reaches (its factory said so, or a tool of
+# its own has needs_approval): for one that asks none, not reachable, with why.
+ASKING_ONLY: Mapping[str, str] = dict.fromkeys(_APPROVAL_BOUNDARIES, WHY_NO_APPROVAL)
 FRAMEWORK = FrameworkInfo(
     # after_model_reply is the loopback model's edge (the team's own client asks it): not a
     # seam of the SDK's this module fires.
