@@ -331,3 +331,39 @@ def test_a_model_name_on_the_sdks_default_client_is_served_and_crashed_at_its_re
     crash = [event for event in trace if event.get("event") == "crash"]
     assert [event["point"] for event in crash] == [point]
     assert sum(1 for event in trace if event.get("event") == "model_request") >= 3
+
+
+HARNESS_TOOLS = """
+from agents import Agent, SQLiteSession
+
+
+def build(ctx):
+    return Agent(name="a", model="gpt-4o-mini", tools=list(ctx.tools)), SQLiteSession("s", "chat.db")
+"""
+
+
+@pytest.mark.slow
+def test_tools_harness_hands_the_factory_crashmatrixs_mock_tools(
+    launcher: object, tmp_path: Path, clean_modules: None
+) -> None:
+    """``tools: harness`` in a framework YAML: ``ctx.tools`` are the suite's tools run by the
+    mock tools (every one: nothing is n.a. for a missing tool), bracketed like the team's."""
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    (tmp_path / "cm_team_harness.py").write_text(HARNESS_TOOLS, encoding="utf-8")
+    path = tmp_path / "adapter.yaml"
+    text = "name: t\nframework: openai-agents\nfactory: cm_team_harness:build\ntools: harness\n"
+    path.write_text(text, encoding="utf-8")
+    adapter = load_adapter(str(path))
+    assert adapter.capabilities.tools.has("read_file")  # type: ignore[attr-defined]
+    result = run_point(
+        load_scenario(SUITE / "send_email" / "send_once.yaml"),
+        parse_point("after_side_effect[call_mail]"),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / "case",
+        agent=str(path),
+        deadline=60.0,
+    )
+    assert result.verdict.status == "failed"
+    assert result.verdict.observed.world["emails"] == 2  # the mock mail service's world
