@@ -78,6 +78,8 @@ def build(ctx):
         (ESCAPING, "the agent's model client did not reach crashmatrix's model at http://127.0.0.1:"),
         (RESPONSES, "but asked for no chat completion (the Responses API?)"),
         (IN_MEMORY, "factory: the SQLiteSession is in memory"),
+        ("import no_such_team_library\n", "importing 'cm_team_factory' failed at "),
+        ("def other(ctx):\n    pass\n", "factory: cm_team_factory has no function 'build'"),
     ],
 )
 def test_a_model_client_or_session_that_cannot_be_tested_is_one_line_at_load(
