@@ -48,12 +48,12 @@ __all__ = ["main"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 # What ``validate`` reads a file as, by its top-level keys: a scenario has turns: and model:;
-# an adapter file has python: or command: (its kind) or boundaries: (which only it has); any
+# an adapter file has python:, command: or framework: (its kind) or boundaries: (which only it has); any
 # other file is a contract. An adapter's yaml-language-server line naming its schema counts too,
 # so an adapter missing python: and command: is told that, not read as a contract.
 _SCENARIO_KEYS = re.compile(r"^(?:turns|model):", re.MULTILINE)
 _ADAPTER_KEYS = re.compile(
-    r"^(?:python|command|boundaries):|^#.*\$schema=\S*adapter\.schema\.json", re.MULTILINE
+    r"^(?:python|command|framework|boundaries):|^#.*\$schema=\S*adapter\.schema\.json", re.MULTILINE
 )
 
 
