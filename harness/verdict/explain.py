@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, stderr_name
@@ -63,8 +64,50 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
         lines.append(f"{indent}MISMATCH {mismatch.describe()}")
     for violation in verdict.violations:
         lines.append(f"{indent}INVARIANT {violation.invariant}: {violation.message}")
-    for item in verdict.not_applicable:
-        lines.append(f"{indent}not applicable: {item}")
+    lines += _not_applicable_lines(verdict.not_applicable, indent)
+    return lines
+
+
+_NAMED = re.compile(r"([A-Za-z_][\w.\[\]@-]*): (.+)", re.DOTALL)
+
+
+def _head(why: str) -> tuple[str, str]:
+    """``why`` split at its first ``": "`` outside parentheses: (the reason it shares with
+    others, what is particular to it); ("", why) when it has no such part."""
+    depth = 0
+    for index, char in enumerate(why):
+        depth += char == "("
+        depth -= char == ")"
+        if depth == 0 and why.startswith(": ", index):
+            return why[:index], why[index + 2 :]
+    return "", why
+
+
+def _not_applicable_lines(items: Sequence[str], indent: str) -> list[str]:
+    """What was not judged, each reason said once: checks with the same reason on one line
+    (``outcome, code, ledger: ...``), checks whose reasons share a head under it (an agent
+    without a ledger: the five ledger checks, each with what it would have read). A failure
+    text is read by a person: nine lines repeating one cause hide the line that matters."""
+    names: dict[str, list[str]] = {}  # why -> the checks it stands for, in order
+    plain: list[str] = []
+    for item in items:
+        named = _NAMED.fullmatch(item)
+        if named is None:
+            plain.append(item)
+            continue
+        names.setdefault(named.group(2), []).append(named.group(1))
+    by_head: dict[str, list[tuple[str, str]]] = {}
+    for why, checks in names.items():
+        head, rest = _head(why)
+        by_head.setdefault(head if head else why, []).append((", ".join(checks), rest if head else ""))
+    lines = [f"{indent}not applicable: {item}" for item in plain]
+    for head, members in by_head.items():
+        if len(members) == 1 or any(not rest for _, rest in members):
+            for checks, rest in members:
+                lines.append(f"{indent}not applicable: {checks}: {head}{': ' + rest if rest else ''}")
+            continue
+        lines.append(f"{indent}not applicable, {head}:")
+        lines.extend(f"{indent}  {checks}: {rest}" for checks, rest in members)
     return lines
 
 
