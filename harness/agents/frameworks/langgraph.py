@@ -803,8 +803,8 @@ class LangGraphAdapter:
         ``ctx.tools`` (as a life gives a scenario's: a factory picking ``send_email`` finds
         it): a factory that returns the wrong thing, or a graph without a SQLite checkpointer,
         is refused before any case runs, and the tools its ToolNodes have are the suite tools
-        it has (a scenario needing another is not applicable; a graph with no ToolNode runs
-        its tools its own way: every tool, as before).
+        it has (a scenario needing another is not applicable; a graph that took them all, or
+        has no ToolNode, has every tool, as before: a scenario's own tools included).
 
         Then run one turn through it, answered in-process: LangChain and LangGraph build much
         of what a turn needs on first use (openai's request transforms, the checkpoint
@@ -854,7 +854,9 @@ class LangGraphAdapter:
                 self.boundaries = BOUNDARIES
                 self.unreachable = {}
             found = graph_tools(graph)
-            if found is not None:
+            # A graph that took every tool it was offered takes a scenario's own tools too
+            # (ctx.tools in a life are the scenario's): it has every tool, as before.
+            if found is not None and not set(contracts) <= set(found):
                 has = ToolMap({name: ToolName(name) for name in sorted(found) if name in contracts})
                 self.capabilities = dataclasses.replace(self.capabilities, tools=has)
                 self.dialect = dataclasses.replace(self.dialect, tools=has)

@@ -77,6 +77,17 @@ def user_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
 
     module.picks = picks  # type: ignore[attr-defined]
 
+    def takes_all(ctx: lg.GraphContext) -> object:
+        from langgraph.prebuilt import ToolNode
+
+        g = graph(ctx)
+        g.add_node("tools", ToolNode(list(ctx.tools)))
+        return g.compile(
+            checkpointer=SqliteSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
+        )
+
+    module.takes_all = takes_all  # type: ignore[attr-defined]
+
     def asking(ctx: lg.GraphContext) -> object:
         ctx.asks_for_approval()
         return module.good(ctx)  # type: ignore[attr-defined]
@@ -135,7 +146,10 @@ def test_the_tools_its_toolnodes_have_decide_what_applies(user_module: types.Mod
     tools = adapter.capabilities.tools  # type: ignore[attr-defined]
     assert tools.has("send_email") and tools.has("create_order")
     assert not tools.has("read_file") and tools.missing(["read_file"]) == ["read_file"]
-    # A graph with no ToolNode runs its tools its own way: every tool, as before.
+    # A graph that takes every tool it is offered takes a scenario's own (an MCP scenario's
+    # create_issue, in no catalogue) in its lives; one with no ToolNode runs its tools its own
+    # way: every tool, as before, for both.
+    assert load_adapter("langgraph:crashmatrix_lg_user:takes_all").capabilities.tools.has("create_issue")  # type: ignore[attr-defined]
     assert load_adapter("langgraph:crashmatrix_lg_user:good").capabilities.tools.has("read_file")  # type: ignore[attr-defined]
 
 
