@@ -22,6 +22,7 @@ __all__ = [
     "Findings",
     "Http",
     "Prompt",
+    "Said",
     "Tool",
     "Write",
     "Writer",
@@ -42,6 +43,23 @@ class Tool:
     function: str = ""  # module attribute or Class.method; "" when none was found
     held_in: str = ""  # "HANDLERS['send_email']": the dict that holds the function itself
     signature: tuple[str, ...] = ()  # the function's own parameters (a call id among them)
+    branch: str = ""  # the function whose ``if name == ...``/``case`` on its name calls ``function``
+    inline: int = 0  # the line of a dispatch dict written where it is used, holding ``function``
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """One thing a tool returns as its Tool Result: a sentence (``f"sent to {to}"``), JSON
+    (``json.dumps(...)``, a dict) or another value, where in the function it is returned
+    (an ``except`` handler, after an error check, or the plain path) and the status word a
+    ``(status, text)`` pair gives beside it."""
+
+    tool: str
+    line: int
+    kind: str  # "text" | "json" | "other"
+    prefix: str = ""  # the sentence's literal start, up to its first formatted value
+    where: str = ""  # "except" | "check" (if not ...:) | "branch" (another if) | "" (the plain path)
+    status: str = ""  # "done" of ("done", text): its own status word, if it returns a pair
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +150,7 @@ class Findings:
     top_level: frozenset[str] = frozenset()
     module_imports: frozenset[str] = frozenset()
     calls: frozenset[tuple[str, str]] = frozenset()  # (caller, callee) among its own functions
+    said: tuple[Said, ...] = ()  # what its tools return as Tool Results
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -300,6 +319,9 @@ class _Reader:
                 for fname, function in self.functions.items():
                     if name_node.id in _parameters(function) and _contains(function, node):
                         helpers[fname] = name_node.id
+                # [{"type": "function", "function": {"name": n, ...}} for n, d, p in SPECS]
+                for row in self._rows(node, name_node.id, 0):
+                    found.setdefault(row.name, row)
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Call) and _name(node.func) in helpers:
                 function = self.functions[_name(node.func)]
@@ -310,6 +332,16 @@ class _Reader:
                         (_dict_keys(a) for a in node.args[position + 1 :] if isinstance(a, ast.Dict)), ()
                     )
                     found.setdefault(name, Tool(name, node.lineno, "an OpenAI tool schema", properties))
+                elif len(node.args) > position:
+                    # [schema(n, d, p) for n, d, p in SPECS] / [schema(*spec) for spec in SPECS]
+                    argument = node.args[position]
+                    if isinstance(argument, ast.Starred):
+                        argument = argument.value
+                    else:
+                        position = 0
+                    if isinstance(argument, ast.Name):
+                        for row in self._rows(node, argument.id, position):
+                            found.setdefault(row.name, row)
         # Decorated tools: @tool, @function_tool, @app.tool(), @register("name")
         registries: dict[str, tuple[str, str]] = {}
         for fname, function in self.functions.items():
@@ -331,6 +363,29 @@ class _Reader:
                         # The decorator stores the function object itself: calls through the
                         # registry never see the module attribute, as with a dispatch dict.
                         registries[name] = (registry, fname)
+        # A dispatch dict written where it is used ({"send_email": send_email}[name](**a)):
+        # built at each call from the module's attributes, so a rule on the function fires.
+        inline: dict[str, tuple[str, int]] = {}
+        for _, function in self.walk_functions():
+            for node in ast.walk(function):
+                used = (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict)) or (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "get"
+                    and isinstance(node.func.value, ast.Dict)
+                )
+                if not used:
+                    continue
+                table = node.value if isinstance(node, ast.Subscript) else node.func.value  # type: ignore[attr-defined]
+                if not isinstance(table, ast.Dict):
+                    continue
+                for key, item in zip(table.keys, table.values, strict=True):
+                    if isinstance(_const(key), str) and _name(item) in self.functions:
+                        inline.setdefault(str(_const(key)), (_name(item), node.lineno))
+        # if name == "send_email": / match name: case "send_email": calling a function of its
+        # own: that function is called by name, so a rule on it fires.
+        branching = self.branches(set(found))
+        branches = {name: called for name, (called, _) in branching.items() if called}
         # Dispatch dicts at module level: {"send_email": send_email}
         held: dict[str, tuple[str, str]] = dict(registries)
         for variable, value in self.constants.items():
@@ -353,13 +408,149 @@ class _Reader:
             if tool_name in held:
                 runs = held[tool_name][1]
                 held_in = f"{held[tool_name][0]}[{tool_name!r}]"
+            elif not runs and tool_name in inline:
+                runs = inline[tool_name][0]
             elif not runs:
                 runs = tool_name if tool_name in self.functions else self.classes.get(tool_name, "")
+                runs = runs or branches.get(tool_name, "")
             signature = tuple(_parameters(self.functions[runs])) if runs in self.functions else ()
+            branch = branching[tool_name][1] if branches.get(tool_name) == runs else ""
             result.append(
-                Tool(seen.name, seen.line, seen.how, seen.parameters or signature, runs, held_in, signature)
+                Tool(
+                    seen.name,
+                    seen.line,
+                    seen.how,
+                    seen.parameters or signature,
+                    runs,
+                    held_in,
+                    signature,
+                    branch,
+                    inline[tool_name][1] if inline.get(tool_name, ("", 0))[0] == runs else 0,
+                )
             )
         return result
+
+    def _rows(self, node: ast.AST, variable: str, position: int) -> list[Tool]:
+        """The tools a comprehension over a constant list of tuples builds, where ``node``
+        (a schema dict or a helper's call) names the tool by ``variable``: the comprehension's
+        target, or the tuple it unpacks (``position`` in it)."""
+        for comprehension in ast.walk(self.tree):
+            if not isinstance(comprehension, ast.ListComp | ast.GeneratorExp | ast.SetComp):
+                continue
+            if not _contains(comprehension.elt, node) or len(comprehension.generators) != 1:
+                continue
+            generator = comprehension.generators[0]
+            target, index = generator.target, position
+            if isinstance(target, ast.Tuple):
+                names = [_name(e) for e in target.elts]
+                if variable not in names:
+                    return []
+                index = names.index(variable)
+            elif _name(target) != variable:
+                return []
+            rows = generator.iter
+            if isinstance(rows, ast.Name):
+                rows = self.constants.get(rows.id, rows)
+            if not isinstance(rows, ast.List | ast.Tuple):
+                return []
+            tools = []
+            for row in rows.elts:
+                if not isinstance(row, ast.Tuple) or len(row.elts) <= index:
+                    continue
+                name = _const(row.elts[index])
+                if isinstance(name, str):
+                    rest = row.elts[index + 1 :]
+                    properties = next(
+                        (_properties_of(e) for e in rest if isinstance(e, ast.Dict | ast.List)), ()
+                    )
+                    tools.append(Tool(name, row.lineno, "an OpenAI tool schema", properties))
+            return tools
+        return []
+
+    def branches(self, tools: set[str]) -> dict[str, tuple[str, str]]:
+        """tool name -> (the function of its own its branch calls first, the function
+        branching) for ``if name == "send_email":`` / ``match name: case "send_email":``."""
+        # Several functions may branch on the names (describe(), refusal(), run_tool()): the
+        # one running the tools is the one whose branches call the most functions of its own.
+        best: dict[str, tuple[int, str, str]] = {}
+        for fname, function in self.walk_functions():
+            here: dict[str, str] = {}
+            for node in ast.walk(function):
+                if isinstance(node, ast.If | ast.Match):
+                    for named in tools:
+                        block = _branch_of(node, named, deep=False)
+                        if block and named not in here:
+                            here[named] = self._first_call(block, fname)
+            score = sum(1 for called in here.values() if called)
+            for named, called in here.items():
+                if named not in best or score > best[named][0]:
+                    best[named] = (score, called, fname)
+        return {named: (called, fname) for named, (_, called, fname) in best.items()}
+
+    def _first_call(self, body: Sequence[ast.stmt], inside: str) -> str:
+        """The first function of its own a block calls (``send_email(**a)``, ``self.mail()``)."""
+        for statement in body:
+            for node in ast.walk(statement):
+                if isinstance(node, ast.Call):
+                    called = _name(node.func)
+                    if called in self.functions and called != inside:
+                        return called
+                    bare = called.split(".")[-1]
+                    if called.startswith("self.") and bare in self.classes:
+                        return self.classes[bare]
+        return ""
+
+    def said(self, tools: Sequence[Tool]) -> list[Said]:
+        """What each tool returns as its Tool Result: the returns of the function branching
+        on its name (``if name == ...``), else of its own function."""
+        found: list[Said] = []
+        for tool in tools:
+            source = tool.branch or tool.function
+            function = self.functions.get(source)
+            if function is None:
+                continue
+            body = function.body
+            if tool.branch:
+                body = _branch_of(function, tool.name) or body
+                if not list(_returns(body, "")) and tool.function in self.functions:
+                    # result = buy(...) in the branch, its value saved after: what buy returns
+                    source, body = tool.function, self.functions[tool.function].body
+            for value, where, line in _returns(body, ""):
+                called = _name(value.func) if isinstance(value, ast.Call) else ""
+                if tool.branch and called and called.split(".")[-1] == tool.function.split(".")[-1]:
+                    # case "send_mail": return deliver(**arguments): what deliver returns
+                    target = self.functions[tool.function]
+                    for inner, inner_where, inner_line in _returns(target.body, where):
+                        found.append(self._said(tool.name, inner, inner_where, inner_line, tool.function))
+                    continue
+                found.append(self._said(tool.name, value, where, line, source))
+        return found
+
+    def _said(self, tool: str, value: ast.expr, where: str, line: int, inside: str) -> Said:
+        status = ""
+        if isinstance(value, ast.Tuple):
+            words = [str(_const(e)) for e in value.elts if _const(e) in (*LEDGER_STATUSES, *STATUS_WORDS)]
+            status = words[0] if words else ""
+            texts = [e for e in value.elts if _const(e) not in (*LEDGER_STATUSES, *STATUS_WORDS)]
+            value = texts[-1] if texts else value
+        if isinstance(value, ast.Dict) or (
+            isinstance(value, ast.Call) and _name(value.func) in ("json.dumps", "dumps")
+        ):
+            return Said(tool, line, "json", where=where, status=status)
+        if isinstance(value, ast.Call):
+            # return self.unsure(...) / return describe(...): the sentence that function returns
+            called = _name(value.func)
+            target = self.functions.get(called) or self.functions.get(
+                self.classes.get(called.split(".")[-1], "") if called.startswith("self.") else ""
+            )
+            if target is not None and called != inside:
+                inner = [v for v, _, _ in _returns(target.body, "")]
+                if len(inner) == 1 and _sentence(inner[0]) is not None:
+                    return Said(tool, line, "text", _sentence(inner[0]) or "", where, status)
+        prefix = _sentence(value)
+        if prefix is None:
+            return Said(tool, line, "other", where=where, status=status)
+        return Said(tool, line, "text", prefix, where, status)
 
     def _registry(self, decorator: str) -> str:
         """The module-level dict a decorator of this module stores functions in
@@ -840,7 +1031,86 @@ class _Reader:
             top_level=frozenset([*self.functions, *self.constants, *names]),
             module_imports=frozenset(imports),
             calls=self.calls(),
+            said=tuple(self.said(tools)),
         )
+
+
+def _sentence(value: ast.AST) -> str | None:
+    """The literal start of a string a function returns (``f"sent to {to}"`` -> "sent to "),
+    "" for one starting with a value; None for what is no sentence."""
+    if isinstance(value, ast.Constant):
+        return value.value if isinstance(value.value, str) else None
+    if isinstance(value, ast.JoinedStr):
+        start = value.values[0] if value.values else None
+        return start.value if isinstance(start, ast.Constant) and isinstance(start.value, str) else ""
+    if isinstance(value, ast.Call) and _name(value.func) == "str":
+        return ""
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        return _sentence(value.left)
+    return None
+
+
+_STATE_CHECKS = ("exists", "is_file", "is_dir", "isfile", "isdir", "startswith", "endswith", "isdigit")
+
+
+def _is_error_check(test: ast.expr) -> bool:
+    """``if not ok:``, ``if x is None:``, ``if error:``: the branch of a failure."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        # if not OUTBOX.exists(): a state of the world ("nothing sent yet"), not a failure
+        operand = test.operand
+        return not (isinstance(operand, ast.Call) and _name(operand.func).split(".")[-1] in _STATE_CHECKS)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _const(test.comparators[0]) is None:
+        return isinstance(test.ops[0], ast.Is)
+    return any(word in _name(test).lower() for word in ("error", "err", "problem", "failed"))
+
+
+def _returns(body: Sequence[ast.stmt], where: str) -> Iterator[tuple[ast.expr, str, int]]:
+    """(value, where, line) of each ``return value`` in a block, nested functions left out;
+    ``where``: "except" inside a handler, "check" after an error check, "branch" in another
+    ``if``, "" on the plain path. A ``raise`` is no Tool Result: it is not read."""
+    for statement in body:
+        if isinstance(statement, ast.Return) and statement.value is not None:
+            yield statement.value, where, statement.lineno
+        elif isinstance(statement, ast.If):
+            inner = where or ("check" if _is_error_check(statement.test) else "branch")
+            yield from _returns(statement.body, inner)
+            yield from _returns(statement.orelse, where or "branch")
+        elif isinstance(statement, ast.Try):
+            yield from _returns(statement.body, where)
+            for handler in statement.handlers:
+                yield from _returns(handler.body, "except")
+            yield from _returns(statement.orelse, where)
+            yield from _returns(statement.finalbody, where)
+        elif isinstance(statement, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
+            yield from _returns(statement.body, where)
+        elif isinstance(statement, ast.Match):
+            for case in statement.cases:
+                yield from _returns(case.body, where or "branch")
+
+
+def _branch_of(function: ast.AST, tool: str, *, deep: bool = True) -> list[ast.stmt]:
+    """The block run for ``tool`` in a function branching on its name (``deep``: anywhere in
+    it, else ``function`` itself being the ``if`` or ``match``)."""
+    for node in ast.walk(function) if deep else [function]:
+        if (
+            isinstance(node, ast.If)
+            and isinstance(node.test, ast.Compare)
+            and any(_const(x) == tool for x in [node.test.left, *node.test.comparators])
+        ):
+            return node.body
+        if isinstance(node, ast.Match):
+            for case in node.cases:
+                if isinstance(case.pattern, ast.MatchValue) and _const(case.pattern.value) == tool:
+                    return case.body
+    return []
+
+
+def _properties_of(node: ast.AST) -> tuple[str, ...]:
+    """A schema's parameters (``{"type": "object", "properties": {...}}``), its properties
+    dict itself, or a list of names."""
+    if isinstance(node, ast.List):
+        return tuple(str(_const(e)) for e in node.elts if isinstance(_const(e), str))
+    return _schema_properties(node) or tuple(k for k in _dict_keys(node) if k not in ("type", "required"))
 
 
 def _literal_keys(record: ast.AST | None, parameters: Sequence[str]) -> tuple[tuple[str, str], ...]:

@@ -41,6 +41,7 @@ from crashmatrix.harness.front.agent_code import (
     STATUS_WORDS,
     Findings,
     Http,
+    Said,
     Tool,
     Write,
     Writer,
@@ -420,8 +421,24 @@ def draft(
         y.add("results: crashmatrix", "its Tool Results are {ok, code, recovery, ...} (crashmatrix's)")
     elif {"ok", "code"} <= keys or {"ok", "content"} <= keys:
         y.add("results: seed004", "its Tool Results are {ok, code, content} dicts")
+    elif _sentences(findings):
+        result_rules, results_todos = _result_rules(findings, short)
+        todos.extend(results_todos)
+        y.add(
+            "results:",
+            f"its tools return sentences, not JSON ({len(_sentences(findings))} returns read, each rule "
+            "names its lines): the first rule that holds wins",
+        )
+        for text, why in result_rules:
+            y.add(f"  - {text}", why)
     else:
-        y.add("results: auto", "read by the Tool Result's shape; write rules if its results are sentences")
+        json_lines = sorted({s.line for s in findings.said if s.kind == "json"})
+        y.add(
+            "results: auto",
+            f"its tools return JSON ({', '.join(at(n) for n in json_lines)}): read by its shape"
+            if json_lines
+            else "read by the Tool Result's shape (no tool returning a sentence was found)",
+        )
     if matches:
         y.add("catalogue:", "the suite's tools it has; a scenario needing another is n.a., never red")
         for match in matches:
@@ -546,6 +563,105 @@ def draft(
     for todo in todos:
         y.comment(f"TODO: {todo.text}")
     return Draft(y.render(), tuple(todos), tuple(matches), launcher)
+
+
+# A sentence's own first words, before what the agent's own status word or the place it is
+# returned from says: "ALREADY PLACED" returned with "done" is a replay, not a new success.
+_WORDS: tuple[tuple[str, str], ...] = (
+    (r"already\b", "replayed"),
+    (r"conflict", "conflict"),
+    (r"(declined|denied|rejected|refused)\b", "rejected"),
+    (r"(unsure|uncertain|unknown|in doubt)\b", "uncertain"),
+    (r"(error|failed|failure|could not|cannot|can't)\b", "error"),
+)
+_STATUS_CATEGORY = {
+    "succeeded": "succeeded",
+    "failed": "error",
+    "unknown": "uncertain",
+    "rejected": "rejected",
+}
+
+
+def _sentences(findings: Findings) -> list[Said]:
+    """What its tools return, when that is sentences: none is JSON, one is a string."""
+    said = findings.said
+    if any(s.kind == "json" for s in said):
+        return []
+    return [s for s in said if s.kind == "text"]
+
+
+def _category(said: Said) -> tuple[str, str]:
+    """(category, why) of one sentence, "" when nothing says."""
+    for pattern, category in _WORDS:
+        if re.match(pattern, said.prefix.strip(), re.IGNORECASE):
+            return category, f"its words ({said.prefix.strip()!r})"
+    status = STATUS_WORDS.get(said.status, said.status)
+    if status in _STATUS_CATEGORY:
+        return _STATUS_CATEGORY[status], f"returned with its status {said.status!r}"
+    if said.where == "except":
+        return "error", "returned from an except handler"
+    if said.where == "check":
+        return "error", "returned after an error check (if not ...)"
+    if said.where == "":
+        return "succeeded", "returned on the plain path"
+    return "", ""
+
+
+def _result_rules(findings: Findings, short: str) -> tuple[list[tuple[str, str]], list[Todo]]:
+    """``results:`` rules from the literal starts of the sentences its tools return: one per
+    sentence that is not a success, then ``default: succeeded``. A sentence whose category
+    nothing says, or whose start does not tell it from a success, is a TODO."""
+    said = _sentences(findings)
+    decided = [(s, *_category(s)) for s in said]
+    successes = [s.prefix for s, category, _ in decided if category == "succeeded"]
+    rules: dict[str, tuple[str, list[str]]] = {}
+    todos: list[Todo] = []
+    for s, category, why in decided:
+        quoted = f"{s.prefix}..." if s.prefix else "a value"
+        if not category:
+            todos.append(
+                Todo(
+                    f"{short}:{s.line}: {s.tool} returns {quoted!r} in a branch init cannot classify; "
+                    "add a results: rule (regex:, category:) before default: for it",
+                    False,
+                )
+            )
+            continue
+        if category == "succeeded":
+            continue
+        prefix = s.prefix
+        clash = [x for x in successes if x and (x.startswith(prefix) or prefix.startswith(x))]
+        if not prefix.strip() or clash:
+            reason = (
+                "starts with a value" if not prefix.strip() else f"starts as a success does ({clash[0]!r})"
+            )
+            todos.append(
+                Todo(
+                    f"{short}:{s.line}: {s.tool} returns {quoted!r} ({category}), which {reason}: no rule "
+                    "can tell it apart; add a results: rule for it or return text that says it",
+                    False,
+                )
+            )
+            continue
+        start = prefix.rstrip()
+        # "ERROR: the service refused (" is read by "^ERROR:" already: one rule for both.
+        start = next((p for p, (c, _) in rules.items() if start.startswith(p) and c == category), start)
+        rule = rules.setdefault(start, (category, []))
+        rule[1].append(f"{short}:{s.line} ({s.tool})")
+        rule[1].append(why)
+    lines = [
+        (
+            f"{{regex: {_q('^' + re.escape(start).replace(chr(92) + ' ', ' '))}, category: {category}}}",
+            ", ".join(w for w in whys if ":" in w and w.startswith(short))
+            + ": "
+            + "; ".join(dict.fromkeys(w for w in whys if not w.startswith(short))),
+        )
+        for start, (category, whys) in rules.items()
+    ]
+    plain = [f"{short}:{s.line} ({s.tool})" for s, category, _ in decided if category == "succeeded"]
+    acted = "what it returns when it acted: " + ", ".join(plain) if plain else ""
+    lines.append(("{default: succeeded}", acted))
+    return lines, todos
 
 
 def _framework(findings: Findings) -> str:
@@ -797,7 +913,21 @@ def _rules(
             parameters = tool.signature
             call = next((p for p in ("tool_call_id", "call_id") if p in parameters), "")
             rule = [
-                (f"function: {prefix}{tool.function}", f"its {tool.name} tool ({at(tool.line)})"),
+                (
+                    f"function: {prefix}{tool.function}",
+                    f"its {tool.name} tool ({at(tool.line)})"
+                    + (
+                        f", called by name where {tool.branch} branches on {tool.name!r}"
+                        if tool.branch
+                        else ""
+                    )
+                    + (
+                        f", held in a dict written where it is used ({at(tool.inline)}): built at each "
+                        "call from the module's attributes, so the rule fires"
+                        if tool.inline
+                        else ""
+                    ),
+                ),
                 ("boundary: after_side_effect", "after it returns, the effect is made"),
             ]
             if call:
