@@ -327,3 +327,169 @@ def test_a_journal_class_built_with_a_constant_path_is_the_session(tmp_path: Pat
     assert shell["session"]["path"] == ".shell/journal.jsonl"
     _, memo = _adapter(ROOT / "examples" / "memo_agent" / "agent.py", tmp_path)
     assert ".memo/journal.jsonl" not in [effect.get("jsonl") for effect in memo.get("effects") or ()]
+
+
+def _rules_and_lines(text: str, data: dict[str, object]) -> list[tuple[dict[str, str], list[int]]]:
+    """Each results: rule with the agent lines its comment cites."""
+    rules = data["results"]
+    assert isinstance(rules, list)
+    block = text.split("\nresults:", 1)[1].split("\ncatalogue:", 1)[0].splitlines()[1:]
+    return [
+        (rule, [int(n) for n in re.findall(r"\.py:(\d+)", line)])
+        for rule, line in zip(rules, block, strict=True)
+    ]
+
+
+def test_sentences_its_tools_return_become_results_rules_by_where_they_are_returned(tmp_path: Path) -> None:
+    """inline_mailer's deliver returns a sentence on its plain path, one after ``if not ...``
+    and one from an ``except`` handler, and raises on a bad address: an error rule from the
+    literal start of each failure, default succeeded, and each rule cites its return line;
+    the raise gives none (an exception is no Tool Result)."""
+    agent = AGENTS / "inline_mailer.py"
+    source = agent.read_text(encoding="utf-8").splitlines()
+    text, data = _adapter(agent, tmp_path)
+    cited = _rules_and_lines(text, data)
+    assert [rule for rule, _ in cited] == [
+        {"regex": "^no recipient given; nothing was sent", "category": "error"},
+        {"regex": "^mail not queued:", "category": "error"},
+        {"default": "succeeded"},
+    ]
+    for _, lines in cited:
+        assert lines and all(source[n - 1].strip().startswith("return") for n in lines), lines
+    assert "raise" not in "".join(source[n - 1] for _, lines in cited for n in lines)
+    assert "# TODO:" not in text
+    # The rules read the agent's own sentences as they are: the success is no error.
+    rules = [(re.compile(r["regex"]), r["category"]) for r, _ in cited if "regex" in r]
+    for sentence, category in [
+        ("mail to ann@example.com queued", "succeeded"),
+        ("mail not queued: [Errno 28] No space left on device", "error"),
+        ("no recipient given; nothing was sent", "error"),
+    ]:
+        assert next((c for r, c in rules if r.search(sentence)), "succeeded") == category
+
+
+def test_an_inline_dispatch_dict_marks_the_function_it_holds(tmp_path: Path) -> None:
+    """{"send_mail": deliver}[name](**arguments) is built at each call from the module's
+    attributes: the rule on deliver fires, so it is where after_side_effect goes."""
+    text, data = _adapter(AGENTS / "inline_mailer.py", tmp_path)
+    assert data["catalogue"] == {
+        "send_email": {
+            "name": "send_mail",
+            "arguments": {"to": "recipient", "subject": "title", "body": "text"},
+        }
+    }
+    side = [r for r in data["boundaries"] if r["boundary"] == "after_side_effect"]
+    assert side == [{"function": "deliver", "boundary": "after_side_effect"}]
+    assert "held in a dict written where it is used (inline_mailer.py:" in text
+    assert data["effects"] == [{"tool": "send_email", "counts": "emails", "jsonl": "outbox.jsonl"}]
+
+
+def test_schemas_from_a_comprehension_over_tuples_and_an_if_elif_dispatch(tmp_path: Path) -> None:
+    """spec_orders: [{"type": "function", "function": {"name": name, ...}} for name, description,
+    properties in SPECS]; run_tool's ``if name == "order_supplies": place(...)``."""
+    findings = read_agent(AGENTS / "spec_orders.py")
+    assert {(t.name, t.parameters, t.function, t.branch) for t in findings.tools} == {
+        ("order_supplies", ("product", "count"), "place", "run_tool"),
+        ("stock", ("product",), "count_left", "run_tool"),
+    }
+    text, data = _adapter(AGENTS / "spec_orders.py", tmp_path)
+    assert data["catalogue"] == {
+        "create_order": {"name": "order_supplies", "arguments": {"item": "product", "quantity": "count"}}
+    }
+    assert {"function": "place", "boundary": "after_side_effect"} in data["boundaries"]
+    assert "called by name where run_tool branches on 'order_supplies'" in text
+    assert data["results"] == [{"regex": "^order failed:", "category": "error"}, {"default": "succeeded"}]
+    assert data["effects"][0]["sqlite"]["query"] == "SELECT rowid, product, count FROM orders"
+
+
+def test_schemas_from_a_helper_over_tuples_and_a_match_dispatch(tmp_path: Path) -> None:
+    """match_mailer: TOOLS = [schema(*spec) for spec in SPECS], each spec (name, description,
+    [parameter names]); execute's ``match name: case "send_mail": return deliver(**a)``:
+    what deliver returns is the Tool Result."""
+    findings = read_agent(AGENTS / "match_mailer.py")
+    assert {(t.name, t.parameters, t.function) for t in findings.tools} == {
+        ("send_mail", ("recipient", "title", "text"), "deliver"),
+        ("list_mail", (), "listing"),
+    }
+    _, data = _adapter(AGENTS / "match_mailer.py", tmp_path)
+    assert data["catalogue"]["send_email"] == {
+        "name": "send_mail",
+        "arguments": {"to": "recipient", "subject": "title", "body": "text"},
+    }
+    assert {"function": "deliver", "boundary": "after_side_effect"} in data["boundaries"]
+    assert data["results"] == [{"regex": "^mail not queued:", "category": "error"}, {"default": "succeeded"}]
+
+
+def test_the_five_minute_agent_gets_sentence_rules_and_no_todo(tmp_path: Path) -> None:
+    """examples/five_minutes/shop_agent.py returns f"sent to {to}" and f"order {order} placed":
+    read as auto they were "error" (told error, but it happened: a false red)."""
+    text, data = _adapter(ROOT / "examples" / "five_minutes" / "shop_agent.py", tmp_path)
+    assert data["results"] == [{"default": "succeeded"}]
+    assert "# TODO:" not in text
+    side = {r["function"] for r in data["boundaries"] if r["boundary"] == "after_side_effect"}
+    assert side == {"send_email", "create_order"}
+
+
+def test_memo_agent_sentences_in_an_if_elif_on_its_tool_names_give_its_rules(tmp_path: Path) -> None:
+    """memo_agent's run_tool branches on call.tool and returns (phase, sentence): its words
+    and phases give the rules its hand-written adapter has, and the functions its branches
+    call by name get the send's and the order's rules."""
+    text, data = _adapter(ROOT / "examples" / "memo_agent" / "agent.py", tmp_path)
+    assert data["results"] == [
+        {"regex": "^UNSURE:", "category": "uncertain"},
+        {"regex": "^ERROR:", "category": "error"},
+        {"regex": "^ALREADY PLACED: order", "category": "replayed"},
+        {"default": "succeeded"},
+    ]
+    side = {r["function"] for r in data["boundaries"] if r["boundary"] == "after_side_effect"}
+    assert {"deliver_mail", "place_order"} <= side
+    assert "no function of its own runs" not in text
+
+
+@pytest.mark.parametrize(
+    ("body", "results", "todo"),
+    [
+        # JSON objects: read by their shape
+        ('    return json.dumps({"sent": to})\n', "auto", ""),
+        # a branch that is no error check: what it says is not known
+        (
+            '    if len(to) > 50:\n        return "long address, sent anyway"\n    return f"sent to {to}"\n',
+            [{"default": "succeeded"}],
+            "send_email returns 'long address, sent anyway...' in a branch init cannot classify",
+        ),
+        # an error whose start a success shares: no rule could tell them apart
+        (
+            '    try:\n        pass\n    except OSError:\n        return f"mail {to} not sent"\n'
+            '    return f"mail {to} sent"\n',
+            [{"default": "succeeded"}],
+            "which starts as a success does ('mail ')",
+        ),
+        # a state check (nothing sent yet) is not read as an error check
+        (
+            '    if not os.path.exists(to):\n        return "new address"\n    return f"sent to {to}"\n',
+            [{"default": "succeeded"}],
+            "send_email returns 'new address...' in a branch init cannot classify",
+        ),
+    ],
+    ids=["json", "branch", "clash", "state-check"],
+)
+def test_what_init_cannot_classify_is_a_todo_and_json_stays_auto(
+    tmp_path: Path, body: str, results: object, todo: str
+) -> None:
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "import json, os\n\n"
+        'TOOLS = [{"type": "function", "function": {"name": "send_email", "parameters": '
+        '{"type": "object", "properties": {"to": {}, "subject": {}, "body": {}}}}}]\n\n\n'
+        "def send_email(to, subject, body):\n" + body + "\n\n"
+        "def main():\n    while True:\n        input('> ')\n",
+        encoding="utf-8",
+    )
+    result = draft(read_agent(agent), suite_tools(), here=tmp_path, input_modes=input_modes())
+    assert yaml.safe_load(result.text)["results"] == results
+    results_todos = [t.text for t in result.todos if "returns" in t.text]
+    if todo:
+        assert len(results_todos) == 1 and todo in results_todos[0], result.todos
+        assert f"# TODO: {results_todos[0]}" in result.text
+    else:
+        assert not results_todos

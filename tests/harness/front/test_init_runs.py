@@ -6,12 +6,14 @@ makes passes a boundary, or init names its TODOs. Slow: lives are real processes
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from crashmatrix.harness.front.cli import main as cli
 from crashmatrix.harness.front.init import main_init
+from crashmatrix.harness.input.suite import BUILTIN_SUITE
 
 pytestmark = pytest.mark.slow
 
@@ -55,6 +57,12 @@ _BOUNDARY_POINT = re.compile(r"^  (?!torn_write|after_model_reply)\w+\[", re.MUL
         ("ledger_orders.py", "create_order/keyed_once.yaml", "after_side_effect[call_order]"),
         # one process per message, the message in argv
         ("oneshot_cli.py", "send_email/send_once.yaml", "after_side_effect[call_mail]"),
+        # a dispatch dict written where it is used, sentences for Tool Results
+        ("inline_mailer.py", "send_email/send_once.yaml", "after_side_effect[call_mail]"),
+        # schemas from a comprehension over tuples, an if/elif on the tool's name, sentences
+        ("spec_orders.py", "create_order/keyed_once.yaml", "after_side_effect[call_order]"),
+        # schemas from a helper over tuples, a match on the tool's name, sentences
+        ("match_mailer.py", "send_email/send_once.yaml", "after_side_effect[call_mail]"),
     ],
 )
 def test_the_adapter_init_writes_gives_a_first_true_verdict(
@@ -115,3 +123,43 @@ def test_the_careful_twin_is_green_in_every_case_with_the_adapter_init_writes(
     assert re.search(r"^(\d+) passed, 0 failed", printed, re.MULTILINE), printed
     assert "after_side_effect[call_mail] ... passed" in printed
     assert "recovery@after_side_effect[call_mail] ... passed" in printed
+
+
+def test_the_five_minute_agent_copied_alone_gets_a_whole_adapter_and_its_true_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/five-minutes.md's walk: shop_agent.py copied into a folder of its own, ``crashmatrix
+    init shop_agent.py`` there. Its tools return sentences (f"sent to {to}"): read as auto they
+    were "error", and the clean case failed ("told error, but it happened"). The adapter init
+    writes, unedited, names the double send counted in the agent's own outbox, and nothing
+    else at the send."""
+    folder = tmp_path / "shop"
+    folder.mkdir()
+    shutil.copy(ROOT / "examples" / "five_minutes" / "shop_agent.py", folder)
+    monkeypatch.chdir(folder)
+    status = main_init(["shop_agent.py"])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "TODO" not in printed and "# TODO" not in (folder / "adapter.yaml").read_text(encoding="utf-8")
+    assert "clean case: passed" in printed
+
+    def run(crash: str) -> tuple[int, str, Path]:
+        keep = tmp_path / "cases" / re.sub(r"\W", "_", crash)
+        argv = ["run", str(BUILTIN_SUITE / "send_email" / "send_once.yaml"), "--agent", "adapter.yaml"]
+        status = cli([*argv, "--crash", crash, "--keep", str(keep)])
+        return status, capsys.readouterr().out, keep
+
+    status, verdict, keep = run("after_side_effect[call_mail]")
+    assert status == 1, verdict
+    assert "MISMATCH world.emails: expected 1, observed 2" in verdict
+    assert "INVARIANT non_idempotent_at_most_once" in verdict
+    (outbox,) = (keep / "after_side_effect[call_mail]").glob("**/workspace/shop/outbox.jsonl")
+    assert len(outbox.read_text(encoding="utf-8").splitlines()) == 2
+    status, verdict, _ = run("clean")
+    assert status == 0 and "send_once.yaml::clean ... passed" in verdict, verdict
+    # Killed after the Tool Result is saved, the email went out once and the model was told
+    # it did: nothing is judged of the send. The case is still red, for a true reason the
+    # walk names: the naive recovery never answers the cut turn (turn_ends_with_final).
+    status, verdict, _ = run("after_tool_result[call_mail]")
+    assert "MISMATCH" not in verdict and "told_the_truth" not in verdict, verdict
+    assert re.findall(r"INVARIANT (\w+)", verdict) == ["turn_ends_with_final"], verdict
