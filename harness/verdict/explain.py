@@ -103,11 +103,11 @@ def _not_applicable_lines(items: Sequence[str], indent: str) -> list[str]:
     lines = [f"{indent}not applicable: {item}" for item in plain]
     for head, members in by_head.items():
         if len(members) == 1 or any(not rest for _, rest in members):
-            for checks, rest in members:
-                lines.append(f"{indent}not applicable: {checks}: {head}{': ' + rest if rest else ''}")
+            for named_checks, rest in members:
+                lines.append(f"{indent}not applicable: {named_checks}: {head}{': ' + rest if rest else ''}")
             continue
         lines.append(f"{indent}not applicable, {head}:")
-        lines.extend(f"{indent}  {checks}: {rest}" for checks, rest in members)
+        lines.extend(f"{indent}  {named_checks}: {rest}" for named_checks, rest in members)
     return lines
 
 
