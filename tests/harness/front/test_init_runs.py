@@ -41,6 +41,7 @@ WHOLE = {
     "golden/own_session_tamper",
     "golden/planned_first",
     "golden/scorecard_classes",
+    "golden/sentence_results",
     "golden/torn_session",
 }
 _BOUNDARY_POINT = re.compile(r"^  (?!torn_write|after_model_reply)\w+\[", re.MULTILINE)
