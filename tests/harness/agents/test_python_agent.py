@@ -259,3 +259,28 @@ def test_an_intercept_that_never_ran_is_silent_and_one_that_ran_fired(tmp_path: 
     (silent,) = silent_rules(trace)
     assert (silent.rule, silent.kind, silent.boundary) == ("a.yaml:50:3", "intercept", "during_side_effect")
     assert "HANDLERS['send']" in silent.why
+
+
+def test_looking_for_holders_resolves_no_module_outside_a_folder_named_like_the_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Resolving every loaded module's path for every rule (a framework's 2,000 modules) was
+    # about a second of each kind-2 life; only a directory of the folder's name can hold one.
+    from crashmatrix.harness.agents import python_agent
+
+    module = _dispatching(tmp_path)
+    resolved: list[Path] = []
+    real = Path.resolve
+
+    def counting(self: Path, strict: bool = False) -> Path:
+        resolved.append(self)
+        return real(self, strict)
+
+    monkeypatch.setattr(Path, "resolve", counting)
+    monkeypatch.setattr(python_agent, "_RESOLVED", {})
+    assert held_by(module, module.send_message, "send_message") == [
+        "ALIAS",
+        "HANDLERS['send']",
+        "PIPELINE[1]",
+    ]
+    assert [p for p in resolved if p.name != tmp_path.name] == [Path(module.__file__)]
