@@ -368,20 +368,20 @@ class _Reader:
         inline: dict[str, tuple[str, int]] = {}
         for _, function in self.walk_functions():
             for node in ast.walk(function):
-                used = (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict)) or (
+                table: ast.expr | None = None
+                if isinstance(node, ast.Subscript):
+                    table = node.value
+                elif (
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "get"
-                    and isinstance(node.func.value, ast.Dict)
-                )
-                if not used:
-                    continue
-                table = node.value if isinstance(node, ast.Subscript) else node.func.value  # type: ignore[attr-defined]
+                ):
+                    table = node.func.value
                 if not isinstance(table, ast.Dict):
                     continue
                 for key, item in zip(table.keys, table.values, strict=True):
                     if isinstance(_const(key), str) and _name(item) in self.functions:
-                        inline.setdefault(str(_const(key)), (_name(item), node.lineno))
+                        inline.setdefault(str(_const(key)), (_name(item), table.lineno))
         # if name == "send_email": / match name: case "send_email": calling a function of its
         # own: that function is called by name, so a rule on it fires.
         branching = self.branches(set(found))

@@ -20,7 +20,11 @@ from openai import OpenAI
 CONVERSATION = Path(".spec/conversation.jsonl")
 ORDERS = Path("orders.db")
 SPECS = [
-    ("order_supplies", "Order office supplies.", {"product": {"type": "string"}, "count": {"type": "integer"}}),
+    (
+        "order_supplies",
+        "Order office supplies.",
+        {"product": {"type": "string"}, "count": {"type": "integer"}},
+    ),
     ("stock", "How many of a product are left.", {"product": {"type": "string"}}),
 ]
 TOOLS = [
@@ -47,7 +51,9 @@ def save(path: Path, record: dict[str, Any]) -> None:
 def place(product: str, count: int) -> str:
     try:
         with sqlite3.connect(ORDERS) as db:
-            db.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, product TEXT, count INTEGER)")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, product TEXT, count INTEGER)"
+            )
             number = db.execute(
                 "INSERT INTO orders (product, count) VALUES (?, ?)", (product, count)
             ).lastrowid
