@@ -425,7 +425,7 @@ class _Reader:
                     held_in,
                     signature,
                     branch,
-                    inline[tool_name][1] if inline.get(tool_name, ("", 0))[0] == runs else 0,
+                    inline[tool_name][1] if tool_name in inline and inline[tool_name][0] == runs else 0,
                 )
             )
         return result

@@ -493,3 +493,21 @@ def test_what_init_cannot_classify_is_a_todo_and_json_stays_auto(
         assert f"# TODO: {results_todos[0]}" in result.text
     else:
         assert not results_todos
+
+
+def test_a_helper_called_with_the_unpacked_names_of_each_tuple_reads_them(tmp_path: Path) -> None:
+    """[schema(name, text, params) for name, text, params in SPECS]: the name is the tuple's
+    first item, its parameters the list after it."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(
+        "SPECS = [\n"
+        '    ("notify", "Send an email.", ["recipient", "subject", "body"]),\n'
+        '    ("buy", "Place an order.", ["item", "quantity"]),\n'
+        "]\n\n\n"
+        "def schema(name, text, params):\n"
+        '    return {"type": "function", "function": {"name": name, "description": text}}\n\n\n'
+        "TOOLS = [schema(name, text, params) for name, text, params in SPECS]\n",
+        encoding="utf-8",
+    )
+    tools = {(t.name, t.parameters, t.line) for t in read_agent(agent).tools}
+    assert tools == {("notify", ("recipient", "subject", "body"), 2), ("buy", ("item", "quantity"), 3)}
