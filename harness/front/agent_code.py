@@ -151,6 +151,9 @@ class Findings:
     module_imports: frozenset[str] = frozenset()
     calls: frozenset[tuple[str, str]] = frozenset()  # (caller, callee) among its own functions
     said: tuple[Said, ...] = ()  # what its tools return as Tool Results
+    # A Tool Result message written with "content": json.dumps(...): its tools' return values
+    # are wrapped into JSON on their way to the model, whatever they are.
+    results_dumped: bool = False
 
 
 # -- reading --------------------------------------------------------------------------------
@@ -1032,6 +1035,13 @@ class _Reader:
             module_imports=frozenset(imports),
             calls=self.calls(),
             said=tuple(self.said(tools)),
+            results_dumped=any(
+                _name(value.func) in ("json.dumps", "dumps")
+                for d in dicts_literals
+                if "tool_call_id" in _dict_keys(d) or "callId" in _dict_keys(d)
+                for key, value in zip(d.keys, d.values, strict=True)
+                if _const(key) in ("content", "output", "result") and isinstance(value, ast.Call)
+            ),
         )
 
 

@@ -433,12 +433,13 @@ def draft(
             y.add(f"  - {text}", why)
     else:
         json_lines = sorted({s.line for s in findings.said if s.kind == "json"})
-        y.add(
-            "results: auto",
-            f"its tools return JSON ({', '.join(at(n) for n in json_lines)}): read by its shape"
-            if json_lines
-            else "read by the Tool Result's shape (no tool returning a sentence was found)",
-        )
+        if json_lines:
+            why = f"its tools return JSON ({', '.join(at(n) for n in json_lines)}): read by its shape"
+        elif findings.results_dumped:
+            why = "its Tool Results are written with json.dumps: read by their shape"
+        else:
+            why = "read by the Tool Result's shape (no tool returning a sentence was found)"
+        y.add("results: auto", why)
     if matches:
         y.add("catalogue:", "the suite's tools it has; a scenario needing another is n.a., never red")
         for match in matches:
@@ -585,7 +586,7 @@ _STATUS_CATEGORY = {
 def _sentences(findings: Findings) -> list[Said]:
     """What its tools return, when that is sentences: none is JSON, one is a string."""
     said = findings.said
-    if any(s.kind == "json" for s in said):
+    if findings.results_dumped or any(s.kind == "json" for s in said):
         return []
     return [s for s in said if s.kind == "text"]
 

@@ -464,6 +464,14 @@ def test_memo_agent_sentences_in_an_if_elif_on_its_tool_names_give_its_rules(tmp
             [{"default": "succeeded"}],
             "which starts as a success does ('mail ')",
         ),
+        # sentences wrapped into JSON on their way to the model: the Tool Result is JSON
+        (
+            '    return f"sent to {to}"\n\n\ndef run(call):\n'
+            '    return {"role": "tool", "tool_call_id": call["id"], '
+            '"content": json.dumps({"result": send_email(**call["arguments"])})}\n',
+            "auto",
+            "",
+        ),
         # a state check (nothing sent yet) is not read as an error check
         (
             '    if not os.path.exists(to):\n        return "new address"\n    return f"sent to {to}"\n',
@@ -471,7 +479,7 @@ def test_memo_agent_sentences_in_an_if_elif_on_its_tool_names_give_its_rules(tmp
             "send_email returns 'new address...' in a branch init cannot classify",
         ),
     ],
-    ids=["json", "branch", "clash", "state-check"],
+    ids=["json", "branch", "clash", "wrapped", "state-check"],
 )
 def test_what_init_cannot_classify_is_a_todo_and_json_stays_auto(
     tmp_path: Path, body: str, results: object, todo: str
