@@ -201,6 +201,15 @@ class ForeignAdapter:
             tools = ToolMap({name: ToolName(name) for name in sorted(facts.tools)})
             self.dialect = dataclasses.replace(spec.dialect, tools=tools)
         self.capabilities = dataclasses.replace(self.capabilities, tools=tools, approvals=facts.approvals)
+        if not facts.approvals:
+            # An agent that asks none never reaches the moments only an asking one does (its
+            # framework module names them, ``ASKING_ONLY``): not reachable, with why.
+            named: Mapping[str, str] = getattr(framework, "ASKING_ONLY", {})
+            asking_only = {b: why for b, why in named.items() if b not in mapped}
+            self.boundaries = tuple(b for b in self.boundaries if b not in asking_only)
+            self.unreachable = {**self.unreachable, **asking_only}
+        # A store on a server is started before anything forks (harness.lives.postgres).
+        self.servers = ("postgres",) if spec.options.get("store") == "postgres" else ()
 
     # -- sessions ---------------------------------------------------------------------------
 

@@ -96,6 +96,10 @@ def test_the_team_agents_own_tools_decide_what_applies(clean_modules: None) -> N
     tools = adapter.capabilities.tools  # type: ignore[attr-defined]
     assert tools.has("send_email") and tools.has("create_order") and not tools.has("read_file")
     assert adapter.capabilities.approvals is False  # type: ignore[attr-defined]  # its tools ask nothing
+    # ... so the moments of an approval are not reachable, with why (not "not reached").
+    assert "after_approved" not in adapter.boundaries
+    assert adapter.unreachable["after_tool_call_saved"] == oa.WHY_NO_APPROVAL  # type: ignore[attr-defined]
+    assert adapter.servers == ()  # type: ignore[attr-defined]  # its store is a file
     assert adapter.dialect.results.name == "adapter"  # its results: rules, not crashmatrix's
     # The load check imported the team's modules in a scratch directory and dropped them:
     # each life imports them in its own workspace.
@@ -275,6 +279,7 @@ def test_on_postgres_the_sdk_docs_agent_sends_twice_and_its_session_is_read_from
 ) -> None:
     launcher = pg_launcher
     adapter = load_adapter(str(TEAM / "adapter_postgres.yaml"))
+    assert adapter.servers == ("postgres",)  # type: ignore[attr-defined]  # started before anything forks
     # A power loss cuts files back to their last fsync: a server's database is not one.
     assert adapter.power_session(tmp_path) == oa.WHY_NO_POWER  # type: ignore[attr-defined]
     point = "after_side_effect[call_mail]"
