@@ -26,8 +26,9 @@ EXAMPLES = sorted(
 )
 GOLDEN = sorted((ROOT / "tests" / "golden").glob("*/agent.py"))
 # The agents whose adapter init writes whole, with no hand edit: a working adapter is exit 0.
-# The others (memo_agent's own names and if/elif dispatch, seed000_agent's session named from
-# an id, real_shell's session and shell) must name what they lack as TODOs.
+# The others (memo_agent's Maildir outbox and the order service URL its tools are handed,
+# seed000_agent's session named from an id, real_shell's session and shell) must name what
+# they lack as TODOs.
 WHOLE = {
     "examples/blackbox_agent",
     "examples/desk_agent",
