@@ -214,6 +214,8 @@ def _run(args: argparse.Namespace) -> int:
     # cut_power, in this process, leaves that outcome of each power loss (0 when not told).
     with chosen_outcome(args.power_outcome or 0):
         if args.keep is not None:
+            # Absolute: a life works in its case's workspace, where a relative path means another place.
+            args.keep = args.keep.absolute()
             return _run_in(args, scenario, crash, second, args.keep)
         if crash:
             # One case asked for by name (a rerun line): kept, in a new directory of its own,

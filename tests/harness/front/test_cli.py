@@ -294,3 +294,17 @@ def test_the_console_script_imports_a_teams_agent_module_from_the_current_direct
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed, 0 failed" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_relative_keep_directory_is_where_the_user_stands(tmp_path: Path) -> None:
+    # A life works in its case's workspace: a relative --keep taken as it is meant another
+    # place there ("the clean run never reaches it; points: none").
+    root = Path(__file__).resolve().parents[3]
+    scenario = root / "scenarios" / "send_email" / "send_once.yaml"
+    done = crashmatrix(
+        "run", str(scenario), "--crash", "after_side_effect[call_mail]", "--keep", "kept", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith(f"1 passed, 0 failed; case directories under {tmp_path / 'kept'}")
+    assert (tmp_path / "kept" / "after_side_effect[call_mail]").is_dir()
