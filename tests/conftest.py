@@ -82,4 +82,8 @@ def postgres_url() -> Iterator[str]:
             pytest.fail(f"CI=true: {error}", pytrace=False)
         pytest.skip(str(error))
     yield url
+    # A session fixture ends in the teardown of whichever test ran last in this process: the
+    # server's pg_ctl is the session's program, never charged to that test (fast or slow).
+    global _fast_test
+    _fast_test = None
     postgres.stop_server()  # only what this process started: a team's server is left alone
