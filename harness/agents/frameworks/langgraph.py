@@ -1347,6 +1347,17 @@ def read_records(workspace: Path) -> list[dict[str, Any]]:
     return records_of(checkpoint_messages(checkpoint_file(workspace)))
 
 
+def session_records(workspace: Path) -> CheckpointMessages:
+    """Where ``crashmatrix doctor`` plants its faults for a framework YAML: the thread's latest
+    checkpoint, the messages ``read_records`` reads (SQLite; a PostgreSQL checkpoint is not
+    planted into: one line saying so)."""
+    from crashmatrix.harness.agents.session_records import CannotPlant
+
+    if (workspace.parent.parent / "postgres.json").exists():
+        raise CannotPlant("its checkpoints are on PostgreSQL, where the doctor plants no fault (only SQLite)")
+    return CheckpointMessages(checkpoint_file(workspace), THREAD_ID)
+
+
 class _Dot:
     """The load check's model: every chat completion answered "." (no tool call)."""
 

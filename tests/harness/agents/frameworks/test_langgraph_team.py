@@ -363,3 +363,16 @@ def test_on_postgres_the_docs_agent_sends_twice_and_the_fixed_one_once(
     )
     assert order.verdict.status == "passed", order.verdict.mismatches or order.verdict.violations
     assert _orders(order) == 1
+
+
+@pytest.mark.slow
+def test_the_doctors_faults_land_in_the_team_graphs_own_checkpoint(launcher: object, tmp_path: Path) -> None:
+    """``crashmatrix doctor`` on the YAML-declared agent plants its faults in the checkpoint
+    crashmatrix handed the graph (the messages read_records reads): no check is blind."""
+    from crashmatrix.harness.front.doctor import run_doctor
+
+    coverage = run_doctor(str(TEAM / "adapter.yaml"), launcher=launcher, work=tmp_path)  # type: ignore[arg-type]
+    states = {result.check: result.state for result in coverage.results}
+    assert coverage.blind == (), coverage.table()
+    assert states["one_tool_result_per_call"] == "fires", coverage.table()
+    assert states["turn_ends_with_final"] == "fires", coverage.table()
