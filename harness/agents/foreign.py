@@ -149,6 +149,9 @@ class ForeignAdapter:
         # The tool and service requests it makes are edges the harness sees.
         edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
         self.framework: FrameworkModule | None = None
+        # A framework runs a message's calls at the same time: its clean run's points are
+        # grouped by call, the same in every run (``plan.enumeration.by_call``).
+        self.concurrent_calls = spec.kind == "framework"
         self.unreachable: Mapping[str, str] = {}
         if spec.kind == "framework":
             self._as_framework(spec)

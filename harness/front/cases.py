@@ -43,7 +43,7 @@ from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
 from crashmatrix.harness.observation.reading import unreadable_session
-from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
+from crashmatrix.harness.plan.enumeration import by_call, points_from_trace, recovery_window
 from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict, judge, unjudged_in_every
 from crashmatrix.reports.timeline import timeline_of
@@ -157,7 +157,7 @@ def enumerate_points(
         _raise_if_disk_full(error, work_dir)
         raise
     return Enumeration(
-        tuple(points_from_trace(run.trace, 1)),
+        tuple(_in_order(points_from_trace(run.trace, 1), scenario, agent)),
         run,
         verdict,
         observation,
@@ -165,6 +165,14 @@ def enumerate_points(
         agent,
         time.monotonic() - started,
     )
+
+
+def _in_order(points: Sequence[CrashPoint], scenario: Scenario, agent: str) -> list[CrashPoint]:
+    """The clean run's points in an order every run of this agent gives: as passed, or, for
+    an agent whose calls run at the same time (``concurrent_calls``), grouped by call."""
+    if getattr(adapter_for(agent), "concurrent_calls", False):
+        return by_call(points, scenario)
+    return list(points)
 
 
 def run_point(

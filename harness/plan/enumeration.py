@@ -13,6 +13,7 @@ __all__ = [
     "POWER_BOUNDARIES",
     "POWER_COLUMN",
     "RECOVERY_FIRST",
+    "by_call",
     "points_from_trace",
     "power_points",
     "recovery_window",
@@ -35,6 +36,21 @@ def points_from_trace(trace: Sequence[Mapping[str, Any]], life: int = 1) -> list
         elif event.get("event") == "append":
             points.append(CrashPoint(TORN_WRITE, event["call"], event["occurrence"], event["label"]))
     return points
+
+
+def by_call(points: Sequence[CrashPoint], scenario: Scenario) -> list[CrashPoint]:
+    """The points of an agent that runs a message's calls at the same time (a framework's
+    parallel tool calls), grouped by call in the order the scenario's model hands the calls
+    out, each call's own points in the order it passed them.
+
+    Two clean runs of such an agent interleave its calls' boundaries differently; the items
+    must not (pytest-xdist refuses workers that collected different orders, and a rerun line
+    names the same case either way). A call's own points come from one thread, in one order."""
+    scripted = [call for rule in scenario.rules for call, _, _ in rule.reply.tool_calls]
+    rank = {call: index for index, call in reversed(list(enumerate(scripted)))}
+    unscripted = sorted({p.tool_call_id for p in points} - set(rank))  # ids the agent made up: by id
+    rank.update({call: len(scripted) + index for index, call in enumerate(unscripted)})
+    return sorted(points, key=lambda point: rank[point.tool_call_id])  # stable: each call's own order
 
 
 def recovery_window(trace: Sequence[Mapping[str, Any]], life: int = 2) -> list[CrashPoint]:

@@ -746,6 +746,9 @@ class LangGraphAdapter:
     """``AgentAdapter`` for a LangGraph graph built by the user's factory."""
 
     keeps_ledger = False  # LangGraph has no execution ledger: ledger checks are not applicable
+    # ToolNode runs a message's calls at the same time (unless max_concurrency: 1): the
+    # clean run's points are grouped by call (``plan.enumeration.by_call``).
+    concurrent_calls = True
     # after_approved only for a graph whose factory says it asks (validate): "not reachable"
     # with WHY_NO_APPROVAL otherwise, said in the matrix.
     boundaries: tuple[str, ...] = tuple(b for b in BOUNDARIES if b != "after_approved")

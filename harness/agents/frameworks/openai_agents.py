@@ -402,6 +402,8 @@ class OpenAIAgentsAdapter:
     """``AgentAdapter`` for an Agents SDK agent (see the module docstring)."""
 
     keeps_ledger = False  # the SDK keeps a conversation, no ledger of attempts
+    # A step's calls run at the same time (asyncio): points grouped by call (``by_call``).
+    concurrent_calls = True
     dialect = DIALECT
     # Said in the matrix where a column is "not reachable"; the agent reaches every other
     # named boundary (derived, so the two cannot disagree). An agent that asks no approval

@@ -31,3 +31,50 @@ def test_each_step_of_an_effect_is_a_point_whose_occurrence_is_the_step() -> Non
         "after_side_effect[call_log]",
     ]
     assert parse_point("during_side_effect[call_log#2]") == CrashPoint("during_side_effect", "call_log", 2)
+
+
+def test_an_agent_running_calls_at_once_gets_its_points_grouped_by_call_in_the_scripts_order() -> None:
+    from pathlib import Path
+
+    from crashmatrix.harness.core.scenario import Scenario
+    from crashmatrix.harness.core.script import Reply, Rule, When
+    from crashmatrix.harness.plan.enumeration import by_call
+
+    rule = Rule(When(), Reply(tool_calls=(("call_a", "send_email", {}), ("call_b", "create_order", {}))))
+    scenario = Scenario(Path("s.yaml"), "s", (), {}, (), (rule,))
+
+    def run(*names: str) -> list[CrashPoint]:
+        return [CrashPoint(name.split("@")[0], name.split("@")[1]) for name in names]
+
+    one = run(
+        "after_tool_call_saved@call_a",
+        "after_tool_call_saved@call_b",
+        "after_running@call_b",
+        "after_running@call_a",
+        "after_side_effect@call_a",
+        "after_side_effect@call_b",
+        "x@call_zz",
+    )
+    two = run(
+        "after_tool_call_saved@call_a",
+        "after_tool_call_saved@call_b",
+        "after_running@call_a",
+        "after_side_effect@call_a",
+        "after_running@call_b",
+        "after_side_effect@call_b",
+        "x@call_zz",
+    )
+    # Two interleavings of the same calls: one order of items, each call's own in its order.
+    assert (
+        by_call(one, scenario)
+        == by_call(two, scenario)
+        == run(
+            "after_tool_call_saved@call_a",
+            "after_running@call_a",
+            "after_side_effect@call_a",
+            "after_tool_call_saved@call_b",
+            "after_running@call_b",
+            "after_side_effect@call_b",
+            "x@call_zz",
+        )
+    )
