@@ -8,6 +8,7 @@ later from its observation alone, by new checks.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,7 +143,53 @@ def _survivors(observation: Observation) -> tuple[str, ...] | None:
     return tuple(out)
 
 
+# Killed at one of these, an agent without a ledger left the same durable state (the tool
+# call saved, nothing after it: no running record tells the two apart).
+_ONE_STATE_WITHOUT_LEDGER = ("after_tool_call_saved", "after_running")
+
+
+def _same_state(point: CrashPoint | None, observation: Observation, recovery: bool) -> CrashPoint | None:
+    """The other point whose durable state this one is, for an agent judged without a ledger."""
+    if recovery or point is None or observation.keeps_ledger:
+        return None
+    if point.boundary not in _ONE_STATE_WITHOUT_LEDGER:
+        return None
+    (other,) = (b for b in _ONE_STATE_WITHOUT_LEDGER if b != point.boundary)
+    return CrashPoint(other, point.tool_call_id, point.occurrence)
+
+
 def judge(
+    observation: Observation,
+    scenario: Scenario,
+    point: CrashPoint | None,
+    *,
+    recovery: bool = False,
+    check_ledger: bool = True,
+) -> Verdict:
+    """The verdict on a case that crashed at ``point`` (None: the clean run).
+
+    An agent judged without a ledger killed at ``after_running`` is in the state of
+    ``after_tool_call_saved`` (no running record was written between them): the scenario's
+    expectations of either point are a true outcome (sent once and told so, or not sent and
+    told uncertain), never a red for not telling apart what it cannot. The invariants (at most
+    one effect, the truth told) judge it the same either way."""
+    verdict = _judge(observation, scenario, point, recovery=recovery, check_ledger=check_ledger)
+    twin = _same_state(point, observation, recovery)
+    if twin is None or point is None or not verdict.mismatches:
+        return verdict
+    other = _judge(observation, scenario, twin, recovery=recovery, check_ledger=check_ledger)
+    if other.mismatches:
+        return verdict
+    note = (
+        f"{point.boundary}: the agent keeps no ledger, so killed here it is in the state of "
+        f"{twin.boundary} (no running record between them); {twin.boundary}'s expectations hold"
+    )
+    return dataclasses.replace(
+        other, notes=(*other.notes, note), indeterminate=other.status == "passed" or other.indeterminate
+    )
+
+
+def _judge(
     observation: Observation,
     scenario: Scenario,
     point: CrashPoint | None,

@@ -376,3 +376,17 @@ def test_the_doctors_faults_land_in_the_team_graphs_own_checkpoint(launcher: obj
     assert coverage.blind == (), coverage.table()
     assert states["one_tool_result_per_call"] == "fires", coverage.table()
     assert states["turn_ends_with_final"] == "fires", coverage.table()
+
+
+@pytest.mark.slow
+def test_killed_before_its_tool_ran_the_docs_agent_sending_once_is_no_red(
+    launcher: object, tmp_path: Path
+) -> None:
+    """Without a ledger, after_running is the state of after_tool_call_saved (nothing durable
+    between them): sending the email once on resume is a true outcome there, as is telling
+    uncertain and not sending; at after_side_effect the same resend is the double email."""
+    result = _run(launcher, "adapter", "send_email/send_once.yaml", "after_running[call_mail]", tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+    assert _emails(result) == 1 and verdict.indeterminate
+    assert any("after_tool_call_saved's expectations hold" in note for note in verdict.notes), verdict.notes
