@@ -1023,9 +1023,12 @@ WHY_NO_STEPS = (
     "the team's own tools run as one call crashmatrix cannot see inside (an intercept: or a "
     "boundaries: rule on a function the tool calls reaches a step)"
 )
+# after_approved is reached only by a graph that asks (its factory says so: check()); for one
+# that asks none, ForeignAdapter makes it not reachable with this reason.
+ASKING_ONLY: Mapping[str, str] = {"after_approved": WHY_NO_APPROVAL}
 FRAMEWORK = FrameworkInfo(
-    boundaries=tuple(b for b in BOUNDARIES if b not in ("after_approved", "during_side_effect")),
-    unreachable={"after_approved": WHY_NO_APPROVAL, "during_side_effect": WHY_NO_STEPS},
+    boundaries=tuple(b for b in BOUNDARIES if b != "during_side_effect"),
+    unreachable={"during_side_effect": WHY_NO_STEPS},
     why_not_torn=WHY_NOT_TORN,
     why_no_power=(
         "the checkpoint is LangGraph's store: a SQLite database syncs from its C library, which the "

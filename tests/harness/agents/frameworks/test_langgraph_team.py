@@ -35,6 +35,7 @@ TEAM = ROOT / "examples" / "langgraph_team"
 
 
 def _yaml(tmp_path: Path, factory_source: str, extra: str = "") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "cm_lg_team_factory.py").write_text(factory_source, encoding="utf-8")
     path = tmp_path / "adapter.yaml"
     path.write_text(
@@ -156,6 +157,30 @@ def test_without_a_catalogue_the_tools_its_toolnode_has_decide_what_applies(
     assert "during_side_effect" in adapter.unreachable  # type: ignore[attr-defined]
     # The load check imported the team's module in a scratch directory and dropped it.
     assert "cm_lg_team_factory" not in sys.modules
+
+
+ASKING = (
+    GRAPH
+    + """
+def build(ctx):
+    ctx.asks_for_approval()  # its tools call interrupt() before they act
+    return graph(ChatOpenAI(model="m"), ctx.checkpointer)
+"""
+)
+
+
+def test_after_approved_is_reached_by_a_graph_that_asks_and_not_reachable_with_why_by_one_that_does_not(
+    tmp_path: Path, clean_modules: None
+) -> None:
+    quiet = load_adapter(str(_yaml(tmp_path / "quiet", OWN_TOOLS)))
+    assert "after_approved" not in quiet.boundaries
+    assert quiet.unreachable["after_approved"] == lg.WHY_NO_APPROVAL  # type: ignore[attr-defined]
+    for name in [n for n in sys.modules if n.startswith("cm_lg_team_")]:
+        del sys.modules[name]
+    asking = load_adapter(str(_yaml(tmp_path / "asking", ASKING)))
+    assert asking.capabilities.approvals is True  # type: ignore[attr-defined]
+    assert "after_approved" in asking.boundaries
+    assert "after_approved" not in asking.unreachable  # type: ignore[attr-defined]
 
 
 def test_the_team_example_has_the_suite_tools_its_catalogue_names() -> None:
