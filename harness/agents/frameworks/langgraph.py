@@ -369,6 +369,9 @@ def _chat_model(base_url: str, http: httpx.Client) -> Any:
 # -- tools -----------------------------------------------------------------------------------
 
 
+_ARGS_MODELS: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
 def _langchain_tool(contract: ToolContract, run: Callable[..., str]) -> Any:
     """The suite's tool ``contract`` as a LangChain tool that ToolNode can run; it gets the
     tool call's id (``InjectedToolCallId``) so the world attributes the effect to it."""
@@ -379,11 +382,17 @@ def _langchain_tool(contract: ToolContract, run: Callable[..., str]) -> Any:
 
     schema = contract.tool_schema()["function"]
     properties = schema["parameters"].get("properties", {})
-    fields: dict[str, Any] = {name: (Any, None) for name in properties}
-    fields["tool_call_id"] = (Annotated[str, InjectedToolCallId], ...)
-    # Arguments pass through as the model sent them: the mock tool validates them against
-    # the contract (an invalid call is its INVALID_ARGUMENTS result, as for every agent).
-    model = create_model(f"{contract.name}_args", __config__=ConfigDict(extra="allow"), **fields)
+    # One model per tool and argument names in a process: built in the fork server's
+    # throwaway life, not again in every life (pydantic's create_model, ~2 ms a tool).
+    key = (contract.name, tuple(properties))
+    model = _ARGS_MODELS.get(key)
+    if model is None:
+        fields: dict[str, Any] = {name: (Any, None) for name in properties}
+        fields["tool_call_id"] = (Annotated[str, InjectedToolCallId], ...)
+        # Arguments pass through as the model sent them: the mock tool validates them against
+        # the contract (an invalid call is its INVALID_ARGUMENTS result, as for every agent).
+        model = create_model(f"{contract.name}_args", __config__=ConfigDict(extra="allow"), **fields)
+        _ARGS_MODELS[key] = model
 
     def call(tool_call_id: str, **arguments: Any) -> str:
         given = {k: v for k, v in arguments.items() if not (k in properties and v is None)}
@@ -706,6 +715,10 @@ def checkpoint_messages(checkpoint_path: Path) -> list[Any]:
     conn = connect_readonly(checkpoint_path)
     try:
         saver = SqliteSaver(conn)
+        # A read: no setup script (WAL pragma, CREATE TABLE IF NOT EXISTS, migrations) on the
+        # file, which ran before every read (each tool call, each life's end, each observation);
+        # a file without the tables still says "no such table" below.
+        saver.is_setup = True
         try:
             found = saver.get_tuple({"configurable": {"thread_id": THREAD_ID}})
         except sqlite3.OperationalError as error:
