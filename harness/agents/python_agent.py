@@ -390,6 +390,13 @@ def _replacement(
 
 def import_agent(spec: ForeignSpec) -> ModuleType:
     if spec.module:
+        # Its folder first, as when it runs from there: another adapter's folder put on the
+        # path earlier in this process (a load check, a fork server's warm-up) must not lend
+        # it a sibling of the same name (two teams' ``fixed.py``).
+        here = str(spec.here)
+        if here in sys.path:
+            sys.path.remove(here)
+        sys.path.insert(0, here)
         return importlib.import_module(spec.module)
     assert spec.script is not None
     # Its siblings must import as they do when it runs as a script.

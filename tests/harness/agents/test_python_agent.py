@@ -284,3 +284,29 @@ def test_looking_for_holders_resolves_no_module_outside_a_folder_named_like_the_
         "PIPELINE[1]",
     ]
     assert [p for p in resolved if p.name != tmp_path.name] == [Path(module.__file__)]
+
+
+def test_an_agent_module_imports_its_own_siblings_though_another_adapters_folder_came_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from crashmatrix.harness.agents.adapter_file import load_foreign
+    from crashmatrix.harness.agents.python_agent import import_agent
+
+    for team in ("a", "b"):
+        folder = tmp_path / team
+        folder.mkdir()
+        (folder / "sibling_of_team.py").write_text(f"VALUE = {team!r}\n", encoding="utf-8")
+        (folder / f"team_{team}_agent.py").write_text(
+            "import sibling_of_team\nVALUE = sibling_of_team.VALUE\ndef main():\n    pass\n", encoding="utf-8"
+        )
+        (folder / "adapter.yaml").write_text(
+            f"name: {team}\npython: {{module: team_{team}_agent}}\n", encoding="utf-8"
+        )
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "a"), str(tmp_path / "b"), *sys.path])
+    try:
+        assert import_agent(load_foreign(tmp_path / "b" / "adapter.yaml")).VALUE == "b"
+    finally:
+        for name in ("sibling_of_team", "team_a_agent", "team_b_agent"):
+            sys.modules.pop(name, None)
