@@ -81,6 +81,10 @@ def test_ensure_server_with_a_path_that_lacks_the_binaries_raises_before_startin
     monkeypatch.delenv(postgres.ENV, raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(postgres, "_DEBIAN", tmp_path / "no-postgresql")
+    # A process with no server of its own (a cluster an earlier test of this worker started
+    # would be exported again, and nothing would need starting).
+    monkeypatch.setattr(postgres, "_cluster", None)
+    monkeypatch.setattr(postgres, "_own_run", None)
     with pytest.raises(postgres.PostgresUnavailable, match="apt-get install postgresql"):
         postgres.ensure_server()
     assert postgres.ENV not in os.environ and not postgres.owns_server()
