@@ -62,7 +62,12 @@ def _adapter(tmp_path: Path, text: str) -> Path:
         ("command: [agent]\ninput: {per_process: true}\n", "stdin", "", True),
         ('command: [agent, "{turn}"]\ninput: {via: argv}\n', "argv", "", True),
         ('python: {script: agent.py, argv: ["--ask={turn}"]}\ninput: {via: argv}\n', "argv", "", True),
-        ("python: {script: agent.py}\ninput: {via: env, name: AGENT_MESSAGE}\n", "env", "AGENT_MESSAGE", True),
+        (
+            "python: {script: agent.py}\ninput: {via: env, name: AGENT_MESSAGE}\n",
+            "env",
+            "AGENT_MESSAGE",
+            True,
+        ),
     ],
 )
 def test_the_adapter_says_where_each_message_goes(
