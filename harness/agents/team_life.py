@@ -101,7 +101,9 @@ class FrameworkModule(Protocol):
     # Optional: ``check(spec) -> AgentFacts``, the agent built once at load (a factory that
     # fails, or a model client that escapes the loopback, is one line there); and
     # ``session_records(workspace) -> SessionRecords``, where ``crashmatrix doctor`` plants
-    # its faults in the store (``harness.agents.session_records``).
+    # its faults in the store (``harness.agents.session_records``); and ``ASKING_ONLY``,
+    # boundary -> why: the moments only an agent that asks a person reaches (not reachable,
+    # with that reason, for one whose ``check`` found it asks none).
 
 
 def framework_module(name: str, where: str = "") -> FrameworkModule:
