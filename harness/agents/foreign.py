@@ -68,7 +68,13 @@ from crashmatrix.harness.agents.python_agent import (
     probing_fsyncs,
 )
 from crashmatrix.harness.agents.supervised import _left_behind, _pump, _stopped
-from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkModule, TeamLife, framework_module
+from crashmatrix.harness.agents.team_life import (
+    AgentFacts,
+    FrameworkModule,
+    TeamLife,
+    client_env,
+    framework_module,
+)
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.ledger import arguments_sha256
@@ -600,9 +606,7 @@ class ForeignAdapter:
             "python": sys.executable,
         }
         env = {
-            "OPENAI_BASE_URL": server.model_url,
-            "OPENAI_API_BASE": server.model_url,  # LangChain's name for it (langchain-openai)
-            "OPENAI_API_KEY": "crashmatrix",
+            **client_env(server.model_url),
             "CRASHMATRIX_TOOLS_URL": server.tools_url,
             "CRASHMATRIX_ORDERS_URL": server.orders_url,
             "CRASHMATRIX_MAIL_URL": server.mail_url,

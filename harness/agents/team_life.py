@@ -28,11 +28,14 @@ if TYPE_CHECKING:
     from crashmatrix.harness.core.session_log import SessionLog
 
 __all__ = [
+    "CLIENT_ENV",
     "FRAMEWORKS",
     "AgentFacts",
+    "DotModel",
     "FrameworkInfo",
     "FrameworkModule",
     "TeamLife",
+    "client_env",
     "framework_module",
     "reader_of",
 ]
@@ -120,6 +123,35 @@ def framework_module(name: str, where: str = "") -> FrameworkModule:
         raise InputError(f"{where or name}: this crashmatrix's {name} adapter cannot run a 'framework:' YAML")
     checked: FrameworkModule = module
     return checked
+
+
+# What an OpenAI client built from the environment reads: the openai package's names and
+# LangChain's (langchain-openai's ``OPENAI_API_BASE``).
+CLIENT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY")
+
+
+def client_env(url: str) -> dict[str, str]:
+    """The environment that points the team's own model client at crashmatrix's model."""
+    return dict(zip(CLIENT_ENV, (url, url, "crashmatrix"), strict=True))
+
+
+class DotModel:
+    """A load check's model (a ``LoopbackServer`` service): every chat completion answered
+    "." with no tool call, so one request through the team's client acts on nothing."""
+
+    def handle(self, request: Any) -> Any:
+        import httpx
+
+        reply = {
+            "id": "check",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "crashmatrix-check",
+            "choices": [
+                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}
+            ],
+        }
+        return httpx.Response(200, json=reply)
 
 
 def reader_of(name: str) -> str:

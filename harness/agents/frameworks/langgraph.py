@@ -90,7 +90,14 @@ import httpx
 
 from crashmatrix.harness.agents.frameworks.langgraph_records import CheckpointMessages
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
-from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
+from crashmatrix.harness.agents.team_life import (
+    CLIENT_ENV,
+    AgentFacts,
+    DotModel,
+    FrameworkInfo,
+    TeamLife,
+    client_env,
+)
 from crashmatrix.harness.core.boundaries import BOUNDARIES as ALL_BOUNDARIES
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
@@ -1377,25 +1384,6 @@ def session_records(workspace: Path) -> CheckpointMessages:
     return CheckpointMessages(checkpoint_file(workspace), THREAD_ID)
 
 
-class _Dot:
-    """The load check's model: every chat completion answered "." (no tool call)."""
-
-    def handle(self, request: Any) -> Any:
-        reply = {
-            "id": "check",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "crashmatrix-check",
-            "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}
-            ],
-        }
-        return httpx.Response(200, json=reply)
-
-
-_CLIENT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY")
-
-
 def check(spec: Any) -> AgentFacts:
     """The team's graph built once at load, as a life builds it (the environment pointing at
     a loopback model answering ".", a scratch workspace as the working directory, the real
@@ -1411,22 +1399,19 @@ def check(spec: Any) -> AgentFacts:
     _check_version(f"{where}: framework: langgraph")
     routes: list[str] = []
     server = LoopbackServer(
-        cast(Any, _Dot()), on_edge=lambda boundary, call_id: None, edges=frozenset(), on_request=routes.append
+        cast(Any, DotModel()),
+        on_edge=lambda boundary, call_id: None,
+        edges=frozenset(),
+        on_request=routes.append,
     )
-    saved_env = {key: os.environ.get(key) for key in _CLIENT_ENV}
+    saved_env = {key: os.environ.get(key) for key in CLIENT_ENV}
     cwd = os.getcwd()
     modules = set(sys.modules)
     with tempfile.TemporaryDirectory(prefix="crashmatrix-langgraph-") as scratch:
         server.start()
         saver: Any = None
         try:
-            os.environ.update(
-                {
-                    "OPENAI_BASE_URL": server.model_url,
-                    "OPENAI_API_BASE": server.model_url,
-                    "OPENAI_API_KEY": "crashmatrix",
-                }
-            )
+            os.environ.update(client_env(server.model_url))
             os.chdir(scratch)
             if str(spec.here) not in sys.path:
                 sys.path.insert(0, str(spec.here))  # the factory's module beside the YAML, as in a life

@@ -83,7 +83,14 @@ from crashmatrix.harness.agents.foreign_session import LedgerMap, _normalised, _
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.session_records import SqliteRows
-from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
+from crashmatrix.harness.agents.team_life import (
+    CLIENT_ENV,
+    AgentFacts,
+    DotModel,
+    FrameworkInfo,
+    TeamLife,
+    client_env,
+)
 from crashmatrix.harness.core.boundaries import BOUNDARIES, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
@@ -676,7 +683,7 @@ def _scripted_loopback(ctx: LifeContext, dialect: Dialect) -> Iterator[None]:
     )
     server = LoopbackServer(model, on_edge=ctx.hook, edges=frozenset({"after_model_reply"}), stoppable=False)
     server.start()
-    os.environ.update(_client_env(server.model_url))  # the life's own process: nothing to restore
+    os.environ.update(client_env(server.model_url))  # the life's own process: nothing to restore
     try:
         yield
     finally:
@@ -1363,27 +1370,6 @@ def _write_store(case_dir: Path, store: Mapping[str, str]) -> None:
 # -- the load check of a framework YAML -----------------------------------------------------------
 
 
-class _Dot:
-    """The load check's model: every chat completion answered "." (no tool call)."""
-
-    def handle(self, request: Any) -> Any:
-        import httpx
-
-        reply = {
-            "id": "check",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "crashmatrix-check",
-            "choices": [
-                {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "."}}
-            ],
-        }
-        return httpx.Response(200, json=reply)
-
-
-_CLIENT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_KEY")
-
-
 class _DotModel:
     """The load check's loopback model, and the routes its requests asked for."""
 
@@ -1417,14 +1403,17 @@ def _dot_model() -> Iterator[_DotModel]:
 
     routes: list[str] = []
     server = LoopbackServer(
-        cast(Any, _Dot()), on_edge=lambda boundary, call_id: None, edges=frozenset(), on_request=routes.append
+        cast(Any, DotModel()),
+        on_edge=lambda boundary, call_id: None,
+        edges=frozenset(),
+        on_request=routes.append,
     )
     dot = _DotModel(server.model_url)
     dot.routes = routes
-    saved = {key: os.environ.get(key) for key in _CLIENT_ENV}
+    saved = {key: os.environ.get(key) for key in CLIENT_ENV}
     server.start()
     try:
-        os.environ.update(_client_env(server.model_url))
+        os.environ.update(client_env(server.model_url))
         yield dot
     finally:
         server.close()
@@ -1433,11 +1422,6 @@ def _dot_model() -> Iterator[_DotModel]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def _client_env(url: str) -> dict[str, str]:
-    """What an OpenAI client built from the environment reads (LangChain's name too)."""
-    return {"OPENAI_BASE_URL": url, "OPENAI_API_BASE": url, "OPENAI_API_KEY": "crashmatrix"}
 
 
 async def _one_request(agent: Any) -> None:
