@@ -168,6 +168,12 @@ def judge(
 ) -> Verdict:
     """The verdict on a case that crashed at ``point`` (None: the clean run).
 
+    ``recovery``: a depth-2 case (the ``recovery`` expectations apply). ``check_ledger``:
+    compare the ledger sequence (not for a second crash, whose extra attempts no scenario
+    scripts). What this observation cannot show -- the ledger of an agent that keeps none,
+    anything of a session the adapter cannot read -- is reported as not applicable, never
+    as passed.
+
     An agent judged without a ledger killed at ``after_running`` is in the state of
     ``after_tool_call_saved`` (no running record was written between them): the scenario's
     expectations of either point are a true outcome (sent once and told so, or not sent and
@@ -197,13 +203,7 @@ def _judge(
     recovery: bool = False,
     check_ledger: bool = True,
 ) -> Verdict:
-    """The verdict on a case that crashed at ``point`` (None: the clean run).
-
-    ``recovery``: a depth-2 case (the ``recovery`` expectations apply). ``check_ledger``:
-    compare the ledger sequence (not for a second crash, whose extra attempts no scenario
-    scripts). What this observation cannot show -- the ledger of an agent that keeps none,
-    anything of a session the adapter cannot read -- is reported as not applicable, never
-    as passed."""
+    """``judge`` against ``point``'s own expectations alone."""
     expected = scenario.expectation(point, recovery=recovery)
     notes: list[str] = []
     skipped: list[str] = []
