@@ -17,11 +17,12 @@ from __future__ import annotations
 import gc
 import importlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,35 @@ def run_inprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
         signal.signal(signal.SIGTERM, sigterm)
         if not frozen:
             gc.unfreeze()
+
+
+# Per scenario (file stem), per case: (pytest's outcome, a skip's reason).
+Cases = dict[str, dict[str, tuple[str, str]]]
+
+
+def case_outcomes(pytester: pytest.Pytester, adapter: Path, scenarios: Sequence[Path], *args: str) -> Cases:
+    """pytest in this process on copies of ``scenarios`` with ``--agent adapter`` (no report,
+    no doctor): each case's outcome and, for a skip, its reason ("not applicable: ...")."""
+    for path in scenarios:
+        shutil.copy(path, pytester.path / path.name)
+    result = run_inprocess(
+        pytester,
+        *(p.name for p in scenarios),
+        f"--agent={adapter}",
+        "-p",
+        "no:cacheprovider",
+        "--no-report",
+        "--no-doctor",
+        *args,
+    )
+    cases: Cases = {}
+    for report in result.reprec.getreports("pytest_runtest_logreport"):  # type: ignore[attr-defined]
+        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+            continue
+        stem, _, case = report.nodeid.partition(".yaml::")
+        reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
+        cases.setdefault(stem, {})[case] = (report.outcome, str(reason).removeprefix("Skipped: "))
+    return cases
 
 
 def run_subprocess(directory: Path, *args: str, env: Mapping[str, str] | None = None) -> pytest.RunResult:

@@ -19,7 +19,6 @@ means the tool is not run and the model is told it was rejected. Run as a user r
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from crashmatrix.harness.front.cases import enumerate_points
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 
-from ..pytest_runs import run_inprocess
+from ..pytest_runs import Cases, case_outcomes
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.slow
@@ -51,8 +50,6 @@ UNNAMED = (
     "{<tool>: '<text only that prompt has>'}) or with a (?P<tool>...) group in approvals.prompt "
     "({where})"
 )
-
-Cases = dict[str, dict[str, tuple[str, str]]]
 
 
 def _adapter(tmp_path: Path, name: str, change: Any = None) -> Path:
@@ -78,28 +75,7 @@ def _without_prompts(data: dict[str, Any]) -> None:
 
 
 def _run(pytester: pytest.Pytester, adapter: Path, scenarios: list[Path], *args: str) -> Cases:
-    """pytest on copies of ``scenarios`` with ``--agent adapter``: per scenario, each case's
-    outcome and (for a skip) its reason."""
-    for path in scenarios:
-        shutil.copy(path, pytester.path / path.name)
-    result = run_inprocess(
-        pytester,
-        *(p.name for p in scenarios),
-        f"--agent={adapter}",
-        "-p",
-        "no:cacheprovider",
-        "--no-report",
-        "--no-doctor",
-        *args,
-    )
-    cases: Cases = {}
-    for report in result.reprec.getreports("pytest_runtest_logreport"):  # type: ignore[attr-defined]
-        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
-            continue
-        stem, _, case = report.nodeid.partition(".yaml::")
-        reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
-        cases.setdefault(stem, {})[case] = (report.outcome, str(reason).removeprefix("Skipped: "))
-    return cases
+    return case_outcomes(pytester, adapter, scenarios, *args)
 
 
 def _named(*stems: str) -> list[Path]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ..pytest_runs import run_inprocess
+from ..pytest_runs import Cases, case_outcomes
 
 pytest.importorskip("langgraph")
 pytestmark = pytest.mark.slow
@@ -51,32 +51,8 @@ def _adapter(tmp_path: Path, factory: str) -> Path:
     return path
 
 
-Cases = dict[str, dict[str, tuple[str, str]]]
-
-
 def _run(pytester: pytest.Pytester, adapter: Path) -> Cases:
-    """pytest on copies of SCENARIOS with ``--agent adapter``: per scenario, each case's
-    outcome and (for a skip) its reason."""
-    for path in SCENARIOS:
-        shutil.copy(path, pytester.path / path.name)
-    result = run_inprocess(
-        pytester,
-        *(p.name for p in SCENARIOS),
-        f"--agent={adapter}",
-        "-p",
-        "no:cacheprovider",
-        "--no-report",
-        "--no-doctor",
-        "--no-recovery-crashes",
-    )
-    cases: Cases = {}
-    for report in result.reprec.getreports("pytest_runtest_logreport"):  # type: ignore[attr-defined]
-        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
-            continue
-        stem, _, case = report.nodeid.partition(".yaml::")
-        reason = report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple) else ""
-        cases.setdefault(stem, {})[case] = (report.outcome, str(reason).removeprefix("Skipped: "))
-    return cases
+    return case_outcomes(pytester, adapter, SCENARIOS, "--no-recovery-crashes")
 
 
 def test_judged_only_by_what_it_is_it_is_green(pytester: pytest.Pytester, tmp_path: Path) -> None:
