@@ -44,6 +44,7 @@ __all__ = [
 FRAMEWORKS: Mapping[str, tuple[str, str]] = {
     "langgraph": ("crashmatrix.harness.agents.frameworks.langgraph", "langgraph"),
     "openai-agents": ("crashmatrix.harness.agents.frameworks.openai_agents", "openai-agents"),
+    "pydantic-ai": ("crashmatrix.harness.agents.frameworks.pydantic_ai", "pydantic-ai"),
 }
 
 
