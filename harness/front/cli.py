@@ -8,6 +8,7 @@ and exit status 2 here, never a traceback.
     crashmatrix points FILE                             the crash points a clean run records
     crashmatrix validate FILE...                        check scenario / contract / adapter files
     crashmatrix import-mcp TOOLS.json --out DIR         contracts from an MCP tools/list result
+    crashmatrix import-mcp --server CMD|--url URL --out DIR   ... read from a live MCP server
     crashmatrix report RESULTS.json [--out DIR]         re-render a run's pass matrix
     crashmatrix report --merge S1.json S2.json [--out DIR]  one report from a sharded run's files
     crashmatrix report --compare A.json B.json [...]    runs side by side, differences marked
@@ -37,11 +38,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.plan.schedule import CLEAN, POWER, RECOVERY
 
 if TYPE_CHECKING:
     from crashmatrix.harness.core.scenario import Scenario
+    from crashmatrix.harness.input.mcp_import import McpImport
 
 __all__ = ["main"]
 
@@ -76,7 +79,8 @@ def _parser() -> argparse.ArgumentParser:
         "--crash",
         help="point id (after_running[call_1]), a boundary name (its first point), "
         "power@POINT for a power loss there, recovery@POINT for a crash there and then at "
-        "each point of the recovery, or clean for the clean case alone",
+        "each point of the recovery, a tool-side case (tool_server_died[call_1]: the MCP "
+        "server fails that call), or clean for the clean case alone",
     )
     run.add_argument("--second", help="also crash at this point id while the agent recovers (depth 2)")
     run.add_argument(
@@ -100,13 +104,27 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the whole matrix without its power@P cases (as pytest's --no-power-loss)",
     )
+    run.add_argument(
+        "--no-tool-side-faults",
+        action="store_true",
+        help="the whole matrix without its tool-side cases (as pytest's --no-tool-side-faults)",
+    )
     points = sub.add_parser("points", help="list the crash points a clean run records")
     points.add_argument("file", type=Path)
     points.add_argument("--agent", default="reference")
     validate = sub.add_parser("validate", help="check scenario, contract and adapter files")
     validate.add_argument("files", type=Path, nargs="+")
-    mcp = sub.add_parser("import-mcp", help="write contracts from an MCP tools/list JSON result")
-    mcp.add_argument("tools", type=Path)
+    mcp = sub.add_parser(
+        "import-mcp", help="write contracts from an MCP tools/list JSON result, or a live server's"
+    )
+    mcp.add_argument("tools", type=Path, nargs="?", help="a saved tools/list result (JSON)")
+    mcp.add_argument(
+        "--server",
+        metavar="CMD",
+        help="start this MCP server (a command line, split as a shell would; {workspace} is an empty "
+        "temporary directory) and read its tools/list",
+    )
+    mcp.add_argument("--url", help="read the tools/list of the MCP server at this streamable HTTP URL")
     mcp.add_argument("--out", type=Path, required=True)
     mcp.add_argument("--trust-annotations", action="store_true")
     report = sub.add_parser("report", help="render the pass matrix from a results file (matrix.json)")
@@ -199,6 +217,11 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--power-outcome {args.power_outcome}: write 0 (the pessimistic outcome) or more")
     if args.second and (not crash or crash == CLEAN):
         raise InputError("--second needs --crash: the second crash happens while recovering from the first")
+    if args.second and crash.partition("[")[0] in TOOL_SIDE_KINDS:
+        raise InputError(
+            f"--second with --crash {crash}: a tool-side fault kills no agent, so there is no "
+            "recovery to crash; drop --second"
+        )
     second = parse_point(args.second) if args.second else None
     scenario = load_scenario(file)
     adapter = load_adapter(args.agent)  # a bad --agent fails here, before anything runs
@@ -245,12 +268,25 @@ def _run_in(
     args: argparse.Namespace, scenario: Scenario, crash: str, second: CrashPoint | None, base: Path
 ) -> int:
     """The cases ``crashmatrix run`` was asked for, their directories under ``base``."""
-    from crashmatrix.harness.agents.loading import fork_preload
-    from crashmatrix.harness.front.cases import enumerate_points, guarded, run_point, run_power, run_recovery
+    from crashmatrix.harness.agents.loading import fork_preload, load_adapter
+    from crashmatrix.harness.front.cases import (
+        enumerate_points,
+        guarded,
+        run_point,
+        run_power,
+        run_recovery,
+        run_tool_fault,
+    )
     from crashmatrix.harness.lives.first_crash import FirstCrashes
     from crashmatrix.harness.lives.injector import LifeLauncher
     from crashmatrix.harness.lives.power import power_target
-    from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, power_points, selected
+    from crashmatrix.harness.plan.enumeration import (
+        RECOVERY_FIRST,
+        TOOL_SIDE_COLUMNS,
+        power_points,
+        selected,
+        tool_side_unreachable,
+    )
     from crashmatrix.harness.verdict.explain import SECOND, explain
 
     kept = args.keep is not None
@@ -258,11 +294,22 @@ def _run_in(
     launcher = LifeLauncher(args.isolation, preload=fork_preload(args.agent), warm=(args.agent,))
     enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
     power = crash.startswith(POWER)
+    spec = getattr(load_adapter(args.agent), "spec", None)  # adapter_file.ForeignSpec
+    cannot_fail = tool_side_unreachable(
+        args.agent, getattr(spec, "tools", None), getattr(spec, "mcp_transport", "stdio")
+    )
+    tool_side = [p for p in enum.tool_side if p.boundary not in cannot_fail]
     chosen: list[CrashPoint | None]
     if crash == CLEAN:
         chosen = [None]
     elif recovery_item:
         chosen = []  # the one recovery@ item, below
+    elif crash.partition("[")[0] in TOOL_SIDE_COLUMNS:
+        chosen = []  # the one tool-side case, below
+        kind = crash.partition("[")[0]
+        if kind in cannot_fail:
+            raise InputError(f"--crash {crash}: {kind} cannot act on this agent: {cannot_fail[kind]}")
+        tool_side = [_resolve_point(crash, enum.tool_side)]
     elif crash:
         chosen = [_resolve_point(crash.removeprefix(POWER), enum.points)]
     else:
@@ -330,6 +377,22 @@ def _run_in(
             name,
             "power_loss",
             base / name,
+            args.agent,
+        )
+        print(result.verdict.status)
+        results.append(result)
+    # The tool-side cases: the whole matrix's (unless --no-tool-side-faults), or the one named.
+    named_tool_side = crash.partition("[")[0] in TOOL_SIDE_COLUMNS
+    if (crash and not named_tool_side) or (not crash and args.no_tool_side_faults):
+        tool_side = []
+    for point in tool_side:
+        print(f"{scenario.path.name}::{point.id} ...", end=" ", flush=True)
+        result = guarded(
+            functools.partial(run_tool_fault, scenario, point, launcher, base / point.id, agent=args.agent),
+            scenario,
+            point.id,
+            point.boundary,
+            base / point.id,
             args.agent,
         )
         print(result.verdict.status)
@@ -444,8 +507,24 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _import_mcp(args: argparse.Namespace) -> int:
     from crashmatrix.harness.input.limits import oversize
-    from crashmatrix.harness.input.mcp_import import contract_to_yaml, import_mcp
+    from crashmatrix.harness.input.mcp_import import import_mcp
 
+    sources = (("TOOLS.json", args.tools), ("--server", args.server), ("--url", args.url))
+    given = [flag for flag, value in sources if value]
+    if len(given) != 1:
+        raise InputError(
+            "import-mcp: give one of TOOLS.json, --server CMD or --url URL"
+            + (f" (got {' and '.join(given)})" if given else "")
+        )
+    if args.tools is None:
+        from crashmatrix.harness.agents.mcp_upstream import live_tools
+
+        source, tools = live_tools(args.server, args.url)
+        try:
+            imported = import_mcp(tools, trust_annotations=args.trust_annotations, source=source)
+        except InputError as error:
+            raise InputError(f"{source}: {error}") from error
+        return _write_imported(imported, args.out)
     too_large = oversize(args.tools)
     if too_large is not None:
         raise InputError(f"{args.tools}: {too_large}")
@@ -457,9 +536,15 @@ def _import_mcp(args: argparse.Namespace) -> int:
         imported = import_mcp(raw, trust_annotations=args.trust_annotations, source=str(args.tools))
     except InputError as error:
         raise InputError(f"{args.tools}: {error}") from error
-    args.out.mkdir(parents=True, exist_ok=True)
+    return _write_imported(imported, args.out)
+
+
+def _write_imported(imported: McpImport, out: Path) -> int:
+    from crashmatrix.harness.input.mcp_import import contract_to_yaml
+
+    out.mkdir(parents=True, exist_ok=True)
     for contract in imported.contracts:
-        target = args.out / f"{contract.name}.yaml"
+        target = out / f"{contract.name}.yaml"
         target.write_text(contract_to_yaml(contract), encoding="utf-8")
         print(f"{target}: {contract.idempotency}/{contract.replay_policy} ({contract.reason})")
     for line in imported.skipped:  # the others are written: exit 1 says the import is partial
