@@ -313,7 +313,9 @@ class ForeignAdapter:
             if not self.spec.source.readable:
                 return {}  # the session cannot be read: read_observation says so
             if self.framework is not None:
-                return {"no_ledger": f"{self.spec.framework} keeps a conversation, no ledger of attempts"}
+                # A framework module may say why its store is no ledger (``WHY_NO_LEDGER``).
+                why = getattr(self.framework, "WHY_NO_LEDGER", "")
+                return {"no_ledger": why or f"{self.spec.framework} keeps a conversation, no ledger of attempts"}
             return {"no_ledger": f"adapter {self.name} says session.keeps_ledger: false"}
         if self.spec.keeps_ledger is not None or observation.session is None:
             return {}

@@ -45,6 +45,7 @@ FRAMEWORKS: Mapping[str, tuple[str, str]] = {
     "langgraph": ("crashmatrix.harness.agents.frameworks.langgraph", "langgraph"),
     "openai-agents": ("crashmatrix.harness.agents.frameworks.openai_agents", "openai-agents"),
     "pydantic-ai": ("crashmatrix.harness.agents.frameworks.pydantic_ai", "pydantic-ai"),
+    "dbos": ("crashmatrix.harness.agents.frameworks.dbos", "dbos"),
 }
 
 

@@ -1,0 +1,487 @@
+"""A DBOS-durable agent (``framework: dbos`` in an adapter YAML), crashed at DBOS's own seams and
+resumed by DBOS's own recovery.
+
+The team's agent is a DBOS workflow: its hand-written loop over its own model client, the
+model call a ``@DBOS.step`` returning the assistant message as a dict (``message.model_dump()``),
+each tool a ``@DBOS.step`` named as its tool. The factory gets a ``TeamContext`` and returns
+that workflow; it configures DBOS as the team's ``main`` does, on the case's system database::
+
+    def build(ctx):
+        DBOS(config={"name": "support-agent", "system_database_url": ctx.system_database_url})
+        return support_turn  # @DBOS.workflow() def support_turn(messages: list[dict]) -> str
+
+DBOS's system database is the session: SQLite in the case's workspace (``dbos.sqlite``, copied
+with the case), one workflow per user turn (id ``turn-N``), called with the conversation so
+far and the turn's user message last (the chat messages read back from the earlier turns'
+steps). A restarted life calls ``DBOS.launch()``, which recovers the workflows this executor
+left PENDING (DBOS's own startup recovery, in its own thread); the life waits for them, then
+sends the turns not started.
+
+The seams, nothing of DBOS edited (``_install``):
+
+* the step about to run its function (``dbos._core.invoke_step``'s function, called only when
+  DBOS found no row to replay): ``after_running``. DBOS writes nothing when a step starts.
+* the tool function returned (its output in memory, no row yet): ``after_side_effect``.
+* the step's row committed in ``operation_outputs`` (``SystemDatabase.record_operation_result``
+  returned): ``before_tool_result`` for a tool's step; for the model's step holding tool calls,
+  ``after_tool_call_saved`` (each call).
+
+What DBOS then does on a crash is its contract: a step with a row is replayed from it, a step
+without one runs again from its start (at-least-once). A tool that was killed after its effect
+and before its row committed acts twice unless it carries its own key and reconciles.
+
+The step table maps onto crashmatrix's vocabulary where it can (``chat_records``): a model
+step's output is the assistant's message, a tool step with an output is the Tool Result the
+model got (the call succeeded), one with an error a failed call. A step started and not
+committed has no row, and DBOS records no running state: there is no ledger of attempts, so
+the ledger checks are not applicable (``WHY_NO_LEDGER``).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import inspect
+import json
+import pickle
+import re
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.agents.readonly_db import connect_readonly
+from crashmatrix.harness.agents.team_life import FrameworkInfo, TeamLife
+from crashmatrix.harness.errors import InputError
+
+__all__ = [
+    "DB_NAME",
+    "FRAMEWORK",
+    "SUPPORTED",
+    "SUPPORTED_TEXT",
+    "WHY_NO_LEDGER",
+    "Step",
+    "TeamContext",
+    "Turn",
+    "chat_records",
+    "drive",
+    "read_records",
+    "read_turns",
+    "running_call",
+]
+
+SUPPORTED = ((3, 4, 0), (4,))
+SUPPORTED_TEXT = ">=3.4.0,<4"
+DB_NAME = "dbos.sqlite"  # the system database, in the case's workspace: copied with the case
+TURN = "turn-{}"  # one workflow per user turn
+_TURN_ID = re.compile(r"^turn-(\d+)$")
+# What a failed step reads as: its error's text after this prefix (an adapter's ``results:``
+# maps it, e.g. ``{regex: "^DBOS step error", category: error}``).
+STEP_ERROR = "DBOS step error"
+WHY_NO_LEDGER = (
+    "dbos records a step only when it completes (an operation_outputs row with its output or "
+    "error); a step started and not committed has no row and no running state: no ledger of attempts"
+)
+
+
+@dataclass(frozen=True)
+class TeamContext:
+    """What the factory gets, once per life."""
+
+    workspace: Path  # the case's workspace, also the working directory
+    life: int
+    # The case's system database: ``sqlite:///<workspace>/dbos.sqlite``.
+    system_database_url: str
+
+
+# -- the step table, read (pure below the readers) -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One ``operation_outputs`` row: a step DBOS committed."""
+
+    function_id: int
+    name: str
+    output: Any = None
+    error: str | None = None  # the error's text when the step raised
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn's workflow: its input (the messages it was called with) and its steps."""
+
+    number: int
+    status: str
+    messages: tuple[Mapping[str, Any], ...]
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+
+def _decode(text: str | None, serialization: str | None) -> Any:
+    """A value as DBOS serialized it: base64 pickle (``py_pickle``, its default) or JSON."""
+    if text is None:
+        return None
+    if serialization in ("portable_json", "json"):
+        return json.loads(text)
+    return pickle.loads(base64.b64decode(text))  # the team's own database, its own objects
+
+
+def _plain(value: Any) -> Any:
+    """A pydantic object (an openai ``ChatCompletionMessage`` a step returned) as a dict."""
+    dump = getattr(value, "model_dump", None)
+    return dump() if callable(dump) else value
+
+
+def _error_text(text: str | None, serialization: str | None) -> str:
+    try:
+        error = _decode(text, serialization)
+    except Exception:  # an exception class the reader cannot import: still a failed step
+        return STEP_ERROR
+    if isinstance(error, BaseException):
+        return f"{STEP_ERROR}: {type(error).__name__}: {error}"
+    return f"{STEP_ERROR}: {error}"
+
+
+def _calls(output: Any) -> list[Mapping[str, Any]] | None:
+    """The tool calls of a model step's output, or None when it is not the model's reply."""
+    message = _plain(output)
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return None
+    return [c for c in (message.get("tool_calls") or []) if isinstance(c, Mapping)]
+
+
+def _call_name(call: Mapping[str, Any]) -> str:
+    return str((call.get("function") or {}).get("name", ""))
+
+
+def _answering(steps: Sequence[Step]) -> Iterator[tuple[Step, Mapping[str, Any] | None]]:
+    """Each step with the tool call it answers (None: not a tool's step). After a model step
+    with calls, the steps named as its calls answer them in order; a step of another name (a
+    helper the loop runs) answers none."""
+    pending: list[Mapping[str, Any]] = []
+    for step in steps:
+        calls = _calls(step.output) if step.error is None else None
+        if calls is not None:
+            pending = list(calls)
+            yield step, None
+        elif pending and step.name == _call_name(pending[0]):
+            yield step, pending.pop(0)
+        else:
+            yield step, None
+
+
+def running_call(steps: Sequence[Step], name: str) -> str | None:
+    """The tool call a step named ``name`` starting after ``steps`` (its workflow's committed
+    rows) runs, or None when it is no tool's step."""
+    pending: list[Mapping[str, Any]] = []
+    for step, answered in _answering(steps):
+        calls = _calls(step.output) if step.error is None else None
+        if calls is not None:
+            pending = list(calls)
+        elif answered is not None:
+            pending.pop(0)
+    if pending and _call_name(pending[0]) == name:
+        return str(pending[0].get("id", ""))
+    return None
+
+
+def _content(value: Any) -> str:
+    value = _plain(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def chat_records(turns: Sequence[Turn]) -> list[Mapping[str, Any]]:
+    """The step table as chat records (the reader's shape): each turn's user message (the last
+    of its input), each model step's reply, each tool step's output (or error) as the Tool
+    Result of the call it answered."""
+    out: list[Mapping[str, Any]] = []
+    for turn in sorted(turns, key=lambda t: t.number):
+        user = next((m for m in reversed(turn.messages) if m.get("role") == "user"), None)
+        if user is not None:
+            out.append(
+                {"type": "message", "message": {"role": "user", "content": _content(user.get("content"))}}
+            )
+        for step, call in _answering(turn.steps):
+            if call is not None:
+                content = step.error if step.error is not None else _content(step.output)
+                result = {"role": "tool", "tool_call_id": str(call.get("id", "")), "content": content}
+                out.append({"type": "message", "message": result})
+                continue
+            reply = _plain(step.output) if step.error is None else None
+            if not isinstance(reply, Mapping) or _calls(reply) is None:
+                continue  # a helper step: not part of the conversation
+            calls = [
+                {
+                    "id": str(c.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": _call_name(c),
+                        "arguments": str((c.get("function") or {}).get("arguments", "")),
+                    },
+                }
+                for c in reply.get("tool_calls") or []
+            ]
+            message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+            if calls:
+                message["tool_calls"] = calls
+            out.append({"type": "message", "message": message})
+    return out
+
+
+def _history(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The chat messages of ``records``, as the next turn's workflow is called with them."""
+    return [dict(record["message"]) for record in records]
+
+
+def read_turns(db_path: Path) -> list[Turn]:
+    """The system database's turn workflows with their committed steps (read-only; any process)."""
+    if not db_path.exists():
+        return []
+    with contextlib.closing(connect_readonly(db_path)) as db:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "workflow_status" not in tables or "operation_outputs" not in tables:
+            return []  # DBOS made the file and not yet its tables
+        # DBOS 3 keeps a workflow's inputs in workflow_input (earlier: workflow_status.inputs).
+        inputs = (
+            "COALESCE((SELECT i.inputs FROM workflow_input i WHERE i.workflow_uuid = s.workflow_uuid),"
+            " s.inputs)"
+            if "workflow_input" in tables
+            else "s.inputs"
+        )
+        workflows = db.execute(
+            f"SELECT s.workflow_uuid, s.status, {inputs}, s.serialization FROM workflow_status s"
+        ).fetchall()
+        turns = []
+        for workflow_id, status, raw_inputs, serialization in workflows:
+            matched = _TURN_ID.match(str(workflow_id))
+            if matched is None:
+                continue
+            called = _decode(raw_inputs, serialization) if raw_inputs is not None else {}
+            args = (called or {}).get("args") or ()
+            messages = tuple(m for m in (args[0] if args else ()) if isinstance(m, Mapping))
+            rows = db.execute(
+                "SELECT function_id, function_name, output, error, serialization FROM operation_outputs "
+                "WHERE workflow_uuid = ? ORDER BY function_id",
+                (workflow_id,),
+            ).fetchall()
+            steps = tuple(
+                Step(
+                    int(function_id),
+                    str(name),
+                    output=_decode(output, row_serialization) if error is None else None,
+                    error=_error_text(error, row_serialization) if error is not None else None,
+                )
+                for function_id, name, output, error, row_serialization in rows
+            )
+            turns.append(Turn(int(matched.group(1)), str(status), messages, steps))
+    return sorted(turns, key=lambda t: t.number)
+
+
+def _steps_of(db_path: Path, workflow_id: str) -> list[Step]:
+    matched = _TURN_ID.match(workflow_id)
+    for turn in read_turns(db_path):
+        if matched is not None and turn.number == int(matched.group(1)):
+            return list(turn.steps)
+    return []
+
+
+def read_records(workspace: Path) -> list[Mapping[str, Any]]:
+    """The session's reader: the case's system database as chat records."""
+    return chat_records(read_turns(workspace / DB_NAME))
+
+
+# -- a life -----------------------------------------------------------------------------------------
+
+
+class _Seams:
+    """The boundaries, fired from DBOS's step machinery on the thread running the step."""
+
+    def __init__(self, life: TeamLife, db_path: Path) -> None:
+        self.life = life
+        self.db_path = db_path
+        self.local = threading.local()  # the tool call this thread's step runs
+
+    def bracket(self, step_name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` (a step's function, run only where DBOS found no row to replay) with
+        ``after_running`` before it and ``after_side_effect`` after it, when it is a tool's."""
+
+        def starting() -> str | None:
+            from dbos import DBOS
+
+            call_id = running_call(_steps_of(self.db_path, DBOS.workflow_id or ""), step_name)
+            self.local.call = call_id
+            if call_id is not None:
+                self.life.sync()  # the copy with this call in it: its effects are its own
+                self.life.hook("after_running", call_id)
+            return call_id
+
+        if inspect.iscoroutinefunction(func):
+
+            async def bracketed_async(*args: Any, **kwargs: Any) -> Any:
+                call_id = starting()
+                try:
+                    return await func(*args, **kwargs)
+                finally:
+                    if call_id is not None:
+                        self.life.hook("after_side_effect", call_id)  # returned or raised: it acted
+
+            return bracketed_async
+
+        def bracketed(*args: Any, **kwargs: Any) -> Any:
+            call_id = starting()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                if call_id is not None:
+                    self.life.hook("after_side_effect", call_id)  # returned or raised: it acted
+
+        return bracketed
+
+    def committed(self, result: Mapping[str, Any]) -> None:
+        """A step's row committed: the tool's result durable (``before_tool_result``), or the
+        model's reply with its calls saved (``after_tool_call_saved``, each call)."""
+        call_id = getattr(self.local, "call", None)
+        self.local.call = None
+        if call_id is not None:
+            self.life.hook("before_tool_result", call_id)
+            return
+        if result.get("error") is not None or result.get("output") is None:
+            return
+        try:
+            calls = _calls(_decode(result["output"], result.get("serialization")))
+        except Exception:
+            return
+        for call in calls or ():
+            self.life.hook("after_tool_call_saved", str(call.get("id", "")))
+
+
+def _install(seams: _Seams) -> None:
+    """Wrap DBOS's step invocation and its step-row write (module and class attributes of this
+    life's process: each life is a fresh fork)."""
+    from dbos import _core
+    from dbos._sys_db import SystemDatabase
+
+    invoke_step = _core.invoke_step
+
+    def invoking(dbos: Any, step_ctx: Any, func: Any, args: Any, kwargs: Any, **options: Any) -> Any:
+        name = str(options.get("step_name", ""))
+        return invoke_step(dbos, step_ctx, seams.bracket(name, func), args, kwargs, **options)
+
+    _core.invoke_step = invoking
+    record = SystemDatabase.record_operation_result
+
+    def recording(self: Any, result: Any, **options: Any) -> None:
+        record(self, result, **options)
+        seams.committed(result)
+
+    SystemDatabase.record_operation_result = recording  # type: ignore[method-assign]
+
+
+def _built(life: TeamLife, context: TeamContext) -> Callable[..., Any]:
+    where = str(life.spec.path)
+    try:
+        workflow = life.factory(context)
+    except InputError:
+        raise
+    except Exception as error:
+        raise InputError(f"{where}: factory: it raised {type(error).__name__}: {error}") from error
+    if not callable(workflow):
+        raise InputError(
+            f"{where}: factory: it returned {type(workflow).__name__}; return the @DBOS.workflow() "
+            "function that runs one turn (called with the conversation's messages, the user's last)"
+        )
+    built: Callable[..., Any] = workflow
+    return built
+
+
+def _dbos_for(where: str, url: str) -> Any:
+    """The DBOS instance the factory configured, on the case's system database (one the factory
+    did not make is made here, as the team's ``main`` would)."""
+    from dbos import DBOS
+    from dbos import _dbos as dbos_module
+
+    instance = getattr(dbos_module, "_dbos_global_instance", None)
+    if instance is None:
+        return DBOS(config={"name": "crashmatrix-agent", "system_database_url": url})
+    configured = (getattr(instance, "_config", None) or {}).get("system_database_url")
+    if configured != url:
+        raise InputError(
+            f"{where}: factory: DBOS is configured on {configured!r}; give it "
+            "system_database_url=ctx.system_database_url (the case's own database, copied with the case)"
+        )
+    return instance
+
+
+def _check_version(where: str) -> None:
+    from importlib.metadata import version
+
+    text = version("dbos")
+    parts = tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
+    if not SUPPORTED[0] <= parts < SUPPORTED[1]:
+        raise InputError(
+            f"{where}: dbos {text} is installed; this adapter supports {SUPPORTED_TEXT}: "
+            f"pip install 'dbos{SUPPORTED_TEXT}'"
+        )
+
+
+def drive(life: TeamLife) -> None:
+    """One life: DBOS configured on the case's database, the seams installed, DBOS launched
+    (recovering what a killed life left pending), then every turn not yet started run."""
+    from dbos import DBOS, SetWorkflowID
+
+    where = str(life.spec.path)
+    _check_version(where)
+    db_path = life.workspace / DB_NAME
+    url = f"sqlite:///{db_path}"
+    context = TeamContext(workspace=life.workspace, life=life.ctx.life, system_database_url=url)
+    workflow = _built(life, context)
+    _dbos_for(where, url)
+    _install(_Seams(life, db_path))
+    DBOS.launch()
+    started = {turn.number: turn.status for turn in read_turns(db_path)}
+    for number, text in enumerate(life.ctx.scenario.turns, start=1):
+        workflow_id = TURN.format(number)
+        try:
+            if number in started:
+                if started[number] in ("PENDING", "ENQUEUED"):
+                    # DBOS.launch() recovers it in its own thread: wait for that.
+                    DBOS.retrieve_workflow(workflow_id).get_result(polling_interval_sec=0.02)
+                continue
+            messages = [*_history(read_records(life.workspace)), {"role": "user", "content": text}]
+            with SetWorkflowID(workflow_id):
+                workflow(messages)
+        except Exception:
+            # A turn whose workflow raised is the agent's failure (its workflow is ERROR in
+            # DBOS's table, what the model was told is judged); the next turn goes on.
+            traceback.print_exc(file=sys.stderr)
+
+
+# -- what the common part reads ------------------------------------------------------------------
+
+FRAMEWORK = FrameworkInfo(
+    boundaries=("after_tool_call_saved", "after_running", "after_side_effect", "before_tool_result"),
+    unreachable={
+        "after_tool_call_pending": (
+            "DBOS writes the model's reply once, when its step's row commits (after_tool_call_saved)"
+        ),
+        "after_approved": "a DBOS workflow asks no person here (no approval seam)",
+        "after_tool_result": (
+            "the tool step's committed row is the Tool Result's only record (before_tool_result); "
+            "the next moment is the model's request"
+        ),
+    },
+    why_not_torn=(
+        "its session is DBOS's system database (SQLite): rows written through its own journal, "
+        "there is no appended line to cut"
+    ),
+    why_no_power=(
+        "the session is DBOS's system database: SQLite syncs from its C library, outside the "
+        "harness's os.fsync recorder, and a database is not cut back by length"
+    ),
+    preload=("dbos", __name__),
+)
