@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
-from crashmatrix.harness.plan.enumeration import POWER_COLUMN
+from crashmatrix.harness.plan.enumeration import POWER_COLUMN, TOOL_SIDE_COLUMNS
 from crashmatrix.reports.causes import Cause, Causes, group_causes
 from crashmatrix.reports.results import CaseRecord, NotRun, Results
 from crashmatrix.reports.scorecard import Scorecard, build_scorecard
@@ -62,7 +62,8 @@ __all__ = [
 _NO_SCORECARD = Scorecard("", ())  # frozen, so one shared empty value is safe
 _NO_CAUSES = Causes()
 
-COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, POWER_COLUMN, "recovery")
+# The agent's crashes, then the tool side's faults (the agent lives on: harness/core/tool_side.py).
+COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, POWER_COLUMN, "recovery", *TOOL_SIDE_COLUMNS)
 # Headers a table can afford; the full boundary name is the tooltip / legend.
 LABELS = {
     "clean": "clean",
@@ -78,6 +79,10 @@ LABELS = {
     TORN_WRITE: "torn write",
     POWER_COLUMN: "power loss",
     "recovery": "recovery",
+    "tool_server_died": "server died",
+    "tool_response_lost": "response lost",
+    "tool_result_error": "result error",
+    "tool_result_malformed": "malformed result",
 }
 SHORT = {
     "clean": "CL",
@@ -93,6 +98,10 @@ SHORT = {
     TORN_WRITE: "TW",
     POWER_COLUMN: "PL",
     "recovery": "RC",
+    "tool_server_died": "SD",
+    "tool_response_lost": "RL",
+    "tool_result_error": "RE",
+    "tool_result_malformed": "RM",
 }
 # The one meaning of every count; each renderer's legend says it.
 COUNTS = (
@@ -268,6 +277,18 @@ class Matrix:
     def causes_of(self, cell: Cell) -> tuple[Cause, ...]:
         """The causes of a cell's failing cases, in the cause list's order."""
         return self.causes.of(cell.cases)
+
+    def drawn(self) -> tuple[str, ...]:
+        """The columns the terminal's table draws of those some row can reach: every column
+        but a tool-side one in which no case ran. The tool-side columns have cases only where
+        an agent reaches its tools over MCP; elsewhere they are not reachable (the not-run
+        reasons say why) or, in a results file from before them, empty: four columns of
+        nothing would push the table past 80 characters."""
+        return tuple(
+            column
+            for index, column in enumerate(COLUMNS)
+            if column not in TOOL_SIDE_COLUMNS or self.columns[index].cases
+        )
 
     def cells_in(self, state: str) -> list[tuple[Row, Cell]]:
         return [(row, cell) for row in self.rows for cell in row.cells if cell.state == state]

@@ -74,7 +74,8 @@ class CaseRecord:
     tools: tuple[str, ...]
     idempotency: tuple[str, ...]  # the idempotency classes of the scenario's tools
     point: str  # "clean", a point id, or "recovery@<point id>"
-    boundary: str  # the matrix column: "clean", a boundary, "torn_write", "power_loss" or "recovery"
+    # the matrix column: "clean", a boundary, "torn_write", "power_loss", "recovery" or a tool-side kind
+    boundary: str
     status: str  # one of STATUSES
     indeterminate: bool  # passed only because the expectation allowed a set of values
     seconds: float

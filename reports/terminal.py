@@ -98,11 +98,14 @@ def render_terminal(
         if len(broken) > max_failures:
             lines.append(f"  ... and {len(broken) - max_failures} more (see matrix.md)")
     # A column no row can reach (the reference agent's after_tool_call_pending, a black box's
-    # ledger boundaries) is not drawn: its reason is a line under the table (_not_run).
+    # ledger boundaries) is not drawn: its reason is a line under the table (_not_run). Nor is
+    # a tool-side column no case ran in (``Matrix.drawn``).
+    drawn = matrix.drawn()
     shown = [
         i
         for i in range(len(COLUMNS))
-        if not matrix.rows or any(row.cells[i].state != "not_reachable" for row in matrix.rows)
+        if COLUMNS[i] in drawn
+        and (not matrix.rows or any(row.cells[i].state != "not_reachable" for row in matrix.rows))
     ]
     longest = max((len(row.label) for row in matrix.rows), default=0) + 3  # indent and a gap
     name_width = max(_NAME_WIDTH, min(longest, width - len(shown) * _CELL - _TOTAL))

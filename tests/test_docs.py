@@ -176,6 +176,7 @@ def test_adapters_md_says_what_each_check_needs_and_quotes_the_codes_reasons() -
         "no_user_message_from_recovery",
         "turn_ends_with_final",
         "no_ledger_in_prompt",
+        "no_success_without_answer",
     }
     for name, why in reasons:
         said = invariants[name]

@@ -15,6 +15,9 @@ the kill matrix share it). Every case goes through the stages once, in order:
 4. ``run_recovery``: depth 2: crash at a point, then crash the restarted agent at each
    boundary it passes while recovering (until it asks the model again), and require the
    third start to end correctly.
+5. ``run_tool_fault``: a tool-side column's case (``tool_server_died[call_1]``): a clean
+   case with that fault armed for that call before life 1; the agent is never killed, the
+   tool side fails it (``harness.core.tool_side``), and the invariants judge what it did.
 
 A case whose harness side fails (an exception from any stage: a copy, a reader, a bug of
 ours) is still a case: ``guarded`` makes it an ``error`` verdict with the cause in one line
@@ -35,6 +38,7 @@ from pathlib import Path
 from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.tool_side import tool_faults_acted
 from crashmatrix.harness.core.trace import CaseRun, TraceEvent
 from crashmatrix.harness.errors import CrashmatrixError, DiskFull, SessionCorruption
 from crashmatrix.harness.lives.casedir import disk_full
@@ -43,7 +47,7 @@ from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
 from crashmatrix.harness.observation.reading import unreadable_session
-from crashmatrix.harness.plan.enumeration import by_call, points_from_trace, recovery_window
+from crashmatrix.harness.plan.enumeration import by_call, points_from_trace, recovery_window, tool_side_points
 from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict, judge, unjudged_in_every
 from crashmatrix.reports.timeline import timeline_of
@@ -58,6 +62,7 @@ __all__ = [
     "run_point",
     "run_power",
     "run_recovery",
+    "run_tool_fault",
     "with_harness_faults",
 ]
 
@@ -77,6 +82,9 @@ class Enumeration:
     scenario: Scenario
     agent: str = "reference"
     seconds: float = 0.0
+    # The tool-side items (``tool_server_died[call_1]`` ...): each kind for each call that
+    # reached the tool side in this run (``harness.plan.enumeration.tool_side_points``).
+    tool_side: tuple[CrashPoint, ...] = ()
 
     def clean_case(self) -> CaseResult:
         """The clean case of the matrix: the enumeration run is one, judged already."""
@@ -156,14 +164,16 @@ def enumerate_points(
     except Exception as error:
         _raise_if_disk_full(error, work_dir)
         raise
+    points = tuple(_in_order(points_from_trace(run.trace, 1), scenario, agent))
     return Enumeration(
-        tuple(_in_order(points_from_trace(run.trace, 1), scenario, agent)),
+        points,
         run,
         verdict,
         observation,
         scenario,
         agent,
         time.monotonic() - started,
+        tuple(tool_side_points(run.trace, points)),
     )
 
 
@@ -267,6 +277,63 @@ def run_power(
         time.monotonic() - started,
         len(run.lives),
         run.case_dir,
+        agent,
+        observation=observation,
+    )
+
+
+def run_tool_fault(
+    scenario: Scenario,
+    point: CrashPoint,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    deadline: float = 30.0,
+    shared: FirstCrashes | None = None,
+) -> CaseResult:
+    """A tool-side column's case: ``point`` names the kind (its boundary) and the call. A
+    clean case with that fault armed for that call before life 1 (``tool_faults.arm``); the
+    life serving the call's first request takes it, acts and writes a ``fault`` event.
+
+    Judged by the invariants alone (``judge`` knows the columns): a scenario's expectations
+    say how a crash ends, and a correct agent may end a tool's failure otherwise (it gives
+    up on the order and says so). A case whose fault never acted -- the call never reached
+    the tool side in this run -- is not reached, never passed. ``shared`` is accepted for
+    the runners' one signature: nothing is shared, no first crash precedes the fault."""
+    from crashmatrix.harness.agents.tool_faults import ToolSideFault, arm
+
+    started = time.monotonic()
+    fault = ToolSideFault(point.boundary, point.tool_call_id)
+    run = run_case(
+        case_dir,
+        scenario,
+        launcher,
+        agent=agent,
+        deadline=deadline,
+        prepare=lambda fresh: arm(fresh, fault),
+    )
+    observation, verdict = _judged(run, scenario, point, agent)
+    acted = [f for f in tool_faults_acted(run.trace) if f.kind == fault.kind and f.call == fault.call_id]
+    if not acted and verdict.status not in ("hung", "error"):
+        verdict = Verdict(
+            "not_reached",
+            verdict.observed,
+            verdict.expected,
+            problems=(
+                f"{point.id}: call {point.tool_call_id} never reached the tool side in this run, so "
+                f"{point.boundary} never acted; the agent was not put to this test",
+                *verdict.problems,
+            ),
+        )
+    return CaseResult(
+        scenario,
+        point.id,
+        point.boundary,
+        verdict,
+        time.monotonic() - started,
+        len(run.lives),
+        case_dir,
         agent,
         observation=observation,
     )

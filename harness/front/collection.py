@@ -39,6 +39,7 @@ from crashmatrix.harness.front.cases import (
     run_point,
     run_power,
     run_recovery,
+    run_tool_fault,
 )
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.casedir import templates_under
@@ -46,7 +47,14 @@ from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.lives.power import power_target
 from crashmatrix.harness.plan.applicability import not_applicable
-from crashmatrix.harness.plan.enumeration import POWER_COLUMN, RECOVERY_FIRST, power_points, selected
+from crashmatrix.harness.plan.enumeration import (
+    POWER_COLUMN,
+    RECOVERY_FIRST,
+    TOOL_SIDE_COLUMNS,
+    power_points,
+    selected,
+    tool_side_unreachable,
+)
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
 
@@ -108,6 +116,63 @@ def first_crashes(config: pytest.Config) -> FirstCrashes | None:
 def power_column(config: pytest.Config) -> bool:
     """Whether the matrix has its power-loss column (``--no-power-loss`` turns it off)."""
     return not config.getoption("no_power_loss")
+
+
+def tool_side_column(config: pytest.Config) -> bool:
+    """Whether the matrix has its tool-side columns (``--no-tool-side-faults``, or the ini
+    ``crashmatrix_tool_side_faults = false``, turns them off)."""
+    if config.getoption("no_tool_side_faults", False):
+        return False
+    try:
+        return bool(config.getini("crashmatrix_tool_side_faults"))
+    except ValueError:  # the ini is not registered (a plugin older than the option)
+        return True
+
+
+def unreachable_tool_side(adapter: AgentAdapter) -> dict[str, str]:
+    """Why each tool-side column cannot act on this agent (``enumeration.tool_side_unreachable``
+    on its adapter's ``tools:`` and ``mcp: transport``); a column not named can."""
+    spec = getattr(adapter, "spec", None)  # adapter_file.ForeignSpec
+    return tool_side_unreachable(
+        adapter.name, getattr(spec, "tools", None), getattr(spec, "mcp_transport", "stdio")
+    )
+
+
+def tool_side_plan(
+    adapter: AgentAdapter,
+    recorded: Sequence[CrashPoint],
+    tool_side: Sequence[CrashPoint],
+    only: Sequence[str],
+    *,
+    on: bool = True,
+) -> tuple[list[CrashPoint], list[dict[str, Any]]]:
+    """The tool-side items of a scenario and its gaps (``not_run``'s entries), as the power
+    column has them: a column that cannot act on this agent is not reachable with why, for
+    the calls of the clean run (no item: nothing was recorded to name one by); one turned off
+    (``--no-tool-side-faults``) or left out by ``--crash-boundary`` is deselected, its ids
+    listed. ``recorded``: the clean run's crash points (their calls, when no call reached the
+    tool side); ``tool_side``: ``Enumeration.tool_side``."""
+    unreachable = unreachable_tool_side(adapter)
+    calls = list(dict.fromkeys(p.tool_call_id for p in (tool_side or recorded)))
+    kept = [p for p in tool_side if not only or p.boundary in only or p.id in only]
+    gaps: list[dict[str, Any]] = []
+    for kind in TOOL_SIDE_COLUMNS:
+        if kind in unreachable:
+            gap = {"boundary": kind, "state": "not_reachable", "why": unreachable[kind], "points": calls}
+            gaps.append(gap)
+            continue
+        ids = [p.id for p in tool_side if p.boundary == kind]
+        chosen = [p.id for p in kept if p.boundary == kind]
+        if not on and ids:
+            gaps.append(
+                {"boundary": kind, "state": "deselected", "why": "--no-tool-side-faults", "points": ids}
+            )
+        elif len(chosen) < len(ids):
+            left = [i for i in ids if i not in chosen]
+            gap = {"boundary": kind, "state": "deselected", "why": f"--crash-boundary {' '.join(only)}"}
+            gaps.append({**gap, "points": left})
+    items = [p for p in kept if p.boundary not in unreachable] if on else []
+    return items, gaps
 
 
 def work_dir(config: pytest.Config, *parts: str) -> Path:
@@ -360,10 +425,15 @@ class ScenarioFile(pytest.File):
             if isinstance(cannot_cut, str)
             else ("", "")
         )
+        # The tool-side columns: each kind for each call that reached the tool side in the
+        # clean run; off with --no-tool-side-faults; not reachable, with why, where they cannot act.
+        tool_side, tool_gaps = tool_side_plan(
+            adapter, enum.points, enum.tool_side, only or (), on=tool_side_column(config)
+        )
         plan = ScenarioPlan(
             reachable_boundaries(adapter),
-            tuple(
-                not_run(
+            (
+                *not_run(
                     adapter,
                     scenario,
                     enum.points,
@@ -374,7 +444,8 @@ class ScenarioFile(pytest.File):
                     power_state=power_state,
                     unpassed=[entry for _, entry in unpassed],
                     silent=silent_rules(enum.clean.trace),
-                )
+                ),
+                *tool_gaps,
             ),
         )
         powered = set(power_points(points)) if not no_power else set()
@@ -426,6 +497,14 @@ class ScenarioFile(pytest.File):
                         plan=plan,
                     )
                 )
+        # The tool side fails one call of a clean case (harness/core/tool_side.py): judged by the
+        # invariants; the agent is never killed, so nothing is shared with a crash.
+        for point in tool_side:
+            yield planned(
+                CrashCase.from_parent(
+                    self, name=point.id, scenario=scenario, point=point, kind=point.boundary, plan=plan
+                )
+            )
         if depth_two:
             for point in points:
                 if has_recovery_item(point):
@@ -520,6 +599,8 @@ class CrashCase(pytest.Item):
                 if self.kind == "recovery"
                 else run_power
                 if self.kind == POWER_COLUMN
+                else run_tool_fault
+                if self.kind in TOOL_SIDE_COLUMNS
                 else run_point
             )
             # A harness failure in any stage is this case's ``error`` (one line, the traceback

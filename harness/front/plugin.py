@@ -98,6 +98,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="no power@P column (a power loss at each boundary: unsynced bytes and directory entries lost)",
     )
     group.addoption(
+        "--no-tool-side-faults",
+        action="store_true",
+        help="no tool-side columns (over MCP: the tool server dies, loses or garbles a response, or errs)",
+    )
+    group.addoption(
         "--case-deadline", type=float, default=30.0, help="seconds one life may take before it is hung"
     )
     group.addoption("--keep-cases", default=None, metavar="DIR", help="keep every case directory under DIR")
@@ -133,6 +138,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "even without the schema line (default: scenarios)",
     )
     parser.addini(
+        "crashmatrix_tool_side_faults",
+        type="bool",
+        default=True,
+        help="crashmatrix: the tool-side columns of an agent whose tools are over MCP (default true; "
+        "as --no-tool-side-faults when false)",
+    )
+    parser.addini(
         "crashmatrix_doctor",
         type="bool",
         default=True,
@@ -158,9 +170,10 @@ def _activate(config: pytest.Config) -> None:
     ):
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+    from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 
     config.addinivalue_line("markers", "crashmatrix: a crash-matrix case from a scenario YAML")
-    kinds = ("clean", "recovery", "power_loss", TORN_WRITE, *BOUNDARIES)
+    kinds = ("clean", "recovery", "power_loss", TORN_WRITE, *BOUNDARIES, *TOOL_SIDE_KINDS)
     for name in ("idempotent", "conditional", "non_idempotent", *kinds):
         config.addinivalue_line("markers", f"{name}: crashmatrix cases of this kind")
 

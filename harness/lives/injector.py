@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -195,6 +195,7 @@ def run_case(
     power_loss: bool = False,
     record_syncs: bool = False,
     resume: CaseRun | None = None,
+    prepare: Callable[[Path], None] | None = None,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
     until a life ends normally. A life that died unplanned is restarted too; one that does
@@ -207,10 +208,16 @@ def run_case(
 
     ``max_lives=1`` stops after the first life. ``resume`` is such a stopped case whose
     first life crashed at ``point``: this case starts from a copy of it instead of running
-    that life again (depth-2 cases share one first crash; ``harness.front.cases.run_recovery``)."""
+    that life again (depth-2 cases share one first crash; ``harness.front.cases.run_recovery``).
+
+    ``prepare`` is called on the fresh case directory before life 1 (not with ``resume``):
+    what the case arms there -- a tool-side fault (``harness.front.cases.run_tool_fault``) --
+    the lives find as they start."""
     lives: list[LifeRecord] = []
     if resume is None:
         prepare_case(case_dir, scenario)
+        if prepare is not None:
+            prepare(case_dir)
     else:
         if len(resume.lives) != 1 or resume.lives[0].status != "crashed" or point is None:
             raise HarnessError("resume= takes a case stopped after a first life that crashed at point=")

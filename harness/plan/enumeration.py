@@ -8,15 +8,19 @@ from typing import Any
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS, tool_side_calls
 
 __all__ = [
     "POWER_BOUNDARIES",
     "POWER_COLUMN",
     "RECOVERY_FIRST",
+    "TOOL_SIDE_COLUMNS",
     "by_call",
     "points_from_trace",
     "power_points",
     "recovery_window",
+    "tool_side_points",
+    "tool_side_unreachable",
 ]
 
 
@@ -93,6 +97,54 @@ POWER_COLUMN = "power_loss"
 def power_points(points: Sequence[CrashPoint]) -> list[CrashPoint]:
     """The points of a matrix that also get a ``power@P`` case."""
     return [p for p in points if p.boundary in POWER_BOUNDARIES and p.occurrence == 1]
+
+
+# The tool-side columns: one per kind of fault the tool side can do to a call while the agent
+# lives on (``harness.core.tool_side``). Their items are named like crash points, the column
+# being the kind: ``tool_server_died[call_1]``.
+TOOL_SIDE_COLUMNS = TOOL_SIDE_KINDS
+
+
+def tool_side_points(
+    trace: Sequence[Mapping[str, Any]],
+    order: Sequence[CrashPoint] = (),
+    kinds: Sequence[str] = TOOL_SIDE_COLUMNS,
+) -> list[CrashPoint]:
+    """The tool-side items of a matrix: for each kind, one per call that reached the tool side
+    in the clean run (life 1's ``mcp_call`` events, first occurrence per call).
+
+    A case arms the fault for the call's first request: a retry of the same call is the
+    agent's answer to the fault, not another place for it. ``order``: the clean run's crash
+    points as the items list them; calls are taken in that order (an agent that runs a
+    message's calls at once reaches the tool side in a different order each run, and every
+    xdist worker must collect the same items), a call no point names after them."""
+    calls = tool_side_calls(trace, life=1)
+    rank = {call: index for index, call in reversed(list(enumerate(p.tool_call_id for p in order)))}
+    ordered = sorted(calls, key=lambda call: (rank.get(call, len(rank)), calls.index(call)))
+    return [CrashPoint(kind, call) for kind in kinds for call in ordered]
+
+
+# Why a pipe cannot lose a response: the tool_response_lost column of a stdio MCP agent.
+STDIO_KEEPS_RESPONSES = (
+    "stdio transport: a pipe does not lose one message (a server that stops answering is a "
+    "hang only the agent's own timeout ends); mcp: transport: http has this column"
+)
+
+
+def tool_side_unreachable(agent: str, tools: str | None, transport: str = "stdio") -> dict[str, str]:
+    """Why each tool-side column cannot act on an agent, by its adapter's ``tools:`` and
+    ``mcp: transport``; a column not named can. The faults act where the agent reaches its
+    tools over MCP (``tools: mcp``): there the tool server is a process of its own, to kill,
+    cut off or have answer wrong. Over stdio a lost response is not a failure a pipe has."""
+    if tools != "mcp":
+        why = (
+            f"adapter {agent} does not reach its tools over MCP (tools: mcp in an adapter file): "
+            "there is no tool server apart from the agent to fail"
+        )
+        return dict.fromkeys(TOOL_SIDE_COLUMNS, why)
+    if transport == "stdio":
+        return {"tool_response_lost": STDIO_KEEPS_RESPONSES}
+    return {}
 
 
 def selected(

@@ -50,6 +50,7 @@ from crashmatrix.harness.core.ledger import (
 )
 from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
 from crashmatrix.harness.core.session_log import prompt_view
+from crashmatrix.harness.core.tool_side import ToolFaultActed
 from crashmatrix.harness.core.world_events import HARNESS_EFFECT_KIND, NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.errors import InputError
 
@@ -140,6 +141,9 @@ class Evidence:
     # the scenario's files before the first (``files:``). ``files`` None: not observed.
     files: Mapping[str, str | None] | None = None
     seed_files: Mapping[str, str] = field(default_factory=dict)
+    # The tool-side faults that acted in the case (the trace's ``fault`` events of a tool-side
+    # column, ``harness.core.tool_side``), each with the agent's later tool-side requests.
+    tool_faults: Sequence[ToolFaultActed] = ()
 
     def sees(self, name: str) -> bool:
         """Whether the side effects of the agent's tool ``name`` are recorded as events."""
@@ -760,6 +764,62 @@ def told_the_truth(evidence: Evidence) -> list[Violation]:
     return out
 
 
+def no_success_without_answer(evidence: Evidence) -> list[Violation]:
+    """A call a tool-side fault left without a readable answer is not told ``succeeded`` (or
+    ``replayed``), unless the agent got an answer afterwards.
+
+    Why: the tool server died after the effect, the response was lost or came back in a shape
+    the client rejects, or an error result came back (MCP ``isError``): the agent cannot know
+    what happened, and after the error nothing ran at all. A Tool Result saying the call
+    succeeded is then a guess the model takes for a fact (it goes on as if the order exists).
+    The agent may get a real answer: send the call again (a keyed or idempotent retry answers
+    with the outcome; the world counts a second effect, ``non_idempotent_at_most_once``) or
+    call the lookup tool of its contract (``reconcile.lookup_tool``); then it may say what it
+    found. Told uncertain is always the truth; told that nothing happened after an effect is
+    ``told_the_truth``'s. Judged for every tool, not only non-idempotent ones: a read whose
+    answer never arrived has no content to have succeeded with.
+
+    The fault acts on the call's first request, so its Tool Result is the first one of the
+    first call with that id in the session; "afterwards" is any later request to the tool side.
+    """
+    entries = evidence.entries
+    scopes = _scopes(entries)
+    results = _tool_results(entries)
+    out: list[Violation] = []
+    for fault in evidence.tool_faults:
+        scope = next((s for s in scopes if s.site.call.id == fault.call), None)
+        if scope is None or fault.retried():
+            continue
+        call = scope.site.call
+        lookup = evidence.contract(call.name).lookup_tool
+        if lookup and fault.asked(lookup):
+            continue
+        mine = [index for index, call_id in results if call_id == call.id and scope.owns(index)]
+        if not mine:
+            continue  # no Tool Result at all: one_tool_result_per_call says so
+        message = entries[mine[0]]
+        assert isinstance(message, MessageEntry)
+        told = evidence.results.category(message.message.content)
+        if told not in ("succeeded", "replayed"):
+            continue
+        after = (
+            "an error result came back and nothing ran"
+            if fault.kind == "tool_result_error"
+            else "its effect may have happened, but no readable answer came back"
+        )
+        how = f" or looked it up ({lookup})" if lookup else ""
+        out.append(
+            Violation(
+                "no_success_without_answer",
+                f"tool call {call.id!r} ({call.name}, Tool Result line {_line(entries, mine[0])}): the model "
+                f"was told {told!r} after {fault.kind} ({after}); the agent never sent the call again{how}, "
+                "so it could not know: tell the model the outcome is uncertain, or find out first",
+                call.id,
+            )
+        )
+    return out
+
+
 def no_result_for_other_arguments(evidence: Evidence) -> list[Violation]:
     """A Tool Result only reports an execution of the call's CURRENT arguments.
 
@@ -1261,6 +1321,7 @@ INVARIANTS: Mapping[str, Check] = MappingProxyType(
         "running_before_side_effect": running_before_side_effect,
         "non_idempotent_at_most_once": non_idempotent_at_most_once,
         "told_the_truth": told_the_truth,
+        "no_success_without_answer": no_success_without_answer,
         "no_result_for_other_arguments": no_result_for_other_arguments,
         "no_user_message_from_recovery": no_user_message_from_recovery,
         "turn_ends_with_final": turn_ends_with_final,

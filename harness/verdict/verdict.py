@@ -18,6 +18,7 @@ from crashmatrix.harness.core.categories import told_for_code
 from crashmatrix.harness.core.ledger import tool_call_sites
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS, tool_faults_acted
 from crashmatrix.harness.core.trace import UNANSWERED_APPROVAL
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
@@ -95,6 +96,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         blind=observation.blind_checks,
         files=observation.world.files,
         seed_files=scenario.files,
+        tool_faults=tool_faults_acted(observation.trace),
     )
 
 
@@ -206,6 +208,13 @@ def _judge(
     """``judge`` against ``point``'s own expectations alone."""
     expected = scenario.expectation(point, recovery=recovery)
     notes: list[str] = []
+    if point is not None and point.boundary in TOOL_SIDE_KINDS:
+        # A tool-side fault is judged by the invariants alone: a scenario's expectations say
+        # how its crashes end, and a correct agent may end a tool's failure otherwise (it
+        # gives up on the order and tells the model so). One Tool Result per call, no second
+        # effect, the truth told after the fault (no_success_without_answer) hold anyway.
+        expected = {}
+        notes.append(f"{point.boundary}: judged by the invariants (a tool-side fault, not a crash)")
     skipped: list[str] = []
     if not check_ledger:
         expected.pop("ledger", None)

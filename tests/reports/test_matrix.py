@@ -18,7 +18,7 @@ from crashmatrix.reports.terminal import render_terminal
 from .conftest import DATA
 
 
-def test_columns_are_clean_the_boundaries_torn_write_power_loss_and_recovery() -> None:
+def test_columns_are_clean_the_boundaries_torn_write_power_loss_recovery_and_the_tool_side() -> None:
     assert COLUMNS == (
         "clean",
         "after_model_reply",
@@ -33,6 +33,10 @@ def test_columns_are_clean_the_boundaries_torn_write_power_loss_and_recovery() -
         "torn_write",
         "power_loss",
         "recovery",
+        "tool_server_died",
+        "tool_response_lost",
+        "tool_result_error",
+        "tool_result_malformed",
     )
 
 
@@ -54,6 +58,11 @@ def test_cells_are_pass_fail_indeterminate_or_not_reached(results: Results) -> N
         "torn_write": "pass",
         "power_loss": "not_reached",
         "recovery": "pass",
+        # Columns newer than this results file: no case, no reason.
+        "tool_server_died": "not_reached",
+        "tool_response_lost": "not_reached",
+        "tool_result_error": "not_reached",
+        "tool_result_malformed": "not_reached",
     }
     assert read.cell("after_side_effect").state == "indeterminate"
     assert read.cell("after_tool_result").state == "not_reached"  # a case, but its point never happened
@@ -209,8 +218,13 @@ def test_counts_are_passed_of_cases_in_every_renderer_and_in_compare(name: str) 
     assert (page.rows, page.columns, page.total) == (rows, columns, total)
 
     lines = render_terminal(matrix, width=200)
-    # The terminal draws the columns some row can reach (the others are a reason line).
-    drawn = [i for i in range(len(COLUMNS)) if any(r.cells[i].state != "not_reachable" for r in matrix.rows)]
+    # The terminal draws the columns some row can reach (the others are a reason line), and of
+    # the tool-side columns those a case ran in (Matrix.drawn).
+    drawn = [
+        i
+        for i in range(len(COLUMNS))
+        if any(r.cells[i].state != "not_reachable" for r in matrix.rows) and COLUMNS[i] in matrix.drawn()
+    ]
     expected = ({k: v[-1] for k, v in rows.items()}, [columns[i] for i in drawn], total)
     assert _terminal_counts(lines, labels) == expected
 

@@ -249,6 +249,7 @@ def test_registry_names_and_order_are_the_documented_ones() -> None:
         "running_before_side_effect",
         "non_idempotent_at_most_once",
         "told_the_truth",
+        "no_success_without_answer",
         "no_result_for_other_arguments",
         "no_user_message_from_recovery",
         "turn_ends_with_final",
