@@ -77,6 +77,7 @@ from crashmatrix.harness.agents.team_life import (
 )
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
+from crashmatrix.harness.core.categories import CategoryRule
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog, prompt_view
@@ -217,6 +218,14 @@ class ForeignAdapter:
             asking_only = {b: why for b, why in named.items() if b not in mapped}
             self.boundaries = tuple(b for b in self.boundaries if b not in asking_only)
             self.unreachable = {**self.unreachable, **asking_only}
+        elif not self.dialect.results.choices:
+            # The person's no is worded by crashmatrix (its framework module's rejection, code
+            # REJECTED), not by the team's tools: read as rejected before the team's results:
+            # rules, which know only their own tools' words (a default rule read it succeeded).
+            results = self.dialect.results
+            rules = (CategoryRule("rejected", "code", "REJECTED"), *results.rules)
+            results = dataclasses.replace(results, rules=rules)
+            self.dialect = dataclasses.replace(self.dialect, results=results)
         # A store on a server is started before anything forks (harness.lives.postgres).
         self.servers = ("postgres",) if spec.options.get("store") == "postgres" else ()
 
