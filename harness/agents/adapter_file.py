@@ -14,6 +14,7 @@ from typing import Any
 
 from crashmatrix.harness.agents.effects import EffectSpec
 from crashmatrix.harness.agents.foreign_session import LedgerMap, SessionSource
+from crashmatrix.harness.agents.mcp_upstream import UpstreamSpec
 from crashmatrix.harness.core.categories import BUILTIN_MAPPINGS, CategoryRule, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.dialect import Dialect
@@ -106,6 +107,12 @@ class ForeignSpec:
     # factory is ``module:main``.
     framework: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
+    # tools: mcp: how the agent reaches the relay (``mcp.transport``): "stdio" (it spawns
+    # {mcp_command}) or "http" (the life starts it; {mcp_url}).
+    mcp_transport: str = "stdio"
+    # ``mcp.proxy``: the team's real MCP server the relay passes the calls on to (proxy mode,
+    # ``harness.agents.mcp_upstream``); None: the relay serves the suite's mock tools.
+    mcp_proxy: UpstreamSpec | None = None
 
     @property
     def here(self) -> Path:
@@ -116,8 +123,9 @@ class ForeignSpec:
         """The suite's tools whose side effects the world records, None for every tool (the
         agent calls the harness's mock tools). A tool outside it may act unseen: "it happened
         twice" and "told success, nothing happened" cannot be judged for it."""
-        if self.tools == "harness":
-            return None
+        if self.tools == "harness" or (self.tools == "mcp" and self.mcp_proxy is None):
+            return None  # over MCP too, the harness runs every tool the agent calls
+        # A proxied MCP server's effects are its own: seen where effects: says, as an agent's.
         return frozenset(
             [effect.tool for effect in self.effects]
             + [SERVICES[name] for name in self.services if name in SERVICES]
@@ -289,7 +297,81 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         dialect=dialect,
         framework=framework or "",
         options=dict(data.get("options") or {}),
+        mcp_transport=_mcp_transport(doc, data),
+        mcp_proxy=_mcp_proxy(doc, data),
     )
+
+
+# Where an adapter may write a placeholder of the MCP server: (key, its strings).
+_MCP_PLACES = ("command", "env", "python", "options")
+
+
+def _mcp_transport(doc: Located, data: Mapping[str, Any]) -> str:
+    """``tools: mcp`` and its ``mcp:`` block, checked against the ``{mcp_command}`` /
+    ``{mcp_url}`` placeholders the agent's configuration uses."""
+    given = data.get("mcp")
+    tools = data.get("tools", "agent" if "framework" in data else "harness")
+    if given is not None and tools != "mcp":
+        raise doc.error(
+            ("mcp",), f"mcp: configures tools: mcp, and this agent has tools: {tools}; add tools: mcp"
+        )
+    transport = str((given or {}).get("transport", "stdio"))
+    for key, text in _strings(data, ()):
+        if key[0] not in _MCP_PLACES:
+            continue
+        for name in ("mcp_command", "mcp_url"):
+            if f"{{{name}}}" not in text:
+                continue
+            if tools != "mcp":
+                raise doc.error(
+                    key, f"{{{name}}} is crashmatrix's MCP server, served with tools: mcp; add it"
+                )
+            if name == "mcp_url" and transport != "http":
+                raise doc.error(
+                    key,
+                    "{mcp_url} is the HTTP server's address; add mcp: {transport: http} or use {mcp_command}",
+                )
+    return transport
+
+
+# The placeholders a proxied server's command, cwd and env may use (foreign.py fills them).
+_PROXY_PLACEHOLDERS = (
+    "model_url", "tools_url", "orders_url", "mail_url", "workspace", "session", "here", "python",
+)  # fmt: skip
+
+
+def _mcp_proxy(doc: Located, data: Mapping[str, Any]) -> UpstreamSpec | None:
+    """``mcp.proxy`` (the schema checked its shape), its placeholders checked here."""
+    proxy = (data.get("mcp") or {}).get("proxy")
+    if proxy is None:
+        return None
+    if "url" in proxy:
+        return UpstreamSpec(url=proxy["url"])
+    dummy = dict.fromkeys(_PROXY_PLACEHOLDERS, "")
+    for key, text in _strings(proxy, ("mcp", "proxy")):
+        try:
+            text.format(**dummy)
+        except (KeyError, IndexError, ValueError) as error:
+            unknown = isinstance(error, KeyError)
+            named = f"{{{error.args[0]}}} is no placeholder here" if unknown else str(error)
+            known = ", ".join("{" + name + "}" for name in _PROXY_PLACEHOLDERS)
+            raise doc.error(key, f"{named}; use {known}, or {{{{ }}}} for braces") from error
+    return UpstreamSpec(
+        command=tuple(proxy["command"]),
+        cwd=proxy.get("cwd", "{workspace}"),
+        env=dict(proxy.get("env") or {}),
+    )
+
+
+def _strings(value: Any, key: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every string in ``value`` with its key path (a dict's keys are not values)."""
+    if isinstance(value, str):
+        return [(key, value)]
+    if isinstance(value, Mapping):
+        return [found for name, item in value.items() for found in _strings(item, (*key, name))]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _strings(item, (*key, index))]
+    return []
 
 
 def _turn_delivery(doc: Located, data: Mapping[str, Any]) -> tuple[str, bool]:
@@ -637,7 +719,9 @@ def _catalogue(doc: Located, raw: Any, contracts: Mapping[str, ToolContract]) ->
         shell = entry.get("shell", "simulated")
         if "shell" in entry and suite != "run_command":
             raise doc.error((*key, "shell"), "shell: says what runs run_command; only its entry has it")
-        served = doc.data.get("tools", "harness") == "harness" or suite in (doc.data.get("intercept") or {})
+        served = doc.data.get("tools", "harness") in ("harness", "mcp") or suite in (
+            doc.data.get("intercept") or {}
+        )
         if shell == "real" and served:
             # The harness's simulator runs the tool then, whatever the agent would do.
             raise doc.error(

@@ -35,6 +35,7 @@ import dataclasses
 import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -56,7 +57,9 @@ from crashmatrix.harness.agents.foreign_session import (
     tamper_unreachable,
     tear_last_line,
 )
-from crashmatrix.harness.agents.loopback import LoopbackServer
+from crashmatrix.harness.agents.loopback import LoopbackServer, McpLife
+from crashmatrix.harness.agents.mcp_relay import HttpRelay, kill_stdio_relay, relay_command
+from crashmatrix.harness.agents.mcp_tools import mcp_tools, takes_key
 from crashmatrix.harness.agents.preload import imports_of
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.python_agent import (
@@ -75,6 +78,7 @@ from crashmatrix.harness.agents.team_life import (
     client_env,
     framework_module,
 )
+from crashmatrix.harness.agents.tool_faults import take as take_tool_side
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.categories import CategoryRule
@@ -144,7 +148,7 @@ class ForeignAdapter:
         self.keeps_ledger = spec.keeps_ledger is not False
         self.dialect = spec.dialect
         served: frozenset[str] | None = None
-        if spec.tools != "harness":
+        if spec.watched is not None:  # its own tools, or a real MCP server's (proxy mode)
             served = frozenset(SERVICES[name] for name in spec.services) | {i.tool for i in spec.intercepts}
         self.capabilities = Capabilities(
             tools=spec.dialect.tools,
@@ -154,7 +158,7 @@ class ForeignAdapter:
             own_session_tamper=tamper_unreachable(spec.source),
         )
         # The tool and service requests it makes are edges the harness sees.
-        edges = set(_LOOPBACK_EDGES) if spec.tools == "harness" or spec.services else set()
+        edges = set(_LOOPBACK_EDGES) if spec.tools in ("harness", "mcp") or spec.services else set()
         self.framework: FrameworkModule | None = None
         # A framework runs a message's calls at the same time: its clean run's points are
         # grouped by call, the same in every run (``plan.enumeration.by_call``).
@@ -173,8 +177,9 @@ class ForeignAdapter:
             self.boundaries = _ordered(mapped | self.loopback_edges | inside)
         else:
             # The model edge needs the agent stopped while its reply is delivered: only a
-            # separate process can be stopped.
-            self.loopback_edges = frozenset(edges | {"after_model_reply"})
+            # separate process can be stopped. So does an MCP response sent and not read.
+            sent = {"before_tool_result"} if spec.tools == "mcp" else set()
+            self.loopback_edges = frozenset(edges | sent | {"after_model_reply"})
             self.boundaries = _ordered(set(self.loopback_edges))
         # What the fork server imports once for this agent: the libraries a kind-2 agent
         # imports (its own code runs in each life, after the life's environment is set).
@@ -196,6 +201,9 @@ class ForeignAdapter:
         # where the framework has no seam for the reply. Service requests are not edges: the
         # tool that makes one is already bracketed by the driver.
         self.loopback_edges = frozenset(set() if "after_model_reply" in native else {"after_model_reply"})
+        if spec.tools == "mcp":
+            # Its MCP client's calls reach the relay: the edges the life sees there.
+            self.loopback_edges |= frozenset(_LOOPBACK_EDGES) - native
         mapped = {rule.boundary for rule in spec.rules}
         inside = {"during_side_effect"} if spec.intercepts or spec.tools == "harness" else set()
         self.boundaries = _ordered(native | mapped | inside | self.loopback_edges)
@@ -537,6 +545,26 @@ class ForeignAdapter:
 
     # -- a life -----------------------------------------------------------------------------
 
+    def _mcp_life(self, ctx: LifeContext, relays: Sequence[HttpRelay]) -> McpLife:
+        """What the loopback server's ``/mcp/*`` routes need: the suite's tools as MCP tools,
+        the case's tool-side fault, the trace, and how to kill a relay (``tool_server_died``:
+        an HTTP relay comes back on its port; a stdio one is the agent's to start again)."""
+        contracts = ctx.scenario.contracts
+
+        def kill(pid: int) -> None:
+            if relays:
+                relays[0].kill(pid)
+            else:
+                kill_stdio_relay(pid)
+
+        return McpLife(
+            tools=mcp_tools(contracts),
+            keyed=frozenset(name for name, contract in contracts.items() if takes_key(contract)),
+            take_fault=lambda call_id: take_tool_side(ctx.case_dir, call_id),
+            trace=ctx.trace,
+            kill_relay=kill,
+        )
+
     def _conversation(self, ctx: LifeContext, log: SessionLog) -> SessionLog:
         """What the agent has said and been told so far: its session, or, when the harness
         cannot read that, the conversation the model saw (its requests)."""
@@ -581,6 +609,7 @@ class ForeignAdapter:
 
             services["mail"] = MailAPI(world)
         holder: dict[str, int] = {}
+        relays: list[HttpRelay] = []  # the HTTP relay, once started (tools: mcp, transport: http)
         on_request = lambda route: probe.probe(f"request {route}")  # noqa: E731
         on_sync: Any = None
         if self.tears_writes:
@@ -593,7 +622,8 @@ class ForeignAdapter:
                 on_request = self._on_request_tearing(ctx, watch, scratch, on_request, holder)
         server = LoopbackServer(
             model,
-            tools=toolbox if self.spec.tools == "harness" else None,
+            # Proxy mode: the team's own MCP server runs the tools, never the mock ones.
+            tools=toolbox if self.spec.watched is None else None,
             services=services,
             idempotency={name: c.idempotency for name, c in ctx.scenario.contracts.items()},
             on_edge=hook,
@@ -603,6 +633,7 @@ class ForeignAdapter:
             stoppable=self.spec.kind == "command",
             before_tool=lambda: self._copy(ctx),
             on_request=on_request,
+            mcp=self._mcp_life(ctx, relays) if self.spec.tools == "mcp" else None,
         )
         server.remember(prompt_view(log.entries))
         workspace = ctx.world_dir / "workspace"
@@ -615,7 +646,17 @@ class ForeignAdapter:
             "session": str(self.raw_session(ctx.case_dir)),
             "here": str(self.spec.here),
             "python": sys.executable,
+            "mcp_command": shlex.join(relay_command(server.base_url)),
+            "mcp_url": "",
         }
+        # Proxy mode: the relay passes the calls on to the team's server (mcp.proxy, filled in).
+        proxy = self.spec.mcp_proxy
+        upstream = [] if proxy is None else proxy.formatted(values, here=str(self.spec.here)).relay_args()
+        values["mcp_command"] = shlex.join([*relay_command(server.base_url), *upstream])
+        if self.spec.tools == "mcp" and self.spec.mcp_transport == "http":
+            stderr = ctx.case_dir / f"mcp-relay-{ctx.life}.stderr"
+            relays.append(HttpRelay(server.base_url, stderr, ctx.trace, upstream=upstream))
+            values["mcp_url"] = relays[0].url
         env = {
             **client_env(server.model_url),
             "CRASHMATRIX_TOOLS_URL": server.tools_url,
@@ -623,10 +664,17 @@ class ForeignAdapter:
             "CRASHMATRIX_MAIL_URL": server.mail_url,
             "CRASHMATRIX_SESSION_PATH": values["session"],
             "CRASHMATRIX_WORKSPACE": values["workspace"],
+            **(
+                {"CRASHMATRIX_MCP_COMMAND": values["mcp_command"], "CRASHMATRIX_MCP_URL": values["mcp_url"]}
+                if self.spec.tools == "mcp"
+                else {}
+            ),
             **{key: value.format(**values) for key, value in self.spec.env.items()},
         }
         cwd = workspace if self.spec.cwd == "workspace" else (self.spec.here / self.spec.cwd)
         try:
+            for relay in relays:
+                relay.start()  # before the agent, which may connect at once
             if self.spec.kind == "python":
                 self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox, on_sync, messages)
             elif self.framework is not None:
@@ -635,6 +683,8 @@ class ForeignAdapter:
                 self._run_command(ctx, server, env, cwd, conversation, values, holder, messages)
         finally:
             server.close()
+            for relay in relays:
+                relay.close()
         if server.errors:
             raise HarnessError(f"loopback server failed: {server.errors[0]}")
         probe.probe(f"end of life {ctx.life}")

@@ -12,6 +12,8 @@ One ``ThreadingHTTPServer`` bound to port 0 (the kernel picks a free port) serve
                                 ``orders_url`` is the base: ``POST {orders_url}/orders``
     GET|POST /emails[...]       the ``"mail"`` service (``mock_tools.mail_api.MailAPI``);
                                 ``mail_url`` is the base: ``POST {mail_url}/emails``
+    GET|POST /mcp/<step>        the MCP relay's calls (``harness.agents.mcp_relay``), with
+                                ``mcp``: tools, begin, execute, end, sent (below)
 
 Both service base URLs are ``http://127.0.0.1:<port>``, the server's own: the services speak
 their real HTTP API (Idempotency-Key, ``Idempotent-Replayed``, 409/422, lookups by key),
@@ -50,6 +52,15 @@ cannot be stopped apart from the server (``stoppable=False``: a kind-2 agent, in
 own process) reaches the edge just before the reply is written: the hook kills them both, and
 the agent is in the same state, the reply asked for and not read.
 
+An MCP call reaches the server as the relay's requests (docs/MCP: the relay is a protocol
+translator, every decision is made here). ``/mcp/begin`` attributes it to a model tool call as
+a service request is (``_meta.tool_call_id`` first), writes the ``mcp_call`` trace event, asks
+``mcp.take_fault`` which tool-side fault acts on it and passes ``after_running``;
+``/mcp/execute`` runs the mock tool; ``/mcp/end`` passes ``after_side_effect`` and acts on the
+fault (kill the relay and never answer, drop the response, malform it), and for a stoppable
+agent stops it before the relay may write its response; ``/mcp/sent`` (the response is in
+the agent's pipe or socket, unread) passes ``before_tool_result`` and resumes it.
+
 ``before_tool()`` runs before every tool and service request (the owner syncs the agent's
 session copy, so the world's events measure ``session_bytes``), and ``on_request(route)``
 at the arrival of every request, before anything else (even reading its body): ``"chat"``,
@@ -77,9 +88,9 @@ from crashmatrix.harness.core.tools import ToolContext, ToolObservation
 from crashmatrix.harness.errors import InputError
 from crashmatrix.mock_tools.model import ScriptedModel
 
-__all__ = ["EDGES", "MOUNTS", "SERVICE_TOOLS", "LoopbackServer", "ServiceHandler", "ToolRunner"]
+__all__ = ["EDGES", "MOUNTS", "SERVICE_TOOLS", "LoopbackServer", "McpLife", "ServiceHandler", "ToolRunner"]
 
-EDGES = ("after_model_reply", "after_running", "after_side_effect")
+EDGES = ("after_model_reply", "after_running", "after_side_effect", "before_tool_result")
 # Service name -> the path it answers under (the paths OrderAPI and MailAPI serve).
 MOUNTS: Mapping[str, str] = MappingProxyType({"orders": "/orders", "mail": "/emails"})
 # Service name -> the tool a side-effecting request to it stands for, by default.
@@ -95,6 +106,9 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # frames the body it writes itself (``httpx.Response.read`` has already decoded it).
 _FRAMING_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "content-encoding"})
 _NO_SERVICES: Mapping[str, ServiceHandler] = MappingProxyType({})
+# Seconds an agent stopped before its MCP response is written stays stopped if the relay
+# never says it wrote it (a relay that died there): longer than any healthy relay takes.
+SENT_TIMEOUT = 30.0
 
 
 class ToolRunner(Protocol):
@@ -107,6 +121,22 @@ class ServiceHandler(Protocol):
     """A service the server mounts: ``mock_tools.order_api.OrderAPI``, ``mock_tools.mail_api.MailAPI``."""
 
     def handle(self, request: httpx.Request) -> httpx.Response: ...
+
+
+@dataclass(frozen=True, slots=True)
+class McpLife:
+    """What the ``/mcp/*`` routes need from the life (``harness.agents.foreign``).
+
+    ``tools``: the MCP Tool dicts served (``mcp_tools.mcp_tools``); ``keyed``: the tools whose
+    served schema added ``idempotency_key``; ``take_fault(call_id)``: the tool-side fault
+    acting on that call, once (``tool_faults.take``); ``trace``: the life's trace;
+    ``kill_relay(pid)``: SIGKILL the relay (and start an HTTP relay again on its port)."""
+
+    tools: Sequence[Mapping[str, Any]]
+    keyed: frozenset[str]
+    take_fault: Callable[[str], str | None]
+    trace: Callable[[Mapping[str, Any]], None]
+    kill_relay: Callable[[int], None]
 
 
 def _no_freeze() -> AbstractContextManager[None]:
@@ -187,6 +217,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(app.tool(route.removeprefix("tool:"), headers, body))
             elif route in app.services:
                 app.service(self, route, method, body)
+            elif route.startswith("mcp:") and app.mcp is not None:
+                reply = app.mcp_route(route.removeprefix("mcp:"), method, body)
+                if reply is None:
+                    self._drop()
+                else:
+                    self._send(reply)
             else:
                 self._send(_Reply(404, _error(f"no route {method} {path}; see harness/agents/loopback.py")))
         except Exception as error:  # a harness bug must reach the agent as a 500, not a hang
@@ -212,6 +248,8 @@ def _route_of(path: str) -> str:
         return "chat"
     if path.startswith("/tools/"):
         return f"tool:{path.removeprefix('/tools/')}"
+    if path.startswith("/mcp/"):
+        return f"mcp:{path.removeprefix('/mcp/')}"
     for name, mount in MOUNTS.items():
         if path == mount or path.startswith(f"{mount}/"):
             return name
@@ -318,6 +356,7 @@ class LoopbackServer:
         stoppable: bool = True,
         before_tool: Callable[[], None] = lambda: None,
         on_request: Callable[[str], None] = _no_request,
+        mcp: McpLife | None = None,
     ) -> None:
         unknown = sorted(set(services) - set(MOUNTS))
         if unknown:
@@ -336,7 +375,15 @@ class LoopbackServer:
         self.stoppable = stoppable
         self.before_tool = before_tool
         self.on_request = on_request
+        self.mcp = mcp
         self.errors: list[str] = []
+        self._mcp_lock = threading.Lock()
+        # (relay pid, call id) -> the tool-side fault taken at its begin, until its end.
+        self._mcp_faults: dict[tuple[int, str], str | None] = {}
+        # (relay pid, call id) -> the agent stopped until the relay wrote its response.
+        self._mcp_frozen: dict[tuple[int, str], tuple[AbstractContextManager[None], threading.Timer]] = {}
+        self._mcp_runs = 0
+        self._mcp_unattributed = 0
         # One edge at a time: two threads racing into the hook would make "the n-th time this
         # boundary was reached" depend on scheduling.
         self._edge_lock = threading.Lock()
@@ -385,6 +432,8 @@ class LoopbackServer:
         self._thread.start()
 
     def close(self) -> None:
+        for key in list(self._mcp_frozen):
+            self._thaw(key)
         if self._thread is not None:
             self._httpd.shutdown()
             self._thread.join(5)
@@ -490,6 +539,142 @@ class LoopbackServer:
         if call_id is not None:
             self._edge("after_side_effect", call_id)
         handler._send_response(response)
+
+
+    # -- MCP: the relay's requests ------------------------------------------------------------
+
+    def mcp_route(self, step: str, method: str, body: bytes) -> _Reply | None:
+        """One request of the relay (None: close the connection without an answer)."""
+        assert self.mcp is not None
+        if step == "tools" and method == "GET":
+            return _Reply(200, {"tools": [dict(tool) for tool in self.mcp.tools]})
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = None
+        if not isinstance(request, dict) or not isinstance(request.get("pid"), int):
+            return _Reply(400, _error("an MCP relay request is a JSON object with the relay's pid"))
+        if method != "POST":
+            return _Reply(404, _error(f"no route {method} /mcp/{step}"))
+        if step == "tools":
+            return _Reply(200, {})  # proxy mode: the upstream's tools, for the record
+        if step == "begin":
+            return self._mcp_begin(request)
+        if step == "execute":
+            return self._mcp_execute(request)
+        if step == "end":
+            return self._mcp_end(request)
+        if step == "sent":
+            return self._mcp_sent(request)
+        return _Reply(404, _error(f"no route POST /mcp/{step}; see harness/agents/loopback.py"))
+
+    def _mcp_begin(self, request: Mapping[str, Any]) -> _Reply:
+        assert self.mcp is not None
+        name = str(request.get("name") or "")
+        meta = request.get("meta") if isinstance(request.get("meta"), dict) else {}
+        given = meta.get("tool_call_id") if isinstance(meta, dict) else None
+        call_id = str(given) if given else self._calls.attribute(name)
+        if call_id is None:
+            # No call of this tool was handed out: nothing to attribute it to, no edge.
+            with self._mcp_lock:
+                self._mcp_unattributed += 1
+                number = self._mcp_unattributed
+            call_id = f"mcp-unattributed-{number}"
+            self.mcp.trace({"event": "mcp_call", "call": call_id, "tool": name, "attributed": False})
+            return _Reply(200, {"call_id": call_id, "fault": None})
+        self.mcp.trace({"event": "mcp_call", "call": call_id, "tool": name})
+        self.before_tool()
+        with self._edge_lock:  # one fault decision at a time, like the edges
+            fault = self.mcp.take_fault(call_id)
+        with self._mcp_lock:
+            self._mcp_faults[(request["pid"], call_id)] = fault
+        if fault == "tool_result_error":
+            # Nothing runs: the relay answers isError at once (no edge is passed either).
+            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True})
+            return _Reply(200, {"call_id": call_id, "fault": fault})
+        self._edge("after_running", call_id)
+        return _Reply(200, {"call_id": call_id, "fault": fault})
+
+    def _mcp_execute(self, request: Mapping[str, Any]) -> _Reply:
+        assert self.mcp is not None
+        from crashmatrix.harness.agents.mcp_tools import call_tool_result, split_key
+
+        if self.tools is None:
+            return _Reply(400, _error("this life serves no tools over MCP (proxy mode calls the upstream)"))
+        name = str(request.get("name") or "")
+        call_id = str(request.get("call_id") or "")
+        raw = request.get("arguments")
+        meta = request.get("meta") if isinstance(request.get("meta"), dict) else {}
+        arguments, key = split_key(raw if isinstance(raw, dict) else {}, meta, keyed=name in self.mcp.keyed)
+        with self._mcp_lock:
+            self._mcp_runs += 1
+            number = self._mcp_runs
+        ctx = ToolContext(
+            tool_call_id=call_id,
+            execution_id=f"{call_id}:mcp:{number}",
+            idempotency_key=key,
+            arguments_sha256=arguments_sha256(arguments),
+        )
+        # A non-object reaches the toolbox as is: INVALID_ARGUMENTS is the tool's answer.
+        observation = self.tools.execute(name, arguments if isinstance(raw, dict) else raw, ctx)
+        result = observation.to_result(
+            execution_id=ctx.execution_id, idempotency=self.idempotency.get(name, "non_idempotent")
+        )
+        return _Reply(200, {"result": call_tool_result(result)})
+
+    def _mcp_end(self, request: Mapping[str, Any]) -> _Reply | None:
+        from crashmatrix.harness.agents.mcp_tools import malformed_result
+
+        assert self.mcp is not None
+        pid: int = request["pid"]
+        call_id = str(request.get("call_id") or "")
+        result = request.get("result") if isinstance(request.get("result"), dict) else {}
+        with self._mcp_lock:
+            fault = self._mcp_faults.pop((pid, call_id), None)
+        if call_id.startswith("mcp-unattributed-"):
+            return _Reply(200, {"action": "send", "result": result})
+        self._edge("after_side_effect", call_id)
+        if fault == "tool_server_died":
+            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True, "pid": pid})
+            self.mcp.kill_relay(pid)
+            return None  # nobody is left to answer
+        if fault == "tool_response_lost":
+            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True})
+            return _Reply(200, {"action": "drop"})
+        if fault == "tool_result_malformed":
+            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True})
+            result = malformed_result(result)
+        if self.stoppable and "before_tool_result" in self.edges:
+            # Stopped before the relay may write: the response then sits unread in its pipe.
+            self._freeze_until_sent((pid, call_id))
+        return _Reply(200, {"action": "send", "result": result})
+
+    def _mcp_sent(self, request: Mapping[str, Any]) -> _Reply:
+        key = (int(request["pid"]), str(request.get("call_id") or ""))
+        with self._mcp_lock:
+            frozen = key in self._mcp_frozen
+        if frozen:
+            try:
+                self._edge("before_tool_result", key[1])
+            finally:
+                self._thaw(key)
+        return _Reply(200, {})
+
+    def _freeze_until_sent(self, key: tuple[int, str]) -> None:
+        stop = self.freeze()
+        stop.__enter__()
+        timer = threading.Timer(SENT_TIMEOUT, self._thaw, args=(key,))
+        timer.daemon = True
+        with self._mcp_lock:
+            self._mcp_frozen[key] = (stop, timer)
+        timer.start()
+
+    def _thaw(self, key: tuple[int, str]) -> None:
+        with self._mcp_lock:
+            frozen = self._mcp_frozen.pop(key, None)
+        if frozen is not None:
+            frozen[1].cancel()
+            frozen[0].__exit__(None, None, None)
 
 
 def _tool_call_ids(completion: Mapping[str, Any]) -> list[str]:

@@ -79,12 +79,14 @@ class UpstreamSpec:
         """The command line as a shell would take it, or the URL: how messages name it."""
         return shlex.join(self.command) if self.command else self.url
 
-    def formatted(self, values: Mapping[str, str]) -> UpstreamSpec:
+    def formatted(self, values: Mapping[str, str], *, here: str = "") -> UpstreamSpec:
         """The spec with ``{workspace}``-style placeholders filled, as ``command:`` and
-        ``env:`` of an adapter are (``str.format``; ``{{`` is a literal brace)."""
+        ``env:`` of an adapter are (``str.format``; ``{{`` is a literal brace); a relative
+        ``cwd`` is taken in ``here`` (the adapter YAML's directory) when given."""
+        cwd = self.cwd.format(**values)
         return UpstreamSpec(
             command=tuple(part.format(**values) for part in self.command),
-            cwd=self.cwd.format(**values),
+            cwd=os.path.join(here, cwd) if cwd and here else cwd,
             env={key: value.format(**values) for key, value in self.env.items()},
             url=self.url.format(**values),
         )

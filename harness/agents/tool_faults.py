@@ -1,0 +1,93 @@
+"""Tool-side faults: the tool server, not the agent, misbehaves on one call (issue 28).
+
+The agent process survives these; the question the matrix asks is whether it then retries a
+non-idempotent call, tells the model the truth and keeps one Tool Result per call. They act
+on a call that reaches its tools over MCP (``harness.agents.mcp_relay``): the life's loopback
+server asks ``take`` at the call's ``/mcp/begin`` and acts where the kind says:
+
+* ``tool_server_died``       after the effect, before the response: the relay is SIGKILLed
+                             (an HTTP relay comes back on the same port)
+* ``tool_response_lost``     after the effect: the response is dropped (HTTP only: a pipe does
+                             not lose one message)
+* ``tool_result_error``      before anything ran: the agent is answered an MCP ``isError``
+* ``tool_result_malformed``  after the effect: a result the client's SDK rejects
+
+A case of a tool-side column is a clean case with one fault armed for one call before life 1
+(``arm``). ``take`` gives the kind once across all the case's lives: a restarted agent that
+retries the call meets a healthy server, as after a real outage. The mark that it fired is
+written durably (temp file, fsync, rename), because the life that took it may be killed the
+next instant and the next life must not take it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from crashmatrix.harness.errors import InputError
+
+__all__ = ["FAULT_FILE", "TOOL_SIDE_KINDS", "ToolSideFault", "arm", "armed", "take"]
+
+TOOL_SIDE_KINDS = ("tool_server_died", "tool_response_lost", "tool_result_error", "tool_result_malformed")
+FAULT_FILE = "tool-side-fault.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSideFault:
+    """``kind`` (one of ``TOOL_SIDE_KINDS``) acts on the tool call ``call_id``."""
+
+    kind: str
+    call_id: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in TOOL_SIDE_KINDS:
+            raise InputError(f"tool-side fault {self.kind!r}: write one of {', '.join(TOOL_SIDE_KINDS)}")
+
+
+def _write(path: Path, data: dict[str, object]) -> None:
+    """Replace ``path`` with ``data``, durably: a reader sees the old file or the new one."""
+    temp = path.with_name(f".{path.name}.tmp")
+    with open(temp, "w", encoding="utf-8") as out:
+        out.write(json.dumps(data, sort_keys=True))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(temp, path)
+    with contextlib.suppress(OSError):  # the rename itself is durable once the folder is synced
+        folder = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+
+def arm(case_dir: Path, fault: ToolSideFault) -> None:
+    """Arm ``fault`` for the case in ``case_dir`` (before its first life)."""
+    _write(case_dir / FAULT_FILE, {"kind": fault.kind, "call_id": fault.call_id, "fired": False})
+
+
+def armed(case_dir: Path) -> ToolSideFault | None:
+    """The fault armed in ``case_dir``, fired or not (None: none)."""
+    try:
+        data = json.loads((case_dir / FAULT_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    return ToolSideFault(str(data["kind"]), str(data["call_id"]))
+
+
+def take(case_dir: Path, call_id: str) -> str | None:
+    """The kind of the fault armed for ``call_id`` if it has not fired yet in any life, marked
+    fired before it is returned; None otherwise (no fault, another call, already fired).
+
+    Callers in one life take from one thread at a time (the loopback server's edge lock)."""
+    path = case_dir / FAULT_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    if data.get("fired") or data.get("call_id") != call_id:
+        return None
+    _write(path, {**data, "fired": True})
+    return str(data["kind"])
