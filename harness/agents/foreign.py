@@ -173,7 +173,9 @@ class ForeignAdapter:
             self.loopback_edges = frozenset((edges | {"after_model_reply"}) - mapped)
             # Intercepted tools are the harness's mock tools run in the life: their steps
             # (ToolContext.step) are reachable.
-            inside = {"during_side_effect"} if spec.intercepts else set()
+            # So are the mock tools served over MCP (the relay's /mcp/execute runs them here).
+            served_mcp = spec.tools == "mcp" and spec.mcp_proxy is None
+            inside = {"during_side_effect"} if spec.intercepts or served_mcp else set()
             self.boundaries = _ordered(mapped | self.loopback_edges | inside)
         else:
             # The model edge needs the agent stopped while its reply is delivered: only a
@@ -205,7 +207,8 @@ class ForeignAdapter:
             # Its MCP client's calls reach the relay: the edges the life sees there.
             self.loopback_edges |= frozenset(_LOOPBACK_EDGES) - native
         mapped = {rule.boundary for rule in spec.rules}
-        inside = {"during_side_effect"} if spec.intercepts or spec.tools == "harness" else set()
+        served_mcp = spec.tools == "mcp" and spec.mcp_proxy is None
+        inside = {"during_side_effect"} if spec.intercepts or spec.tools == "harness" or served_mcp else set()
         self.boundaries = _ordered(native | mapped | inside | self.loopback_edges)
         self.unreachable = {b: why for b, why in info.unreachable.items() if b not in self.boundaries}
         self.preload = (*info.preload, *_libraries_of(spec))
@@ -332,7 +335,8 @@ class ForeignAdapter:
             if self.framework is not None:
                 # A framework module may say why its store is no ledger (``WHY_NO_LEDGER``).
                 why = getattr(self.framework, "WHY_NO_LEDGER", "")
-                return {"no_ledger": why or f"{self.spec.framework} keeps a conversation, no ledger of attempts"}
+                default = f"{self.spec.framework} keeps a conversation, no ledger of attempts"
+                return {"no_ledger": why or default}
             return {"no_ledger": f"adapter {self.name} says session.keeps_ledger: false"}
         if self.spec.keeps_ledger is not None or observation.session is None:
             return {}
@@ -557,12 +561,26 @@ class ForeignAdapter:
             else:
                 kill_stdio_relay(pid)
 
+        def attempt(call_id: str) -> tuple[str, str] | None:
+            if not self.spec.source.readable:
+                return None
+            log = self._sync(ctx)
+            mine = [e for e in log.entries if isinstance(e, ExecutionRecord) and e.tool_call_id == call_id]
+            return (mine[-1].execution_id, mine[-1].idempotency_key or "") if mine else None
+
+        def step(call_id: str) -> None:
+            ctx.hook("during_side_effect", call_id)
+
         return McpLife(
             tools=mcp_tools(contracts),
             keyed=frozenset(name for name, contract in contracts.items() if takes_key(contract)),
             take_fault=lambda call_id: take_tool_side(ctx.case_dir, call_id),
             trace=ctx.trace,
             kill_relay=kill,
+            attempt=attempt,
+            # An agent in this process can die between the steps of an effect, as an
+            # intercepted one does; a separate process is killed from the edges it sees.
+            step=None if self.spec.kind == "command" else step,
         )
 
     def _conversation(self, ctx: LifeContext, log: SessionLog) -> SessionLog:

@@ -84,7 +84,7 @@ import httpx
 
 from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.ledger import arguments_sha256
-from crashmatrix.harness.core.tools import ToolContext, ToolObservation
+from crashmatrix.harness.core.tools import ToolContext, ToolObservation, no_step
 from crashmatrix.harness.errors import InputError
 from crashmatrix.mock_tools.model import ScriptedModel
 
@@ -130,13 +130,19 @@ class McpLife:
     ``tools``: the MCP Tool dicts served (``mcp_tools.mcp_tools``); ``keyed``: the tools whose
     served schema added ``idempotency_key``; ``take_fault(call_id)``: the tool-side fault
     acting on that call, once (``tool_faults.take``); ``trace``: the life's trace;
-    ``kill_relay(pid)``: SIGKILL the relay (and start an HTTP relay again on its port)."""
+    ``kill_relay(pid)``: SIGKILL the relay (and start an HTTP relay again on its port);
+    ``attempt(call_id)``: the (execution id, idempotency key) the agent's ledger gives the
+    call's running attempt, if it keeps one (the effect is then attributed to that attempt);
+    ``step(call_id)``: the hook between the steps of a multi-step effect, for an agent in the
+    life's own process (``during_side_effect``), None for a separate one."""
 
     tools: Sequence[Mapping[str, Any]]
     keyed: frozenset[str]
     take_fault: Callable[[str], str | None]
     trace: Callable[[Mapping[str, Any]], None]
     kill_relay: Callable[[int], None]
+    attempt: Callable[[str], tuple[str, str] | None] = lambda call_id: None
+    step: Callable[[str], None] | None = None
 
 
 def _no_freeze() -> AbstractContextManager[None]:
@@ -590,7 +596,9 @@ class LoopbackServer:
             self._mcp_faults[(request["pid"], call_id)] = fault
         if fault == "tool_result_error":
             # Nothing runs: the relay answers isError at once (no edge is passed either).
-            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True})
+            detail = f"the tool server answered {call_id} ({name}) isError before running it"
+            event = {"event": "fault", "fault": fault, "call": call_id, "acted": True, "detail": detail}
+            self.mcp.trace(event)
             return _Reply(200, {"call_id": call_id, "fault": fault})
         self._edge("after_running", call_id)
         return _Reply(200, {"call_id": call_id, "fault": fault})
@@ -609,14 +617,23 @@ class LoopbackServer:
         with self._mcp_lock:
             self._mcp_runs += 1
             number = self._mcp_runs
+        # The attempt the effect belongs to: the one the agent names (_meta.execution_id), else
+        # its ledger's running attempt (the invariants match effects to running records by
+        # it), else one of the relay's own.
+        ledger = self.mcp.attempt(call_id)
+        given = meta.get("execution_id") if isinstance(meta, dict) else None
+        execution_id = str(given) if given else ledger[0] if ledger else f"{call_id}:mcp:{number}"
+        step = self.mcp.step
         ctx = ToolContext(
             tool_call_id=call_id,
-            execution_id=f"{call_id}:mcp:{number}",
-            idempotency_key=key,
+            execution_id=execution_id,
+            idempotency_key=key or (ledger[1] if ledger else ""),
             arguments_sha256=arguments_sha256(arguments),
+            step=no_step if step is None else (lambda: step(call_id)),
         )
         # A non-object reaches the toolbox as is: INVALID_ARGUMENTS is the tool's answer.
-        observation = self.tools.execute(name, arguments if isinstance(raw, dict) else raw, ctx)
+        given_arguments: Any = arguments if isinstance(raw, dict) else raw
+        observation = self.tools.execute(name, given_arguments, ctx)
         result = observation.to_result(
             execution_id=ctx.execution_id, idempotency=self.idempotency.get(name, "non_idempotent")
         )
@@ -628,21 +645,29 @@ class LoopbackServer:
         assert self.mcp is not None
         pid: int = request["pid"]
         call_id = str(request.get("call_id") or "")
-        result = request.get("result") if isinstance(request.get("result"), dict) else {}
+        raw = request.get("result")
+        result: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
         with self._mcp_lock:
             fault = self._mcp_faults.pop((pid, call_id), None)
         if call_id.startswith("mcp-unattributed-"):
             return _Reply(200, {"action": "send", "result": result})
         self._edge("after_side_effect", call_id)
+        if fault is not None:
+            detail = {
+                "tool_server_died": f"the MCP server (pid {pid}) was SIGKILLed after {call_id}'s effect, "
+                "before its response",
+                "tool_response_lost": f"{call_id}'s response was dropped after its effect",
+                "tool_result_malformed": f"{call_id}'s result was sent malformed (a content block "
+                "of an unknown type) after its effect",
+            }.get(fault, fault)
+            event = {"event": "fault", "fault": fault, "call": call_id, "acted": True, "detail": detail}
+            self.mcp.trace({**event, "pid": pid})
         if fault == "tool_server_died":
-            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True, "pid": pid})
             self.mcp.kill_relay(pid)
             return None  # nobody is left to answer
         if fault == "tool_response_lost":
-            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True})
             return _Reply(200, {"action": "drop"})
         if fault == "tool_result_malformed":
-            self.mcp.trace({"event": "fault", "fault": fault, "call": call_id, "acted": True})
             result = malformed_result(result)
         if self.stoppable and "before_tool_result" in self.edges:
             # Stopped before the relay may write: the response then sits unread in its pipe.

@@ -228,7 +228,10 @@ class _Wire:
 
     async def written(self, mark: _Mark | None) -> None:
         if mark is not None and mark.action == "send":
-            await self.life.post("sent", {"call_id": mark.call_id})
+            # Shielded: an HTTP response's task is cancelled once its stream ends, and the
+            # life must hear the whole request (it passes an edge on it).
+            with anyio.CancelScope(shield=True):
+                await self.life.post("sent", {"call_id": mark.call_id})
 
 
 def _plain_meta(meta: Any) -> dict[str, Any]:
@@ -237,16 +240,30 @@ def _plain_meta(meta: Any) -> dict[str, Any]:
         return {}
     if hasattr(meta, "model_dump"):
         return dict(meta.model_dump(by_alias=True, mode="json", exclude_none=True))
-    return json.loads(json.dumps(dict(meta), default=str))
+    plain: dict[str, Any] = json.loads(json.dumps(dict(meta), default=str))
+    return plain
+
+
+def _model(model: Any, data: dict[str, Any]) -> Any:
+    """``data`` as the SDK's result model: the SDK completes it for the client's protocol era
+    (a 2026 client requires ``resultType`` and the cache fields a bare dict lacks). What the
+    model cannot hold (an upstream's odd result) goes as the dict it is."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return data
 
 
 def _server(backend: ToolBackend, life: _Life, wire: _Wire) -> Any:
+    from mcp import types
     from mcp.server.lowlevel import Server
 
-    async def list_tools(ctx: Any, params: Any) -> dict[str, Any]:
-        return {"tools": await backend.list_tools()}
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return _model(types.ListToolsResult, {"tools": await backend.list_tools()})
 
-    async def call_tool(ctx: Any, params: Any) -> dict[str, Any]:
+    async def call_tool(ctx: Any, params: Any) -> Any:
         from crashmatrix.harness.agents.mcp_tools import error_result
 
         name = str(params.name)
@@ -255,7 +272,7 @@ def _server(backend: ToolBackend, life: _Life, wire: _Wire) -> Any:
         begun = await life.post("begin", {"name": name, "arguments": arguments, "meta": meta})
         call_id, fault = str(begun["call_id"]), begun.get("fault")
         if fault == "tool_result_error":
-            return error_result(name)
+            return _model(types.CallToolResult, error_result(name))
         result = await backend.call_tool(name, arguments, meta, call_id)
         end = await life.post("end", {"call_id": call_id, "name": name, "result": result})
         action = str(end.get("action") or "send")
@@ -263,7 +280,7 @@ def _server(backend: ToolBackend, life: _Life, wire: _Wire) -> Any:
         # The SDK validates what is returned: the life's answer is written on the wire
         # (malformed or not), the valid result only gets it there.
         wire.marks[ctx.request_id] = _Mark(call_id, action, sent if sent != result else None)
-        return result
+        return _model(types.CallToolResult, result)
 
     return Server("crashmatrix", on_list_tools=list_tools, on_call_tool=call_tool)
 

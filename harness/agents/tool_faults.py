@@ -27,11 +27,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 from crashmatrix.harness.errors import InputError
 
 __all__ = ["FAULT_FILE", "TOOL_SIDE_KINDS", "ToolSideFault", "arm", "armed", "take"]
 
-TOOL_SIDE_KINDS = ("tool_server_died", "tool_response_lost", "tool_result_error", "tool_result_malformed")
 FAULT_FILE = "tool-side-fault.json"
 
 

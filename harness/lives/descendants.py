@@ -18,7 +18,9 @@ environment or execs does not escape either (Jenkins' ProcessTreeKiller marks by
 environment; systemd and tini use a subreaper or a cgroup, as here).
 
 Processes already dying of a SIGKILL (the agent of a supervised life, killed by
-``PR_SET_PDEATHSIG`` as its life died) are not survivors.
+``PR_SET_PDEATHSIG`` as its life died) are not survivors, and neither are the children such a
+process takes with it: the search waits (briefly) until the dying have exited, since a child
+armed with ``PR_SET_PDEATHSIG`` (the MCP relay an agent spawned) is sent its SIGKILL only then.
 
 Linux only; elsewhere ``tracking()`` is False and the check that reads the survivors
 (``no_effect_after_death``) is not applicable, with that reason.
@@ -31,6 +33,7 @@ import ctypes
 import os
 import signal
 import sys
+import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
@@ -39,6 +42,9 @@ __all__ = ["Survivor", "become_subreaper", "kill_adopted", "tracking"]
 _PR_SET_CHILD_SUBREAPER = 36
 _SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
 _ROUNDS = 20  # a subtree that keeps forking faster than it is stopped is cut off here
+# Seconds the search waits for processes with a SIGKILL pending to exit (microseconds, unless
+# one is in uninterruptible sleep: then it is listed as it is, never waited on for long).
+_SETTLE = 1.0
 
 
 def tracking() -> bool:
@@ -103,6 +109,24 @@ def _dying(pid: int) -> bool:
     return bool(pending & _SIGKILL_BIT)
 
 
+def _exiting(pid: int) -> bool:
+    """A SIGKILL pending and not exited yet (not a zombie): its children's death signals
+    (``PR_SET_PDEATHSIG``) are not sent yet."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            state = stream.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X") and _dying(pid)
+
+
+def _settle(roots: Collection[int]) -> None:
+    """Wait until no process of the subtrees of ``roots`` is exiting (bounded by ``_SETTLE``)."""
+    deadline = time.monotonic() + _SETTLE
+    while time.monotonic() < deadline and any(_exiting(pid) for pid in _subtree(roots)):
+        time.sleep(0.002)
+
+
 def _describe(pid: int) -> Survivor:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as stream:
@@ -134,6 +158,7 @@ def kill_adopted(parent: int, started: Collection[int]) -> tuple[Survivor, ...]:
     (``started``: its own children, the lives): the orphans of lives that ended. The
     caller reaps them (they are its children, or its children's)."""
     stopped: dict[int, Survivor] = {}
+    _settle([pid for pid in _children(parent) if pid not in started])
     for _ in range(_ROUNDS):
         orphans = [pid for pid in _children(parent) if pid not in started]
         fresh = [pid for pid in _subtree(orphans) if pid not in stopped and not _dying(pid)]

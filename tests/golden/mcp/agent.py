@@ -76,6 +76,8 @@ def field(model: Any, name: str) -> Any:
 def uncertain(name: str, why: str) -> dict[str, Any]:
     return {
         "ok": False,
+        "status": "unknown",
+        "recovery": "side_effect_uncertain",
         "code": "SIDE_EFFECT_UNCERTAIN",
         "content": f"{name}: {why}; it may or may not have happened, so it is not repeated",
     }
