@@ -313,7 +313,7 @@ def _mcp_transport(doc: Located, data: Mapping[str, Any]) -> str:
     tools = data.get("tools", "agent" if "framework" in data else "harness")
     if given is not None and tools != "mcp":
         raise doc.error(
-            ("mcp",), f"mcp: configures tools: mcp, and this agent has tools: {tools}; add tools: mcp"
+            ("mcp",), f"configures tools: mcp, and this agent has tools: {tools}; add tools: mcp or drop mcp:"
         )
     transport = str((given or {}).get("transport", "stdio"))
     for key, text in _strings(data, ()):
@@ -324,7 +324,7 @@ def _mcp_transport(doc: Located, data: Mapping[str, Any]) -> str:
                 continue
             if tools != "mcp":
                 raise doc.error(
-                    key, f"{{{name}}} is crashmatrix's MCP server, served with tools: mcp; add it"
+                    key, f"{{{name}}} is crashmatrix's MCP server, served with tools: mcp; add tools: mcp"
                 )
             if name == "mcp_url" and transport != "http":
                 raise doc.error(
