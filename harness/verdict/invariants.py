@@ -808,12 +808,17 @@ def no_success_without_answer(evidence: Evidence) -> list[Violation]:
             else "its effect may have happened, but no readable answer came back"
         )
         how = f" or looked it up ({lookup})" if lookup else ""
+        fix = (
+            "tell the model the tool failed, or send it again"
+            if fault.kind == "tool_result_error"
+            else "tell the model the outcome is uncertain, or find out first"
+        )
         out.append(
             Violation(
                 "no_success_without_answer",
                 f"tool call {call.id!r} ({call.name}, Tool Result line {_line(entries, mine[0])}): the model "
                 f"was told {told!r} after {fault.kind} ({after}); the agent never sent the call again{how}, "
-                "so it could not know: tell the model the outcome is uncertain, or find out first",
+                f"so it could not know: {fix}",
                 call.id,
             )
         )

@@ -1,0 +1,80 @@
+"""harness.plan.enumeration: the tool-side columns' items come from the clean run's ``mcp_call``
+events, one per kind and call, in an order every run gives; an agent off MCP gets none, and
+each column that cannot act says why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS, tool_faults_acted, tool_side_calls
+from crashmatrix.harness.plan.enumeration import (
+    STDIO_KEEPS_RESPONSES,
+    TOOL_SIDE_COLUMNS,
+    tool_side_points,
+    tool_side_unreachable,
+)
+
+
+def _mcp(call: str, tool: str = "send_email", life: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"event": "mcp_call", "call": call, "tool": tool, "life": life, **extra}
+
+
+def test_each_kind_gets_one_item_per_call_that_reached_the_tool_side_in_life_one() -> None:
+    trace = [
+        {"event": "boundary", "boundary": "after_running", "call": "call_a", "occurrence": 1, "life": 1},
+        _mcp("call_a"),
+        _mcp("call_a"),  # the agent's own retry: the fault acts on the first request, one item
+        _mcp("call_b", "read_file"),
+        _mcp("call_c", life=2),  # a restarted life's call is no clean run's
+        _mcp("mcp-unattributed-1", attributed=False),  # no model tool call to name a case by
+    ]
+    points = tool_side_points(trace)
+    assert [p.id for p in points] == [
+        f"{kind}[{call}]" for kind in TOOL_SIDE_KINDS for call in ("call_a", "call_b")
+    ]
+    assert TOOL_SIDE_COLUMNS == TOOL_SIDE_KINDS
+    # An item's name is a point id: the rerun line's --crash parses back to it.
+    assert all(parse_point(p.id) == p for p in points)
+
+
+def test_calls_follow_the_crash_points_order_so_every_xdist_worker_collects_the_same_items() -> None:
+    # An agent running a message's calls at once reaches the tool side in either order.
+    one = [_mcp("call_2"), _mcp("call_1")]
+    two = [_mcp("call_1"), _mcp("call_2")]
+    order = [CrashPoint("after_running", "call_1"), CrashPoint("after_running", "call_2")]
+    assert tool_side_points(one, order) == tool_side_points(two, order)
+    assert [p.tool_call_id for p in tool_side_points(one, order)][:2] == ["call_1", "call_2"]
+    # Without points naming them, the trace's order stands.
+    assert [p.tool_call_id for p in tool_side_points(one)][:2] == ["call_2", "call_1"]
+
+
+def test_an_agent_off_mcp_has_no_tool_side_items_and_every_column_says_why() -> None:
+    trace = [{"event": "boundary", "boundary": "after_running", "call": "c", "occurrence": 1, "life": 1}]
+    assert tool_side_points(trace) == []
+    why = tool_side_unreachable("reference", None)
+    assert set(why) == set(TOOL_SIDE_KINDS)
+    assert all("does not reach its tools over MCP (tools: mcp" in text for text in why.values())
+    assert set(tool_side_unreachable("team.yaml", "agent")) == set(TOOL_SIDE_KINDS)
+
+
+def test_over_stdio_only_the_lost_response_is_not_reachable_and_over_http_every_column_is() -> None:
+    assert tool_side_unreachable("desk.yaml", "mcp", "stdio") == {"tool_response_lost": STDIO_KEEPS_RESPONSES}
+    assert "a pipe does not lose one message" in STDIO_KEEPS_RESPONSES
+    assert tool_side_unreachable("desk.yaml", "mcp", "http") == {}
+
+
+def test_the_verdict_reads_which_fault_acted_and_what_the_agent_asked_the_tool_side_after() -> None:
+    trace = [
+        _mcp("call_1"),
+        {"event": "fault", "fault": "power_loss", "acted": True},  # not a tool-side fault
+        {"event": "fault", "fault": "tool_server_died", "call": "call_1", "acted": True, "life": 1},
+        {"event": "fault", "fault": "tool_result_error", "call": "call_2", "acted": False},  # did nothing
+        _mcp("call_9", "get_order_by_idempotency_key", life=2),
+        _mcp("call_1", life=2),
+    ]
+    (fault,) = tool_faults_acted(trace)
+    assert (fault.kind, fault.call) == ("tool_server_died", "call_1")
+    assert fault.retried() and fault.asked("get_order_by_idempotency_key") and not fault.asked("read_file")
+    assert tool_side_calls(trace) == ["call_1", "call_9"]
+    assert tool_side_calls(trace, life=2) == ["call_9", "call_1"]
