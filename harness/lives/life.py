@@ -98,6 +98,11 @@ class _Mocks:
         self.router = respx.MockRouter(assert_all_mocked=True, assert_all_called=False)
         self.router.post(f"{MODEL_BASE_URL}/chat/completions").mock(side_effect=self._model)
         self.router.route(host=ORDERS_HOST).mock(side_effect=self._orders)
+        # crashmatrix's own servers on loopback (the model, services and relays a kind-2 or
+        # framework agent's own client reaches): an agent whose client is httpx (PydanticAI
+        # 2.0's) would otherwise be refused here, every request "not mocked".
+        for loopback in ("127.0.0.1", "localhost"):
+            self.router.route(host=loopback).pass_through()
         self._lock = threading.Lock()
         self._kept_started = False
         self._kept_http: httpx.Client | None = None

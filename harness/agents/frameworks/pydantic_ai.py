@@ -575,8 +575,8 @@ def _check_version(where: str) -> None:
     parts = tuple(int(p) for p in installed.split(".")[:3] if p.isdigit())
     if not (SUPPORTED[0] <= parts < SUPPORTED[1]):
         raise InputError(
-            f"{where}: framework: pydantic-ai-slim {installed} is installed; this adapter supports "
-            f"{SUPPORTED_TEXT}: pip install 'crashmatrix[pydantic-ai]'"
+            f"{where}: pydantic-ai-slim {installed} is installed; this adapter supports "
+            f"{SUPPORTED_TEXT}: pip install 'pydantic-ai-slim{SUPPORTED_TEXT}'"
         )
 
 

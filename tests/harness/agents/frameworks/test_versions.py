@@ -18,12 +18,20 @@ from packaging.version import Version
 
 from crashmatrix.harness.agents.frameworks import langgraph as lg
 from crashmatrix.harness.agents.frameworks import openai_agents as oa
+from crashmatrix.harness.agents.frameworks import pydantic_ai as pai
 from crashmatrix.harness.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[4]
 EXTRAS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 # (the adapter module, the distribution it checks, the extra that installs it)
-ADAPTERS = [(lg, "langgraph", "langgraph"), (oa, "openai-agents", "openai-agents")]
+ADAPTERS = [
+    (lg, "langgraph", "langgraph"),
+    (oa, "openai-agents", "openai-agents"),
+    (pai, "pydantic-ai-slim", "pydantic-ai"),
+]
+# How each names where it was asked for: the old --agent= form, or the adapter YAML (a
+# framework with no --agent= form of its own is named by the YAML's path, given as is).
+NAMED = {pai: "{}"}
 IDS = [distribution for _, distribution, _ in ADAPTERS]
 
 
@@ -97,7 +105,8 @@ def test_a_version_outside_the_range_is_refused_in_one_line_naming_it(
         module._check_version(f"{distribution}:team.agent:build")
     message = str(caught.value)
     assert "\n" not in message
+    named = NAMED.get(module, "--agent='{}'").format(f"{distribution}:team.agent:build")
     assert message == (
-        f"--agent='{distribution}:team.agent:build': {distribution} {text} is installed; this adapter "
+        f"{named}: {distribution} {text} is installed; this adapter "
         f"supports {module.SUPPORTED_TEXT}: pip install '{distribution}{module.SUPPORTED_TEXT}'"
     )
