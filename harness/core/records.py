@@ -25,11 +25,36 @@ __all__ = [
     "Message",
     "MessageEntry",
     "ToolCall",
+    "content_text",
     "entry_from_json",
     "entry_to_json",
 ]
 
 JSON = dict[str, Any]
+
+# The kinds of a text part in a message's content list: Chat Completions' ``text``, the
+# Responses API's ``input_text`` / ``output_text``.
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+
+
+def content_text(content: Any) -> str | None:
+    """A message's content as the text the model reads: a string as it is; a list of text
+    parts (the chat API's array form: the Agents SDK passes an MCP tool's content blocks on
+    as one) their texts joined; anything else (an image part, an object) as JSON."""
+    if content is None or isinstance(content, str):
+        return content
+    if (
+        isinstance(content, list)
+        and content
+        and all(
+            isinstance(part, Mapping)
+            and part.get("type") in _TEXT_PARTS
+            and isinstance(part.get("text"), str)
+            for part in content
+        )
+    ):
+        return "".join(part["text"] for part in content)
+    return json.dumps(content, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +117,8 @@ class Message:
         role = raw["role"]
         if not isinstance(role, str):
             raise TypeError("role must be a string")
-        content = raw.get("content")
-        if content is not None and not isinstance(content, str):
-            # Multi-part content (a list of parts) is flattened: only text reaches our tools.
-            content = json.dumps(content, ensure_ascii=False)
+        # Multi-part content (a list of parts) is flattened: only text reaches our tools.
+        content = content_text(raw.get("content"))
         calls = tuple(ToolCall.from_json(c) for c in raw.get("tool_calls") or ())
         tool_call_id = raw.get("tool_call_id")
         return cls(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
+from crashmatrix.harness.core.records import content_text
 
 __all__ = ["NoRuleMatched", "Reply", "Rule", "When", "chat_completion", "reply_message", "reply_to"]
 
@@ -77,9 +78,7 @@ def _tool_name_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> str | 
 def _matches(when: When, messages: Sequence[Mapping[str, Any]], dialect: Dialect) -> bool:
     latest = messages[-1]
     role = latest.get("role")
-    content = latest.get("content") or ""
-    if not isinstance(content, str):
-        content = json.dumps(content, ensure_ascii=False)
+    content = content_text(latest.get("content")) or ""
     if when.role is not None and role != when.role:
         return False
     if when.contains is not None and when.contains not in content:

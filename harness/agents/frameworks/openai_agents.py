@@ -69,6 +69,7 @@ import importlib
 import inspect
 import json
 import os
+import shlex
 import ssl
 import sys
 import tempfile
@@ -97,7 +98,7 @@ from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.dialect import Dialect
 from crashmatrix.harness.core.ledger import arguments_sha256
-from crashmatrix.harness.core.records import ToolCall
+from crashmatrix.harness.core.records import ToolCall, content_text
 from crashmatrix.harness.core.session_log import SessionLog
 from crashmatrix.harness.core.toolmap import ToolMap, ToolName
 from crashmatrix.harness.core.tools import ToolContext, ToolObservation
@@ -325,8 +326,8 @@ def _records(items: Sequence[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, 
                 )
             )
         elif kind == "function_call_output":
-            output = item.get("output")
-            content = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+            # An MCP tool's output is its content blocks, text parts (``content_text``).
+            content = content_text(item.get("output")) or ""
             message = {"role": "tool", "tool_call_id": str(item.get("call_id", "")), "content": content}
             out.append((number, {"type": "message", "message": message}))
         elif item.get("role") in ("user", "assistant", "system", "developer") and kind in (None, "message"):
@@ -1345,16 +1346,47 @@ async def _drive(life: TeamLife) -> None:
     turn = [sum(1 for item in items if item.get("role") == "user")]
     approvals = Approvals(ctx, ctx.case_dir / ASKED_NAME, lambda: turn[0])
     run = _Run(ctx, agent, session, _step_calls(pending), approvals, None, life.hook)
-    if turn[0] and not _finished(items):
-        await run.resume(items)  # the SDK's way: a run with no new input on the same session
-    for text in ctx.scenario.turns[turn[0] :]:
-        turn[0] += 1
-        await run.turn(text)
+    async with contextlib.AsyncExitStack() as servers:
+        await _connect_mcp(agent, servers)
+        if turn[0] and not _finished(items):
+            await run.resume(items)  # the SDK's way: a run with no new input on the same session
+        for text in ctx.scenario.turns[turn[0] :]:
+            turn[0] += 1
+            await run.turn(text)
     close = getattr(session, "close", None)
     if callable(close):
         result = close()
         if inspect.isawaitable(result):
             await result
+
+
+def _mcp_servers(agent: Any) -> list[Any]:
+    """The MCP servers of the agent and of its handoffs' agents, each once."""
+    from agents import Agent
+
+    found: dict[int, Any] = {}
+    agents, seen = [agent], set()
+    while agents:
+        current = agents.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for server in getattr(current, "mcp_servers", None) or ():
+            found.setdefault(id(server), server)
+        agents += [h for h in getattr(current, "handoffs", ()) if isinstance(h, Agent)]
+    return list(found.values())
+
+
+async def _connect_mcp(agent: Any, stack: contextlib.AsyncExitStack) -> None:
+    """Connect the agent's MCP servers the factory built (its ``MCPServerStdio`` spawns
+    ``{mcp_command}`` now), cleaned up when ``stack`` closes at the end of the life, as the
+    app's ``async with server:`` does: a factory returns its agent and could close nothing.
+    A server the factory connected itself is left to it."""
+    for server in _mcp_servers(agent):
+        if getattr(server, "session", None) is not None:
+            continue
+        await server.connect()
+        stack.push_async_callback(server.cleanup)
 
 
 def _write_store(case_dir: Path, store: Mapping[str, str]) -> None:
@@ -1448,7 +1480,11 @@ def check(spec: Any) -> AgentFacts:
         )
     cwd = os.getcwd()
     modules = set(sys.modules)
-    with tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch, _dot_model() as dot:
+    with (
+        tempfile.TemporaryDirectory(prefix="crashmatrix-openai-agents-") as scratch,
+        _dot_model() as dot,
+        _mcp_environment(spec, dot.url),
+    ):
         try:
             os.chdir(scratch)
             if str(spec.here) not in sys.path:
@@ -1471,6 +1507,40 @@ def check(spec: Any) -> AgentFacts:
                     del sys.modules[name]
     dot.reached(where)
     return facts
+
+
+@contextlib.contextmanager
+def _mcp_environment(spec: Any, url: str) -> Iterator[None]:
+    """For ``tools: mcp``, the MCP server's configuration as a life sets it (the
+    ``CRASHMATRIX_MCP_*`` variables, the adapter's ``env:`` with ``{mcp_command}`` /
+    ``{mcp_url}``) while the load check builds the agent, restored after: a factory that
+    configures its server from them builds at load too. Nothing connects to it (the check's
+    request runs without MCP servers); an ``env:`` entry naming a placeholder only a life has
+    is left out."""
+    if spec.tools != "mcp":
+        yield
+        return
+    from crashmatrix.harness.agents.mcp_relay import relay_command
+
+    command = shlex.join(relay_command(url))
+    values = {"mcp_command": command, "mcp_url": f"{url.rstrip('/')}/mcp", "here": str(spec.here)}
+    values |= {"python": sys.executable, "model_url": url}
+    env = {"CRASHMATRIX_MCP_COMMAND": command, "CRASHMATRIX_MCP_URL": ""}
+    if spec.mcp_transport == "http":
+        env["CRASHMATRIX_MCP_URL"] = values["mcp_url"]
+    for key, value in spec.env.items():
+        with contextlib.suppress(KeyError, IndexError, ValueError):
+            env[key] = value.format(**values)
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
 
 
 async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: str) -> AgentFacts:
@@ -1508,7 +1578,9 @@ async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: s
     _store_of(str(spec.path), session, scratch)
     names = _bracket_tools(agent, lambda call_id: None, lambda call_id: None)
     try:
-        await _one_request(agent)
+        # An MCP server exists only in a life (``tools: mcp``: the relay the life serves):
+        # the model client is checked without one, never connecting what the factory built.
+        await _one_request(agent.clone(mcp_servers=[]) if _mcp_servers(agent) else agent)
     finally:
         close = getattr(session, "close", None)
         if callable(close):
@@ -1520,6 +1592,9 @@ async def _check(spec: Any, factory: Callable[..., Any], scratch: Path, store: s
 
             drop_case_databases(scratch)
     asks = _asks(agent, declared.asks)
+    if spec.tools == "mcp":
+        # Its tools are the ones crashmatrix's MCP server serves: every tool of a scenario.
+        return AgentFacts(tools=None, approvals=asks)
     if harness_tools:
         offered = tuple(contracts)
         found = _suite_tools(agent, offered)
