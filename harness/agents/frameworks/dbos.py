@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.agents.readonly_db import connect_readonly
-from crashmatrix.harness.agents.team_life import FrameworkInfo, TeamLife
+from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
 from crashmatrix.harness.errors import InputError
 
 __all__ = [
@@ -67,14 +67,15 @@ __all__ = [
     "TeamContext",
     "Turn",
     "chat_records",
+    "check",
     "drive",
     "read_records",
     "read_turns",
     "running_call",
 ]
 
-SUPPORTED = ((3, 4, 0), (4,))
-SUPPORTED_TEXT = ">=3.4.0,<4"
+SUPPORTED = ((3, 0, 0), (4,))
+SUPPORTED_TEXT = ">=3.0.0,<4"
 DB_NAME = "dbos.sqlite"  # the system database, in the case's workspace: copied with the case
 TURN = "turn-{}"  # one workflow per user turn
 _TURN_ID = re.compile(r"^turn-(\d+)$")
@@ -418,15 +419,26 @@ def _dbos_for(where: str, url: str) -> Any:
 
 
 def _check_version(where: str) -> None:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    text = version("dbos")
+    try:
+        text = version("dbos")
+    except PackageNotFoundError as error:
+        raise InputError(f"{where}: the dbos adapter needs DBOS: pip install 'crashmatrix[dbos]'") from error
     parts = tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
     if not SUPPORTED[0] <= parts < SUPPORTED[1]:
         raise InputError(
             f"{where}: dbos {text} is installed; this adapter supports {SUPPORTED_TEXT}: "
             f"pip install 'dbos{SUPPORTED_TEXT}'"
         )
+
+
+def check(spec: Any) -> AgentFacts:
+    """At load: the installed DBOS is one this adapter reads (one line if not). The team's
+    module is not imported here: DBOS registers its workflows in a process-wide registry,
+    and this process (pytest's, the CLI's) forks the lives. Its tools are the catalogue's."""
+    _check_version(str(spec.path))
+    return AgentFacts()
 
 
 def drive(life: TeamLife) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from crashmatrix.harness.agents.frameworks import dbos as d
+from crashmatrix.harness.errors import InputError
 
 
 def _reply(*calls: tuple[str, str]) -> dict[str, Any]:
@@ -151,3 +152,19 @@ def test_the_step_table_a_real_dbos_wrote_reads_as_the_conversation(tmp_path: Pa
         assert told == "Email sent."
     [turn] = d.read_turns(tmp_path / d.DB_NAME)
     assert (turn.number, turn.status) == (1, "SUCCESS")
+
+
+def test_without_dbos_installed_the_adapter_says_how_to_install_it_in_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.metadata
+    import types
+
+    def missing(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    with pytest.raises(InputError) as caught:
+        d.check(types.SimpleNamespace(path=Path("team/adapter.yaml")))
+    expected = "team/adapter.yaml: the dbos adapter needs DBOS: pip install 'crashmatrix[dbos]'"
+    assert str(caught.value) == expected

@@ -16,6 +16,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from crashmatrix.harness.agents.frameworks import dbos as db
 from crashmatrix.harness.agents.frameworks import langgraph as lg
 from crashmatrix.harness.agents.frameworks import openai_agents as oa
 from crashmatrix.harness.agents.frameworks import pydantic_ai as pai
@@ -28,10 +29,11 @@ ADAPTERS = [
     (lg, "langgraph", "langgraph"),
     (oa, "openai-agents", "openai-agents"),
     (pai, "pydantic-ai-slim", "pydantic-ai"),
+    (db, "dbos", "dbos"),
 ]
 # How each names where it was asked for: the old --agent= form, or the adapter YAML (a
 # framework with no --agent= form of its own is named by the YAML's path, given as is).
-NAMED = {pai: "{}"}
+NAMED = {pai: "{}", db: "{}"}
 IDS = [distribution for _, distribution, _ in ADAPTERS]
 
 
