@@ -113,8 +113,10 @@ def _judged(
     """The observation and the verdict of a run: the stages after the lives."""
     observation = with_harness_faults(observe(adapter_for(agent), run))
     verdict = judge(observation, scenario, point, recovery=recovery, check_ledger=check_ledger)
-    acted = [f"{fault.fault}: {fault.detail}" for fault in _harness_faults(run.trace) if fault.acted]
-    if acted:  # the proof the fault happened, shown with the verdict (passed or not)
+    # The proof each fault happened, shown with the verdict (passed or not); a tool-side fault's
+    # event may carry no detail: its case's name says on which call.
+    acted = [f"{f.fault}: {f.detail or 'acted'}" for f in _harness_faults(run.trace) if f.acted]
+    if acted:
         verdict = dataclasses.replace(verdict, notes=(*verdict.notes, *acted))
     return observation, verdict
 

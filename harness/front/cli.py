@@ -291,13 +291,16 @@ def _run_in(
 
     kept = args.keep is not None
     recovery_item = crash.startswith(RECOVERY)
-    launcher = LifeLauncher(args.isolation, preload=fork_preload(args.agent), warm=(args.agent,))
-    enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
-    power = crash.startswith(POWER)
     spec = getattr(load_adapter(args.agent), "spec", None)  # adapter_file.ForeignSpec
     cannot_fail = tool_side_unreachable(
         args.agent, getattr(spec, "tools", None), getattr(spec, "mcp_transport", "stdio")
     )
+    kind = crash.partition("[")[0]
+    if kind in cannot_fail:  # asked for by name: refused before any life runs
+        raise InputError(f"--crash {crash}: {kind} cannot act on this agent: {cannot_fail[kind]}")
+    launcher = LifeLauncher(args.isolation, preload=fork_preload(args.agent), warm=(args.agent,))
+    enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
+    power = crash.startswith(POWER)
     tool_side = [p for p in enum.tool_side if p.boundary not in cannot_fail]
     chosen: list[CrashPoint | None]
     if crash == CLEAN:
@@ -306,9 +309,6 @@ def _run_in(
         chosen = []  # the one recovery@ item, below
     elif crash.partition("[")[0] in TOOL_SIDE_COLUMNS:
         chosen = []  # the one tool-side case, below
-        kind = crash.partition("[")[0]
-        if kind in cannot_fail:
-            raise InputError(f"--crash {crash}: {kind} cannot act on this agent: {cannot_fail[kind]}")
         tool_side = [_resolve_point(crash, enum.tool_side)]
     elif crash:
         chosen = [_resolve_point(crash.removeprefix(POWER), enum.points)]

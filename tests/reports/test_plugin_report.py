@@ -66,12 +66,14 @@ def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(pytester: 
             "*= crashmatrix pass matrix =*",
             # cover: [after_running, after_side_effect] and recovery_crashes: false leave seven
             # columns deselected, said so rather than shown as points that never happened; the
-            # reference agent has no after_tool_call_pending (not drawn, said why)
+            # reference agent has no after_tool_call_pending, and no tool server to fail (the
+            # four tool-side columns): not drawn, said why
             "crashmatrix: 5/5 cases passed, 1 scenarios, agent reference "
-            "(1 cells not reachable by this agent, 7 cells deselected)",
+            "(5 cells not reachable by this agent, 7 cells deselected)",
             "scenario*CL MR TC AP RU DE SE BR TR TW PL RC passed",
             "  email *✓  »  »  »  ✓  ·  ✓  »  »  »  ✓  »  5/5",
             "⊘ TP: the reference agent saves a model reply in one append*",
+            "⊘ SD RL RE RM: adapter reference does not reach its tools over MCP*",
             f"report: {report / 'matrix.html'}*",
         ]
     )
@@ -107,7 +109,7 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     result.stdout.fnmatch_lines(
         [
             "crashmatrix: 2/3 cases passed, 1 scenarios, agent reference "
-            "(1 failed, 1 cells not reachable by this agent, 8 cells deselected)",
+            "(1 failed, 5 cells not reachable by this agent, 8 cells deselected)",
             "failures (1):",
             # fnmatch: [...] is a character class, so brackets are matched with ?
             "  ✗ email.yaml::after_running?call_1? failed: outcome?call_1?: *",
@@ -228,5 +230,6 @@ def test_items_left_out_by_pytests_own_selection_are_deselected_not_not_reached(
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     row = next(line for line in markdown.splitlines() if line.startswith("| email"))
     # clean, running, its power loss, and 6 by cover; during_side_effect is empty (one step);
-    # after_tool_call_pending is not reachable by the reference agent
-    assert row.count("⏭ deselected") == 9 and row.count("⬜") == 1 and row.count("🚫 not reachable") == 1
+    # after_tool_call_pending is not reachable by the reference agent, nor are the four tool-side
+    # columns (its tools are in its own process, not over MCP)
+    assert row.count("⏭ deselected") == 9 and row.count("⬜") == 1 and row.count("🚫 not reachable") == 5
