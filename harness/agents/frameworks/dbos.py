@@ -77,6 +77,9 @@ __all__ = [
 SUPPORTED = ((3, 0, 0), (4,))
 SUPPORTED_TEXT = ">=3.0.0,<4"
 DB_NAME = "dbos.sqlite"  # the system database, in the case's workspace: copied with the case
+STORE_NAME = "dbos-store.txt"  # in the case directory: sqlite or postgres (options: {store: ...})
+STORES = ("sqlite", "postgres")
+PG_SCHEMA = "dbos"  # where DBOS keeps its tables on PostgreSQL
 TURN = "turn-{}"  # one workflow per user turn
 _TURN_ID = re.compile(r"^turn-(\d+)$")
 # What a failed step reads as: its error's text after this prefix (an adapter's ``results:``
@@ -94,7 +97,8 @@ class TeamContext:
 
     workspace: Path  # the case's workspace, also the working directory
     life: int
-    # The case's system database: ``sqlite:///<workspace>/dbos.sqlite``.
+    # The case's system database: ``sqlite:///<workspace>/dbos.sqlite``, or with
+    # ``options: {store: postgres}`` the case's own PostgreSQL database.
     system_database_url: str
 
 
@@ -239,53 +243,99 @@ def _history(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [dict(record["message"]) for record in records]
 
 
+# A query on the system database: (SQL with ``?`` for each parameter, parameters) -> rows.
+Query = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+def _turns(query: Query, tables: set[str], schema: str = "") -> list[Turn]:
+    """The turn workflows with their committed steps, through ``query`` (either backend)."""
+    if "workflow_status" not in tables or "operation_outputs" not in tables:
+        return []  # DBOS made the database and not yet its tables
+    status_table, steps_table = f"{schema}workflow_status", f"{schema}operation_outputs"
+    # DBOS 3 keeps a workflow's inputs in workflow_input (earlier: workflow_status.inputs).
+    inputs = (
+        f"COALESCE((SELECT i.inputs FROM {schema}workflow_input i WHERE i.workflow_uuid = s.workflow_uuid),"
+        " s.inputs)"
+        if "workflow_input" in tables
+        else "s.inputs"
+    )
+    workflows = query(
+        f"SELECT s.workflow_uuid, s.status, {inputs}, s.serialization FROM {status_table} s", ()
+    )
+    turns = []
+    for workflow_id, status, raw_inputs, serialization in workflows:
+        matched = _TURN_ID.match(str(workflow_id))
+        if matched is None:
+            continue
+        called = _decode(raw_inputs, serialization) if raw_inputs is not None else {}
+        args = (called or {}).get("args") or ()
+        messages = tuple(m for m in (args[0] if args else ()) if isinstance(m, Mapping))
+        rows = query(
+            f"SELECT function_id, function_name, output, error, serialization FROM {steps_table} "
+            "WHERE workflow_uuid = ? ORDER BY function_id",
+            (workflow_id,),
+        )
+        steps = tuple(
+            Step(
+                int(function_id),
+                str(name),
+                output=_decode(output, row_serialization) if error is None else None,
+                error=_error_text(error, row_serialization) if error is not None else None,
+            )
+            for function_id, name, output, error, row_serialization in rows
+        )
+        turns.append(Turn(int(matched.group(1)), str(status), messages, steps))
+    return sorted(turns, key=lambda t: t.number)
+
+
 def read_turns(db_path: Path) -> list[Turn]:
-    """The system database's turn workflows with their committed steps (read-only; any process)."""
+    """The SQLite system database's turns (read-only; any process)."""
     if not db_path.exists():
         return []
     with contextlib.closing(connect_readonly(db_path)) as db:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "workflow_status" not in tables or "operation_outputs" not in tables:
-            return []  # DBOS made the file and not yet its tables
-        # DBOS 3 keeps a workflow's inputs in workflow_input (earlier: workflow_status.inputs).
-        inputs = (
-            "COALESCE((SELECT i.inputs FROM workflow_input i WHERE i.workflow_uuid = s.workflow_uuid),"
-            " s.inputs)"
-            if "workflow_input" in tables
-            else "s.inputs"
-        )
-        workflows = db.execute(
-            f"SELECT s.workflow_uuid, s.status, {inputs}, s.serialization FROM workflow_status s"
-        ).fetchall()
-        turns = []
-        for workflow_id, status, raw_inputs, serialization in workflows:
-            matched = _TURN_ID.match(str(workflow_id))
-            if matched is None:
-                continue
-            called = _decode(raw_inputs, serialization) if raw_inputs is not None else {}
-            args = (called or {}).get("args") or ()
-            messages = tuple(m for m in (args[0] if args else ()) if isinstance(m, Mapping))
-            rows = db.execute(
-                "SELECT function_id, function_name, output, error, serialization FROM operation_outputs "
-                "WHERE workflow_uuid = ? ORDER BY function_id",
-                (workflow_id,),
+        return _turns(lambda sql, params: db.execute(sql, params).fetchall(), tables)
+
+
+def read_postgres_turns(url: str) -> list[Turn]:
+    """The turns of a system database on PostgreSQL (DBOS's tables in its ``dbos`` schema)."""
+    from crashmatrix.harness.lives.postgres import _psycopg
+
+    psycopg = _psycopg()
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = {
+            row[0]
+            for row in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (PG_SCHEMA,)
             ).fetchall()
-            steps = tuple(
-                Step(
-                    int(function_id),
-                    str(name),
-                    output=_decode(output, row_serialization) if error is None else None,
-                    error=_error_text(error, row_serialization) if error is not None else None,
-                )
-                for function_id, name, output, error, row_serialization in rows
-            )
-            turns.append(Turn(int(matched.group(1)), str(status), messages, steps))
-    return sorted(turns, key=lambda t: t.number)
+        }
+
+        def query(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = conn.execute(sql.replace("?", "%s"), params).fetchall()
+            return rows
+
+        return _turns(query, tables, f"{PG_SCHEMA}.")
 
 
-def _steps_of(db_path: Path, workflow_id: str) -> list[Step]:
+def _store_of(case_dir: Path) -> str:
+    """Which system database a case's lives use (``STORE_NAME``; SQLite before any life)."""
+    pointer = case_dir / STORE_NAME
+    return pointer.read_text(encoding="utf-8").strip() if pointer.exists() else "sqlite"
+
+
+def case_turns(workspace: Path) -> list[Turn]:
+    """The case's turns, from its SQLite file or its own PostgreSQL database."""
+    case_dir = workspace.parent.parent  # ForeignAdapter.workspace: case_dir / world / workspace
+    if _store_of(case_dir) == "postgres":
+        from crashmatrix.harness.lives.postgres import case_database_url
+
+        return read_postgres_turns(case_database_url(case_dir))
+    return read_turns(workspace / DB_NAME)
+
+
+def _steps_of(workspace: Path, workflow_id: str) -> list[Step]:
     matched = _TURN_ID.match(workflow_id)
-    for turn in read_turns(db_path):
+    for turn in case_turns(workspace):
         if matched is not None and turn.number == int(matched.group(1)):
             return list(turn.steps)
     return []
@@ -293,7 +343,7 @@ def _steps_of(db_path: Path, workflow_id: str) -> list[Step]:
 
 def read_records(workspace: Path) -> list[Mapping[str, Any]]:
     """The session's reader: the case's system database as chat records."""
-    return chat_records(read_turns(workspace / DB_NAME))
+    return chat_records(case_turns(workspace))
 
 
 # -- a life -----------------------------------------------------------------------------------------
@@ -302,9 +352,9 @@ def read_records(workspace: Path) -> list[Mapping[str, Any]]:
 class _Seams:
     """The boundaries, fired from DBOS's step machinery on the thread running the step."""
 
-    def __init__(self, life: TeamLife, db_path: Path) -> None:
+    def __init__(self, life: TeamLife) -> None:
         self.life = life
-        self.db_path = db_path
+        self.workspace = life.ctx.world_dir / "workspace"
         self.local = threading.local()  # the tool call this thread's step runs
 
     def bracket(self, step_name: str, func: Callable[..., Any]) -> Callable[..., Any]:
@@ -314,7 +364,7 @@ class _Seams:
         def starting() -> str | None:
             from dbos import DBOS
 
-            call_id = running_call(_steps_of(self.db_path, DBOS.workflow_id or ""), step_name)
+            call_id = running_call(_steps_of(self.workspace, DBOS.workflow_id or ""), step_name)
             self.local.call = call_id
             if call_id is not None:
                 self.life.sync()  # the copy with this call in it: its effects are its own
@@ -433,12 +483,45 @@ def _check_version(where: str) -> None:
         )
 
 
+def _store_option(spec: Any) -> str:
+    store = str(spec.options.get("store", "sqlite"))
+    if store not in STORES:
+        raise InputError(
+            f"{spec.path}: options.store: {store!r} is not a system database this adapter reads; "
+            "write sqlite or postgres"
+        )
+    return store
+
+
 def check(spec: Any) -> AgentFacts:
-    """At load: the installed DBOS is one this adapter reads (one line if not). The team's
-    module is not imported here: DBOS registers its workflows in a process-wide registry,
-    and this process (pytest's, the CLI's) forks the lives. Its tools are the catalogue's."""
+    """At load: the installed DBOS is one this adapter reads, and its store one it knows (one
+    line if not); a PostgreSQL store's server started here, before anything forks. The team's
+    module is not imported: DBOS registers its workflows in a process-wide registry, and this
+    process (pytest's, the CLI's) forks the lives. Its tools are the catalogue's."""
     _check_version(str(spec.path))
+    if _store_option(spec) == "postgres":
+        from crashmatrix.harness.lives.postgres import PostgresUnavailable, ensure_server
+
+        try:
+            ensure_server()  # the lives inherit it (CRASHMATRIX_POSTGRES_URL)
+        except PostgresUnavailable as error:
+            raise InputError(f"{spec.path}: options.store: postgres: {error}") from error
     return AgentFacts()
+
+
+def _system_database_url(life: TeamLife, store: str) -> str:
+    """The case's system database: SQLite in its workspace, or its own PostgreSQL database
+    (``harness.lives.postgres``: copied with the case, dropped with it). Which one is written
+    down for the readers (``STORE_NAME``)."""
+    case_dir = life.ctx.case_dir
+    pointer = case_dir / STORE_NAME
+    if not pointer.exists():
+        pointer.write_text(store, encoding="utf-8")
+    if store == "postgres":
+        from crashmatrix.harness.lives.postgres import case_database_url
+
+        return case_database_url(case_dir)
+    return f"sqlite:///{life.ctx.world_dir / 'workspace' / DB_NAME}"
 
 
 def drive(life: TeamLife) -> None:
@@ -448,14 +531,14 @@ def drive(life: TeamLife) -> None:
 
     where = str(life.spec.path)
     _check_version(where)
-    db_path = life.workspace / DB_NAME
-    url = f"sqlite:///{db_path}"
+    workspace = life.ctx.world_dir / "workspace"
+    url = _system_database_url(life, _store_option(life.spec))
     context = TeamContext(workspace=life.workspace, life=life.ctx.life, system_database_url=url)
     workflow = _built(life, context)
     _dbos_for(where, url)
-    _install(_Seams(life, db_path))
+    _install(_Seams(life))
     DBOS.launch()
-    started = {turn.number: turn.status for turn in read_turns(db_path)}
+    started = {turn.number: turn.status for turn in case_turns(workspace)}
     for number, text in enumerate(life.ctx.scenario.turns, start=1):
         workflow_id = TURN.format(number)
         try:
@@ -464,7 +547,7 @@ def drive(life: TeamLife) -> None:
                     # DBOS.launch() recovers it in its own thread: wait for that.
                     DBOS.retrieve_workflow(workflow_id).get_result(polling_interval_sec=0.02)
                 continue
-            messages = [*_history(read_records(life.workspace)), {"role": "user", "content": text}]
+            messages = [*_history(read_records(workspace)), {"role": "user", "content": text}]
             with SetWorkflowID(workflow_id):
                 workflow(messages)
         except Exception:
@@ -496,4 +579,5 @@ FRAMEWORK = FrameworkInfo(
         "harness's os.fsync recorder, and a database is not cut back by length"
     ),
     preload=("dbos", __name__),
+    options=("store",),
 )

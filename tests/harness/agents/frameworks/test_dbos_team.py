@@ -8,9 +8,11 @@ by lookup) is green at every first crash of the same scenarios."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
@@ -74,3 +76,50 @@ def test_the_fixed_agent_is_green_at_every_first_crash(pytester: pytest.Pytester
         outcomes = {case: outcome for case, (outcome, _) in cases[stem].items()}
         assert "failed" not in outcomes.values(), (stem, outcomes)
         assert outcomes[f"after_side_effect[{CALLS[stem]}]"] == "passed"
+
+
+# -- DBOS's system database on PostgreSQL, a real server ------------------------------------------
+
+
+def _pg_run(postgres_url: str, adapter: str, scenario: Path, point: str, tmp_path: Path) -> Any:
+    # A fork server started after the server (its own preload list: fork servers are shared per
+    # list), so its lives inherit CRASHMATRIX_POSTGRES_URL, as the plugin starts it first.
+    return run_point(
+        load_scenario(scenario),
+        parse_point(point),
+        LifeLauncher("fork", preload=("dbos", "psycopg")),
+        tmp_path / adapter,
+        agent=str(TEAM / f"{adapter}.yaml"),
+        deadline=120.0,
+    )
+
+
+def test_on_postgres_the_step_re_run_sends_twice_and_the_steps_are_read_from_the_server(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    from crashmatrix.harness.agents.frameworks import dbos as d
+
+    adapter = load_adapter(str(TEAM / "adapter_postgres.yaml"))
+    assert adapter.servers == ("postgres",)  # type: ignore[attr-defined]  # started before anything forks
+    result = _pg_run(postgres_url, "adapter_postgres", SCENARIOS[0], "after_side_effect[call_mail]", tmp_path)
+    assert result.verdict.status == "failed"
+    assert result.verdict.observed.world["emails"] == 2
+    workspace = Path(result.case_dir) / "world" / "workspace"
+    assert (Path(result.case_dir) / d.STORE_NAME).read_text() == "postgres"
+    assert not (workspace / d.DB_NAME).exists()  # nothing of DBOS's table on disk
+    assert [r["message"]["role"] for r in d.read_records(workspace)] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.stem for s in SCENARIOS])
+def test_on_postgres_the_fixed_agent_stays_green_past_the_effect(
+    postgres_url: str, tmp_path: Path, scenario: Path
+) -> None:
+    point = f"after_side_effect[{CALLS[scenario.stem]}]"
+    result = _pg_run(postgres_url, "adapter_fixed_postgres", scenario, point, tmp_path)
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
