@@ -1,0 +1,243 @@
+"""harness.agents.mcp_relay + the loopback server's /mcp/* routes, end to end with the official
+``mcp`` client: the edges a call passes in order, and each tool-side fault acting for real (the
+relay's pid dies, the HTTP relay comes back on the same port, the response is dropped, isError,
+a result the client refuses), read from the trace's events and the world's counts."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from crashmatrix.harness.agents.loopback import LoopbackServer, McpLife
+from crashmatrix.harness.agents.mcp_relay import HttpRelay, kill_stdio_relay, relay_command
+from crashmatrix.harness.agents.mcp_tools import mcp_tools, takes_key
+from crashmatrix.harness.agents.tool_faults import ToolSideFault, arm, take
+from crashmatrix.mock_tools.model import ScriptedModel
+from crashmatrix.mock_tools.order_api import OrderAPI
+from crashmatrix.mock_tools.registry import catalogue
+from crashmatrix.mock_tools.toolbox import MockToolbox
+from crashmatrix.mock_tools.world import World
+
+mcp = pytest.importorskip("mcp")
+pytestmark = pytest.mark.slow
+
+CONTRACTS = {name: c for name, c in catalogue([]).items() if name in ("send_email", "create_order")}
+EMAIL = {"to": "a@example.com", "subject": "s", "body": "b"}
+
+
+@dataclass
+class Life:
+    """A life's loopback server with the MCP routes, recording what a real life would."""
+
+    case: Path
+    server: LoopbackServer
+    world: World
+    trace: list[Mapping[str, Any]] = field(default_factory=list)
+    relays: list[HttpRelay] = field(default_factory=list)
+
+    def counts(self) -> Mapping[str, int]:
+        return self.world.snapshot().counts
+
+    def events(self, name: str) -> list[Mapping[str, Any]]:
+        return [event for event in self.trace if event.get("event") == name]
+
+
+@pytest.fixture
+def life(tmp_path: Path) -> Iterator[Life]:
+    World.create(tmp_path / "world")
+    world = World(tmp_path / "world")
+    trace: list[Mapping[str, Any]] = []
+    relays: list[HttpRelay] = []
+
+    def kill(pid: int) -> None:
+        if relays:
+            relays[0].kill(pid)
+        else:
+            kill_stdio_relay(pid)
+
+    server = LoopbackServer(
+        ScriptedModel([], log_path=tmp_path / "model.jsonl"),
+        # The order service the mock create_order calls, as a life's mocked client reaches it.
+        tools=MockToolbox(
+            world, CONTRACTS, httpx.Client(transport=httpx.MockTransport(OrderAPI(world).handle))
+        ),
+        idempotency={name: c.idempotency for name, c in CONTRACTS.items()},
+        on_edge=lambda boundary, call: trace.append({"event": "edge", "boundary": boundary, "call": call}),
+        mcp=McpLife(
+            tools=mcp_tools(CONTRACTS),
+            keyed=frozenset(name for name, c in CONTRACTS.items() if takes_key(c)),
+            take_fault=lambda call: take(tmp_path, call),
+            trace=trace.append,
+            kill_relay=kill,
+        ),
+    )
+    server.start()
+    here = Life(tmp_path, server, world, trace, relays)
+    yield here
+    for relay in relays:
+        relay.close()
+    server.close()
+    world.close()
+    assert server.errors == []
+
+
+async def _calls(session: Any, *calls: tuple[str, dict[str, Any], str]) -> list[Any]:
+    """Each call's result, or the exception the client raised for it."""
+    out: list[Any] = []
+    for name, arguments, call_id in calls:
+        try:
+            out.append(
+                await asyncio.wait_for(session.call_tool(name, arguments, meta={"tool_call_id": call_id}), 60)
+            )
+        except Exception as error:  # the client's own verdict on what came back
+            out.append(error)
+    return out
+
+
+def _stdio(life: Life, *calls: tuple[str, dict[str, Any], str]) -> tuple[list[Any], list[int]]:
+    """The calls over a stdio relay the client spawns (as an agent does); the relays' pids."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    command = relay_command(life.server.base_url)
+
+    async def run() -> list[Any]:
+        async with AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(
+                stdio_client(StdioServerParameters(command=command[0], args=command[1:]))
+            )
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            return await _calls(session, *calls)
+
+    results = asyncio.run(run())
+    pids = sorted({int(event["pid"]) for event in life.events("fault") if "pid" in event})
+    return results, pids
+
+
+def _http(life: Life, *calls: tuple[str, dict[str, Any], str]) -> list[Any]:
+    """The calls over the life's HTTP relay, each on a fresh connection (a client reconnects
+    to a server that restarted)."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    relay = HttpRelay(life.server.base_url, life.case / "relay.stderr", life.trace.append)
+    life.relays.append(relay)
+    relay.start()
+
+    async def run() -> list[Any]:
+        out: list[Any] = []
+        for call in calls:
+            try:
+                # Bounded: a port nobody serves any more holds a connection forever.
+                async with asyncio.timeout(90), AsyncExitStack() as stack:
+                    streams = await stack.enter_async_context(streamable_http_client(relay.url))
+                    session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
+                    await session.initialize()
+                    out += await _calls(session, call)
+            except TimeoutError as error:
+                out.append(error)
+        return out
+
+    return asyncio.run(run())
+
+
+def _edges(life: Life) -> list[tuple[str, str]]:
+    return [(str(e["boundary"]), str(e["call"])) for e in life.events("edge")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+def test_a_call_passes_running_effect_and_sent_in_order_and_tells_the_attribution(life: Life) -> None:
+    (result,) = _stdio(life, ("send_email", EMAIL, "call_mail"))[0]
+    assert not result.is_error and result.structured_content["ok"] is True
+    assert _edges(life) == [
+        ("after_running", "call_mail"),
+        ("after_side_effect", "call_mail"),
+        ("before_tool_result", "call_mail"),
+    ]
+    assert life.events("mcp_call") == [{"event": "mcp_call", "call": "call_mail", "tool": "send_email"}]
+    assert life.counts()["emails"] == 1
+
+
+def test_a_keyed_call_is_deduplicated_on_its_key(life: Life) -> None:
+    order = {"item": "widget", "quantity": 2, "idempotency_key": "k-1"}
+    first, again = _stdio(life, ("create_order", order, "call_order"), ("create_order", order, "call_order"))[
+        0
+    ]
+    assert first.structured_content["ok"] and again.structured_content["ok"]
+    assert life.counts()["orders"] == 1
+
+
+def test_tool_server_died_kills_the_stdio_relay_after_the_effect(life: Life) -> None:
+    arm(life.case, ToolSideFault("tool_server_died", "call_mail"))
+    (result,), pids = _stdio(life, ("send_email", EMAIL, "call_mail"))
+    assert isinstance(result, Exception)  # the server is gone: no answer, a broken connection
+    assert life.counts()["emails"] == 1  # the effect happened
+    [fault] = life.events("fault")
+    assert (fault["fault"], fault["call"], fault["acted"]) == ("tool_server_died", "call_mail", True)
+    assert pids and not _alive(pids[0])
+    assert ("before_tool_result", "call_mail") not in _edges(life)
+
+
+def test_tool_result_error_runs_nothing_and_answers_is_error(life: Life) -> None:
+    arm(life.case, ToolSideFault("tool_result_error", "call_mail"))
+    first, retry = _stdio(life, ("send_email", EMAIL, "call_mail"), ("send_email", EMAIL, "call_mail"))[0]
+    assert first.is_error and "TOOL_ERROR" in first.content[0].text
+    assert not retry.is_error  # taken once: the retry meets a healthy server
+    assert life.counts()["emails"] == 1  # the retry's, not the failed call's
+    assert [e["fault"] for e in life.events("fault")] == ["tool_result_error"]
+    assert _edges(life)[0] == ("after_running", "call_mail")  # the retry's: the error passed none
+
+
+def test_tool_result_malformed_acts_after_the_effect_and_the_client_refuses_it(life: Life) -> None:
+    arm(life.case, ToolSideFault("tool_result_malformed", "call_mail"))
+    (result,) = _stdio(life, ("send_email", EMAIL, "call_mail"))[0]
+    assert isinstance(result, Exception)
+    assert life.counts()["emails"] == 1
+    assert [e["fault"] for e in life.events("fault")] == ["tool_result_malformed"]
+
+
+def test_the_http_relay_dies_and_comes_back_on_the_same_port(life: Life) -> None:
+    arm(life.case, ToolSideFault("tool_server_died", "call_1"))
+    died, after = _http(life, ("send_email", EMAIL, "call_1"), ("send_email", EMAIL, "call_2"))
+    assert isinstance(died, Exception)
+    assert not after.is_error  # a new connection to the same URL: a new relay answers
+    starts = life.events("mcp_relay")
+    assert len(starts) == 2 and starts[0]["url"] == starts[1]["url"] and starts[0]["pid"] != starts[1]["pid"]
+    assert not _alive(int(starts[0]["pid"])) and _alive(int(starts[1]["pid"]))
+    [fault] = life.events("fault")
+    assert fault["pid"] == starts[0]["pid"]
+    assert life.counts()["emails"] == 2
+
+
+def test_the_http_relay_drops_a_lost_response_after_the_effect(life: Life) -> None:
+    arm(life.case, ToolSideFault("tool_response_lost", "call_1"))
+    lost, after = _http(life, ("send_email", EMAIL, "call_1"), ("send_email", EMAIL, "call_2"))
+    assert isinstance(lost, Exception)  # the connection closed under the response
+    assert not after.is_error
+    assert [e["fault"] for e in life.events("fault")] == ["tool_response_lost"]
+    assert life.counts()["emails"] == 2
+    assert ("before_tool_result", "call_1") not in _edges(life)
+    assert len(life.events("mcp_relay")) == 1  # the same relay answered the next call
+
+
+def test_an_http_call_passes_the_same_edges(life: Life) -> None:
+    (result,) = _http(life, ("send_email", EMAIL, "call_1"))
+    assert not result.is_error
+    assert [b for b, _ in _edges(life)] == ["after_running", "after_side_effect", "before_tool_result"]
+    assert os.path.exists(life.case / "relay.stderr")
