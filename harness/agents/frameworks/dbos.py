@@ -45,6 +45,7 @@ import inspect
 import json
 import pickle
 import re
+import sqlite3
 import sys
 import threading
 import traceback
@@ -72,6 +73,7 @@ __all__ = [
     "read_records",
     "read_turns",
     "running_call",
+    "session_records",
 ]
 
 SUPPORTED = ((3, 0, 0), (4,))
@@ -204,18 +206,28 @@ def chat_records(turns: Sequence[Turn]) -> list[Mapping[str, Any]]:
     """The step table as chat records (the reader's shape): each turn's user message (the last
     of its input), each model step's reply, each tool step's output (or error) as the Tool
     Result of the call it answered."""
-    out: list[Mapping[str, Any]] = []
+    return [record for record, _ in _sourced(turns)]
+
+
+# Where a chat record comes from: (the turn's workflow id, the step's function id), or None
+# for the user's message (the workflow's input).
+Source = tuple[str, int] | None
+
+
+def _sourced(turns: Sequence[Turn]) -> list[tuple[Mapping[str, Any], Source]]:
+    out: list[tuple[Mapping[str, Any], Source]] = []
     for turn in sorted(turns, key=lambda t: t.number):
+        workflow_id = TURN.format(turn.number)
         user = next((m for m in reversed(turn.messages) if m.get("role") == "user"), None)
         if user is not None:
-            out.append(
-                {"type": "message", "message": {"role": "user", "content": _content(user.get("content"))}}
-            )
+            message = {"role": "user", "content": _content(user.get("content"))}
+            out.append(({"type": "message", "message": message}, None))
         for step, call in _answering(turn.steps):
+            source = (workflow_id, step.function_id)
             if call is not None:
                 content = step.error if step.error is not None else _content(step.output)
                 result = {"role": "tool", "tool_call_id": str(call.get("id", "")), "content": content}
-                out.append({"type": "message", "message": result})
+                out.append(({"type": "message", "message": result}, source))
                 continue
             reply = _plain(step.output) if step.error is None else None
             if not isinstance(reply, Mapping) or _calls(reply) is None:
@@ -231,10 +243,10 @@ def chat_records(turns: Sequence[Turn]) -> list[Mapping[str, Any]]:
                 }
                 for c in reply.get("tool_calls") or []
             ]
-            message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+            reply_message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
             if calls:
-                message["tool_calls"] = calls
-            out.append({"type": "message", "message": message})
+                reply_message["tool_calls"] = calls
+            out.append(({"type": "message", "message": reply_message}, source))
     return out
 
 
@@ -344,6 +356,78 @@ def _steps_of(workspace: Path, workflow_id: str) -> list[Step]:
 def read_records(workspace: Path) -> list[Mapping[str, Any]]:
     """The session's reader: the case's system database as chat records."""
     return chat_records(case_turns(workspace))
+
+
+class StepRows:
+    """Where ``crashmatrix doctor`` plants its faults (``harness.agents.session_records``): the
+    rows of DBOS's SQLite ``operation_outputs`` behind the chat records ``read_records`` gives
+    (record n is its n-th). A record's row is rewritten as DBOS writes it (pickled, base64)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.path = workspace / DB_NAME
+
+    def name(self) -> str:
+        return f"{DB_NAME} operation_outputs"
+
+    def _record(self, number: int) -> tuple[Mapping[str, Any], tuple[str, int]]:
+        from crashmatrix.harness.agents.session_records import CannotPlant
+
+        record, source = _sourced(read_turns(self.path))[number - 1]
+        if source is None:
+            raise CannotPlant("a user's message is the workflow's input, not a step's row")
+        return record, source
+
+    def get(self, number: int) -> bytes:
+        return json.dumps(self._record(number)[0]["message"], ensure_ascii=False).encode()
+
+    def again(self, number: int) -> str:
+        from crashmatrix.harness.agents.session_records import CannotPlant
+
+        raise CannotPlant(
+            "a DBOS step row answers the next call of its reply: a second row is another step, "
+            "never a second result for one call",
+            not_applicable=True,
+        )
+
+    def replace(self, number: int, text: bytes) -> None:
+        record, (workflow_id, function_id) = self._record(number)
+        new = json.loads(text)
+        with contextlib.closing(sqlite3.connect(self.path)) as db, db:
+            row = db.execute(
+                "SELECT output, serialization FROM operation_outputs"
+                " WHERE workflow_uuid = ? AND function_id = ?",
+                (workflow_id, function_id),
+            ).fetchone()
+            value = _plain(_decode(row[0], row[1]))
+            if record["message"]["role"] == "tool":
+                value = new.get("content")
+            elif isinstance(value, Mapping):
+                value = {**value, "tool_calls": new.get("tool_calls") or [], "content": new.get("content")}
+            encoded = base64.b64encode(pickle.dumps(value)).decode()
+            db.execute(
+                "UPDATE operation_outputs SET output = ?, serialization = 'py_pickle' "
+                "WHERE workflow_uuid = ? AND function_id = ?",
+                (encoded, workflow_id, function_id),
+            )
+
+    def tear(self, number: int) -> str:
+        """SQLite commits a row whole: a write cut short is the step's row never committed."""
+        _, (workflow_id, function_id) = self._record(number)
+        with contextlib.closing(sqlite3.connect(self.path)) as db, db:
+            db.execute(
+                "DELETE FROM operation_outputs WHERE workflow_uuid = ? AND function_id = ?",
+                (workflow_id, function_id),
+            )
+        return f"{self.name()}: the row of {workflow_id}'s step {function_id} never committed"
+
+
+def session_records(workspace: Path) -> StepRows:
+    """The doctor's store: DBOS's SQLite step rows (a PostgreSQL one is not planted into)."""
+    from crashmatrix.harness.agents.session_records import CannotPlant
+
+    if _store_of(workspace.parent.parent) == "postgres":
+        raise CannotPlant("its step rows are on PostgreSQL, where the doctor plants no fault (only SQLite)")
+    return StepRows(workspace)
 
 
 # -- a life -----------------------------------------------------------------------------------------

@@ -123,3 +123,17 @@ def test_on_postgres_the_fixed_agent_stays_green_past_the_effect(
     result = _pg_run(postgres_url, "adapter_fixed_postgres", scenario, point, tmp_path)
     verdict = result.verdict
     assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+
+
+def test_the_doctors_faults_land_in_dboss_step_rows(tmp_path: Path) -> None:
+    """``crashmatrix doctor`` plants into the rows ``read_records`` reads: the final answer's
+    row never committed fires ``turn_ends_with_final``; a second result for one call cannot be
+    a DBOS row (not applicable, with why), never blind."""
+    from crashmatrix.harness.front.doctor import run_doctor
+
+    coverage = run_doctor(str(TEAM / "adapter.yaml"), launcher=LifeLauncher("fork"), work=tmp_path)
+    states = {result.check: result.state for result in coverage.results}
+    assert coverage.blind == (), coverage.table()
+    assert states["turn_ends_with_final"] == "fires", coverage.table()
+    assert states["non_idempotent_at_most_once"] == "fires", coverage.table()
+    assert states["one_tool_result_per_call"] != "fires", coverage.table()
