@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -184,13 +185,18 @@ class Upstream:
 
 @contextlib.asynccontextmanager
 async def connect(
-    spec: UpstreamSpec, *, timeout: float | None = CONNECT_TIMEOUT, errlog: IO[str] | None = None
+    spec: UpstreamSpec,
+    *,
+    timeout: float | None = CONNECT_TIMEOUT,
+    errlog: IO[str] | None = None,
+    tied: bool = True,
 ) -> AsyncIterator[Upstream]:
     """A connection to the server for the block: a stdio server started (and stopped at the
     end, as the ``mcp`` client does: stdin closed, then SIGTERM, then SIGKILL), or an HTTP
     endpoint reached. ``timeout`` bounds each request's wait for its answer (the handshake
     and ``tools/list``); ``None``: no bound, for a relay whose tool calls may take long.
-    ``errlog``: where a stdio server's stderr goes (the relay's own by default)."""
+    ``errlog``: where a stdio server's stderr goes (the relay's own by default). ``tied``: the
+    stdio server dies with this process (``_tied``)."""
     import sys
 
     from mcp import Client, StdioServerParameters
@@ -200,9 +206,10 @@ async def connect(
     if spec.url:
         target: Transport | str = spec.url
     else:
+        command = _tied(spec) if tied else list(spec.command)
         params = StdioServerParameters(
-            command=spec.command[0],
-            args=list(spec.command[1:]),
+            command=command[0],
+            args=command[1:],
             # The relay's whole environment: a team's server reads its tokens from it as it
             # would under the agent (the SDK's default keeps only HOME, PATH and a few).
             env={**os.environ, **spec.env},
@@ -212,6 +219,36 @@ async def connect(
     # cache=None: every tools/list reaches the server (the client caches by its TTL hints).
     async with Client(target, read_timeout_seconds=timeout, cache=None) as client:
         yield Upstream(spec, client)
+
+
+# Run in a small interpreter before the server's own program replaces it (execvp): the kernel
+# SIGKILLs the server when its parent, the relay, dies (PR_SET_PDEATHSIG survives exec). A
+# server left to notice its closed stdin outlives a killed agent by a moment, long enough to be
+# a process the agent left behind (no_effect_after_death) and to act on a case already judged.
+_EXEC_TIED = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)\n"
+    "if os.getppid() != int(sys.argv[1]): os._exit(1)\n"  # the relay died before the prctl
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def _tied(spec: UpstreamSpec) -> list[str]:
+    """The stdio server's command line, run so that it dies with this process (Linux; as it
+    is elsewhere). A program that cannot be run is refused here, as a spawn would refuse it."""
+    import sys
+
+    program = spec.command[0]
+    if not sys.platform.startswith("linux"):
+        return list(spec.command)
+    path = {**os.environ, **spec.env}.get("PATH", os.defpath)
+    cwd = spec.cwd or os.getcwd()
+    found = shutil.which(program, path=path) if os.sep not in program else os.path.join(cwd, program)
+    if found is None or not os.path.exists(found):
+        raise FileNotFoundError(2, "No such file or directory", program)
+    if not os.access(found, os.X_OK) or os.path.isdir(found):
+        raise PermissionError(13, "Permission denied", program)
+    return [sys.executable, "-I", "-S", "-c", _EXEC_TIED, str(os.getpid()), *spec.command]
 
 
 # -- import-mcp --server / --url ----------------------------------------------------------
@@ -260,7 +297,9 @@ def read_tools(spec: UpstreamSpec, *, timeout: float = CONNECT_TIMEOUT) -> list[
     async def read(errlog: IO[str]) -> list[dict[str, Any]]:
         # The handshake has no timeout of its own in every mode; one deadline covers all.
         with anyio.fail_after(timeout):
-            async with connect(spec, timeout=timeout, errlog=errlog) as upstream:
+            # Not tied: this process stops the server itself, and a read that never started
+            # one must name the program it could not start.
+            async with connect(spec, timeout=timeout, errlog=errlog, tied=False) as upstream:
                 return await upstream.list_tools()
 
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog, _noise() as noise:

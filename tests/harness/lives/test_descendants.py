@@ -267,3 +267,17 @@ def test_a_process_already_dying_of_sigkill_is_not_a_survivor() -> None:
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_process_the_kernel_is_tearing_down_is_dying_not_a_survivor(tmp_path: Path) -> None:
+    """Its SIGKILL already taken (no longer pending), not a zombie yet: PF_EXITING in its
+    flags. A node MCP server killed with its relay sat there long enough to be listed as a
+    survivor of a correct agent (no_effect_after_death, a false red)."""
+    stat = "4242 (node) R 1 4242 4242 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 1 1 1\n"
+    status = "Name:\tnode\nState:\tR (running)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n"
+    (tmp_path / "4242").mkdir()
+    (tmp_path / "4242" / "status").write_text(status)
+    for flags, exiting in ((0x40400104, True), (0x40400100, False)):  # PF_EXITING is 0x4
+        (tmp_path / "4242" / "stat").write_text(stat.format(flags=flags))
+        assert descendants._dying(4242, proc=str(tmp_path)) is exiting
+    assert descendants._dying(os.getpid()) is False
