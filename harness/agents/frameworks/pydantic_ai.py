@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from crashmatrix.harness.agents.frameworks.openai_agents import Approvals, rejection
+from crashmatrix.harness.agents.frameworks.pydantic_ai_records import message_records
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.team_life import (
     CLIENT_ENV,
@@ -83,6 +84,7 @@ __all__ = [
     "drive",
     "read_records",
     "records_of",
+    "session_records",
     "store_messages",
 ]
 
@@ -144,63 +146,11 @@ class TeamContext:
 # -- the store, read as crashmatrix's records -----------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        return "".join(part for part in content if isinstance(part, str))
-    return "" if content is None else str(content)
-
-
 def records_of(messages: Sequence[Any]) -> list[Mapping[str, Any]]:
     """PydanticAI's messages as chat records (the shape crashmatrix's records and the scripted
     model share): a response's text and tool calls one assistant message, each tool's return
     (or retry prompt) the tool message with what the model was told."""
-    from pydantic_ai.messages import (
-        ModelResponse,
-        RetryPromptPart,
-        SystemPromptPart,
-        TextPart,
-        ToolCallPart,
-        ToolReturnPart,
-        UserPromptPart,
-    )
-
-    out: list[Mapping[str, Any]] = []
-
-    def message(body: Mapping[str, Any]) -> None:
-        out.append({"type": "message", "message": dict(body)})
-
-    for item in messages:
-        if isinstance(item, ModelResponse):
-            text = "".join(p.content for p in item.parts if isinstance(p, TextPart))
-            calls = [
-                {
-                    "id": p.tool_call_id,
-                    "type": "function",
-                    "function": {"name": p.tool_name, "arguments": p.args_as_json_str()},
-                }
-                for p in item.parts
-                if isinstance(p, ToolCallPart)
-            ]
-            body: dict[str, Any] = {"role": "assistant", "content": text or None}
-            if calls:
-                body["tool_calls"] = calls
-            if text or calls:
-                message(body)
-            continue
-        for part in item.parts:  # a request: what the model is sent
-            if isinstance(part, SystemPromptPart):
-                message({"role": "system", "content": part.content})
-            elif isinstance(part, UserPromptPart):
-                message({"role": "user", "content": _text(part.content)})
-            elif isinstance(part, ToolReturnPart):
-                content = part.model_response_str()
-                message({"role": "tool", "tool_call_id": part.tool_call_id, "content": content})
-            elif isinstance(part, RetryPromptPart) and part.tool_name is not None:
-                # A tool that raised ModelRetry or got bad arguments: the model is told to retry.
-                message({"role": "tool", "tool_call_id": part.tool_call_id, "content": part.model_response()})
-    return out
+    return [record for message in messages for _, record in message_records(message)]
 
 
 def _rows(path: Path, table: str, column: str) -> list[str]:
@@ -267,6 +217,19 @@ def read_records(workspace: Path) -> list[Mapping[str, Any]]:
     path = Path(store["path"])
     path = path if path.is_absolute() else workspace / path
     return records_of([*store_messages(path, store["table"], store["column"]), *_RUNNING])
+
+
+def session_records(workspace: Path) -> Any:
+    """Where ``crashmatrix doctor`` plants its faults: the store's own rows, the messages
+    ``read_records`` reads (``pydantic_ai_records.StoreMessages``)."""
+    from crashmatrix.harness.agents.frameworks.pydantic_ai_records import StoreMessages
+    from crashmatrix.harness.agents.session_records import CannotPlant
+
+    store = _case_store(workspace.parent.parent)
+    if store is None:
+        raise CannotPlant("no life said where the agent's message store is")
+    path = Path(store["path"])
+    return StoreMessages(path if path.is_absolute() else workspace / path, store["table"], store["column"])
 
 
 # -- the team's agent and store, as the factory returns them ---------------------------------

@@ -12,7 +12,7 @@ import asyncio
 import json
 import sqlite3
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ pytest.importorskip("pydantic_ai")
 
 from crashmatrix.harness.agents.frameworks import pydantic_ai as pai
 from crashmatrix.harness.agents.loading import load_adapter
+from crashmatrix.harness.agents.session_records import CannotPlant
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.errors import InputError
 
@@ -249,6 +250,42 @@ def test_the_store_is_read_from_where_the_factory_put_it_the_running_run_after_i
         pai._RUNNING.clear()
 
 
+@RETRY_PART
+def test_the_doctor_writes_a_record_where_the_reader_finds_it(tmp_path: Path) -> None:
+    """Record n of ``read_records`` is found again in its row, message and part: a Tool
+    Result written twice reads as two, a call's argument changed reads changed."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter
+
+    from crashmatrix.harness.agents.frameworks.pydantic_ai_records import StoreMessages
+
+    path = tmp_path / "c.db"
+    messages = _messages()
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, message_list TEXT)")
+        for run in (messages[:2], messages[2:]):
+            db.execute(
+                "INSERT INTO messages (message_list) VALUES (?)", (ModelMessagesTypeAdapter.dump_json(run),)
+            )
+    store = StoreMessages(path, "messages", "message_list")
+
+    def read() -> list[Mapping[str, Any]]:
+        return [r["message"] for r in pai.records_of(pai.store_messages(path))]
+
+    assert json.loads(store.get(3))["tool_call_id"] == "c1"  # record 3: the first return part
+    store.again(3)
+    assert [(m["role"], m.get("tool_call_id")) for m in read()][2:5] == [
+        ("tool", "c1"),
+        ("tool", "c1"),
+        ("tool", "c2"),
+    ]
+    raw = store.get(2)  # the response with both calls
+    store.replace(2, raw.replace(b"bob", b"xyz"))
+    assert json.loads(read()[1]["tool_calls"][0]["function"]["arguments"]) == {"to": "xyz"}
+    with pytest.raises(CannotPlant) as caught:
+        store.tear(6)
+    assert caught.value.not_applicable
+
+
 def test_the_brackets_are_around_the_team_function_and_keep_calls_concurrent() -> None:
     """PydanticAI runs a response's calls concurrently; the brackets do not serialise them:
     both tools start before either returns, each bracketed by its own call id."""
@@ -407,3 +444,20 @@ def test_an_agent_that_asks_is_asked_again_after_a_restart(
     assert verdict.observed.world["orders"] == orders
     assert verdict.observed.told["call_desks"] == told
     assert verdict.status == "passed", verdict.mismatches or verdict.violations or verdict.problems
+
+
+@pytest.mark.slow
+def test_the_doctors_faults_land_in_the_teams_own_store(launcher: object, tmp_path: Path) -> None:
+    """``crashmatrix doctor`` plants each check's fault in the store's own rows, the place
+    ``read_records`` reads (``pydantic_ai_records.StoreMessages``): every check that applies
+    fires, and the final answer's write cut short is not applicable, with why (a run's
+    messages are one row, committed whole)."""
+    from crashmatrix.harness.front.doctor import run_doctor
+
+    coverage = run_doctor(str(TEAM / "adapter.yaml"), launcher=launcher, work=tmp_path)  # type: ignore[arg-type]
+    states = {result.check: result.state for result in coverage.results}
+    assert coverage.blind == (), coverage.table()
+    assert states["one_tool_result_per_call"] == "fires", coverage.table()
+    assert states["non_idempotent_at_most_once"] == "fires", coverage.table()
+    assert states["turn_ends_with_final"] == "n.a.", coverage.table()
+    assert "which SQLite commits whole" in coverage.table()
