@@ -58,7 +58,7 @@ from crashmatrix.harness.agents.foreign_session import (
     tear_last_line,
 )
 from crashmatrix.harness.agents.loopback import LoopbackServer, McpLife
-from crashmatrix.harness.agents.mcp_relay import HttpRelay, kill_stdio_relay, relay_command
+from crashmatrix.harness.agents.mcp_relay import HttpRelay, kill_stdio_relay, relay_command, sdk_problem
 from crashmatrix.harness.agents.mcp_tools import mcp_tools, takes_key
 from crashmatrix.harness.agents.preload import imports_of
 from crashmatrix.harness.agents.protocol import LifeContext
@@ -150,6 +150,8 @@ class ForeignAdapter:
         served: frozenset[str] | None = None
         if spec.watched is not None:  # its own tools, or a real MCP server's (proxy mode)
             served = frozenset(SERVICES[name] for name in spec.services) | {i.tool for i in spec.intercepts}
+        if spec.tools == "mcp" and (problem := sdk_problem()):
+            raise InputError(f"{spec.path}: tools: mcp: {problem}")
         self.capabilities = Capabilities(
             tools=spec.dialect.tools,
             served=served,

@@ -50,7 +50,7 @@ from typing import Any, Protocol, cast
 import anyio
 import httpx
 
-__all__ = ["HttpRelay", "ToolBackend", "kill_stdio_relay", "main", "relay_command"]
+__all__ = ["HttpRelay", "ToolBackend", "kill_stdio_relay", "main", "relay_command", "sdk_problem"]
 
 # Seconds a call to the life may take: the life may hold it at an edge while it decides, and a
 # stopped agent makes nothing faster. A dead life refuses the connection at once.
@@ -459,8 +459,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def sdk_problem() -> str:
+    """Why the installed ``mcp`` SDK cannot serve ("" when it can): the extra is missing, or
+    a 1.x SDK (its low-level Server registers handlers by decorators, not ``on_*=``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("mcp")
+    except PackageNotFoundError:
+        return "the MCP server needs the mcp package: pip install 'crashmatrix[mcp]'"
+    major = installed.split(".")[0]
+    if not major.isdigit() or int(major) != 2:
+        return f"mcp {installed} is installed; the MCP server needs mcp>=2.0.0,<3 (crashmatrix[mcp])"
+    return ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    problem = sdk_problem()
+    if problem:
+        print(f"crashmatrix mcp-serve: {problem}", file=sys.stderr)
+        return 2
     from crashmatrix.harness.lives.parent_death import die_with_parent
 
     # Its own group: the life stops the agent's group while a response waits unread, and

@@ -18,6 +18,7 @@ and exit status 2 here, never a traceback.
     crashmatrix doctor --agent ADAPTER [--json]          plant each check's fault: which checks fire
     crashmatrix schema adapter|scenario|contract|results [--path]   a file kind's JSON Schema
     crashmatrix init AGENT.py [--out FILE] [--no-run]    write a commented adapter by reading the agent
+    crashmatrix mcp-serve --life URL [--http HOST:PORT]  a life's tools as an MCP server (stdio or HTTP)
 """
 
 from __future__ import annotations
@@ -608,6 +609,7 @@ DELEGATED_HELP = {
     "explore": "hypothesis generates conversations and crash schedules; writes found failures as YAML",
     "doctor": "plant the faults each check exists for into an agent's own case; show which checks fire",
     "init": "write a commented adapter.yaml by reading a Python agent's code, check it, run a clean case",
+    "mcp-serve": "serve a life's tools as an MCP server (the relay an adapter's {mcp_command} starts)",
 }
 
 
@@ -632,6 +634,10 @@ def _delegated(command: str, rest: Sequence[str]) -> int:
         from crashmatrix.harness.front.init import main_init
 
         return main_init(rest)
+    if command == "mcp-serve":
+        from crashmatrix.harness.agents.mcp_relay import main as main_relay
+
+        return main_relay(rest)
     raise AssertionError(command)
 
 
