@@ -6,7 +6,7 @@ a team would, the crash columns left out (``--crash-boundary`` naming the tool-s
 
 * the correct agent is green in every tool-side column it can be put to -- the server died
   after the send, an ``isError`` before it, an answer its SDK rejects -- and the lost response
-  is not reachable over stdio, with why;
+  is not reachable over stdio, with why; over streamable HTTP it is a column too, and green;
 * each twin is red in the column its bug shows, by the invariant that states the rule:
   a resend on a fresh server (a second email), success assumed when no answer came, an
   ``isError`` passed on as success, two Tool Results for one call (OpenHands' sandbox restart).
@@ -95,6 +95,17 @@ def test_an_agent_that_tells_the_truth_when_its_mcp_server_fails_it_is_green_in_
     header = next(line for line in lines if line.startswith("scenario"))
     assert header.split()[-4:] == ["SD", "RE", "RM", "passed"]
     assert any(line.startswith("⊘ RL: stdio transport") for line in lines), lines
+
+
+def test_over_http_the_lost_response_is_a_column_too_and_the_same_agent_is_green_in_all_four(
+    pytester: pytest.Pytester,
+) -> None:
+    results = _run(pytester, "adapter_http.yaml")
+    assert _cells(results) == {f"{kind}[call_mail]": ("passed", ()) for kind in TOOL_SIDE_KINDS}
+    assert not [gap for gap in results.not_run if gap.boundary in TOOL_SIDE_KINDS]
+    lost = next(c for c in results.cases if c.point == "tool_response_lost[call_mail]")
+    assert lost.observed and lost.observed["world"]["emails"] == 1
+    assert lost.observed["told"] == {"call_mail": "uncertain"}
 
 
 @pytest.mark.parametrize(
