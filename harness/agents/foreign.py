@@ -205,10 +205,11 @@ class ForeignAdapter:
         # where the framework has no seam for the reply. Service requests are not edges: the
         # tool that makes one is already bracketed by the driver.
         self.loopback_edges = frozenset(set() if "after_model_reply" in native else {"after_model_reply"})
-        if spec.tools == "mcp":
-            # Its MCP client's calls reach the relay: the edges the life sees there.
-            self.loopback_edges |= frozenset(_LOOPBACK_EDGES) - native
         mapped = {rule.boundary for rule in spec.rules}
+        if spec.tools == "mcp":
+            # Its MCP client's calls reach the relay: the edges the life sees there (the
+            # framework's own seams bracket its function tools, never an MCP server's).
+            self.loopback_edges |= frozenset(_LOOPBACK_EDGES) - mapped
         served_mcp = spec.tools == "mcp" and spec.mcp_proxy is None
         inside = {"during_side_effect"} if spec.intercepts or spec.tools == "harness" or served_mcp else set()
         self.boundaries = _ordered(native | mapped | inside | self.loopback_edges)
@@ -630,6 +631,7 @@ class ForeignAdapter:
             services["mail"] = MailAPI(world)
         holder: dict[str, int] = {}
         relays: list[HttpRelay] = []  # the HTTP relay, once started (tools: mcp, transport: http)
+        self._relays = relays  # this life's (a life is a process of its own)
         on_request = lambda route: probe.probe(f"request {route}")  # noqa: E731
         on_sync: Any = None
         if self.tears_writes:
@@ -952,7 +954,8 @@ class ForeignAdapter:
         pump.start()
         try:
             code = process.wait()
-            _left_behind(ctx.trace)
+            # The life's HTTP MCP relay is the harness's, not something the agent left.
+            _left_behind(ctx.trace, [relay.pid for relay in self._relays if relay.pid is not None])
         finally:
             # Whatever it left running in its group goes with it.
             with contextlib.suppress(ProcessLookupError):

@@ -105,6 +105,12 @@ class HttpRelay:
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The running relay's pid (None before the start and after the close)."""
+        with self._lock:
+            return None if self._process is None else self._process.pid
+
     def start(self) -> None:
         process = self._starter.submit(self._spawn).result()
         with self._lock:

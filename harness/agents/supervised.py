@@ -9,7 +9,7 @@ import os
 import select
 import signal
 import subprocess
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +43,14 @@ def _stopped(pid: int) -> Iterator[None]:
             os.killpg(pid, signal.SIGCONT)
 
 
-def _left_behind(trace: Callable[[Mapping[str, Any]], None]) -> None:
+def _left_behind(trace: Callable[[Mapping[str, Any]], None], own: Collection[int] = ()) -> None:
     """After the agent exited: what it left running (its process group, a ``setsid`` daemon,
     all re-parented to this life, a subreaper) is stopped, named in the trace and killed.
-    Killing its group silently instead would hide exactly what no_effect_after_death is for."""
+    Killing its group silently instead would hide exactly what no_effect_after_death is for.
+    ``own``: the life's own children that outlive the agent on purpose (its MCP relay)."""
     if not tracking():
         return
-    left = kill_adopted(os.getpid(), ())
+    left = kill_adopted(os.getpid(), own)
     if left:
         trace({"event": "survivors", "processes": [survivor.describe() for survivor in left]})
 

@@ -2,7 +2,8 @@
 
 It knows nothing about crashmatrix. It is written as a team writes an MCP agent: the official
 ``mcp`` client (``stdio_client`` + ``ClientSession``) starts the server named by its
-configuration ($DESK_MCP_SERVER, a command line) and lists its tools; the model (the openai
+configuration ($DESK_MCP_SERVER, a command line; or connects to $DESK_MCP_URL, streamable
+HTTP) and lists its tools; the model (the openai
 package, its default client) is offered those tools, and each tool call is an MCP
 ``tools/call``. It keeps one JSONL file: its conversation, one chat message a line, each
 fsynced before it goes on; the assistant's tool calls are saved before any of them runs.
@@ -86,8 +87,9 @@ def uncertain(name: str, why: str) -> dict[str, Any]:
 class Server:
     """The MCP server, (re)started on demand: a broken connection is a server to start again."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], url: str = "") -> None:
         self.command = command
+        self.url = url
         self.tools: dict[str, Any] = {}
         self._stack: Any = None
         self.session: ClientSession | None = None
@@ -96,8 +98,14 @@ class Server:
         from contextlib import AsyncExitStack
 
         self._stack = AsyncExitStack()
-        params = StdioServerParameters(command=self.command[0], args=self.command[1:])
-        read, write = await self._stack.enter_async_context(stdio_client(params))
+        if self.url:
+            from mcp.client.streamable_http import streamable_http_client
+
+            streams = await self._stack.enter_async_context(streamable_http_client(self.url))
+            read, write = streams[0], streams[1]
+        else:
+            params = StdioServerParameters(command=self.command[0], args=self.command[1:])
+            read, write = await self._stack.enter_async_context(stdio_client(params))
         self.session = await self._stack.enter_async_context(ClientSession(read, write))
         await self.session.initialize()
         self.tools = {tool.name: tool for tool in (await self.session.list_tools()).tools}
@@ -230,7 +238,7 @@ class Agent:
 
 async def amain() -> None:
     conversation = Path(os.environ.get("DESK_MCP_CONVERSATION", ".desk/conversation.jsonl"))
-    server = Server(shlex.split(os.environ["DESK_MCP_SERVER"]))
+    server = Server(shlex.split(os.environ.get("DESK_MCP_SERVER", "")), os.environ.get("DESK_MCP_URL", ""))
     await server.start()
     try:
         agent = Agent(conversation, OpenAI(max_retries=0), os.environ.get("DESK_MCP_MODEL", "gpt-4o-mini"), server)
