@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -242,6 +243,14 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a handler stuck on a dead agent must not keep the life alive
     request_queue_size = 16
     app: LoopbackServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone mid-connection (an MCP relay killed or exiting, an agent killed
+        between two requests of a kept-alive connection) is no error of the server's: no
+        traceback in the life's stderr for it."""
+        if isinstance(sys.exc_info()[1], ConnectionError | TimeoutError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _error(message: str) -> dict[str, Any]:

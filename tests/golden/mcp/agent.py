@@ -28,6 +28,7 @@ again, and a send interrupted after it went out goes out twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shlex
@@ -113,10 +114,9 @@ class Server:
     async def stop(self) -> None:
         stack, self._stack, self.session = self._stack, None, None
         if stack is not None:
-            try:
+            # A dead server's streams fail to close: nothing is left to close.
+            with contextlib.suppress(BaseException):
                 await stack.aclose()
-            except BaseException:  # noqa: BLE001 - a dead server's streams fail to close
-                pass
 
     def read_only(self, name: str) -> bool:
         tool = self.tools.get(name)
@@ -136,7 +136,7 @@ class Server:
         assert self.session is not None
         try:
             result = await asyncio.wait_for(self.session.call_tool(name, arguments), timeout=60)
-        except BaseException as error:  # noqa: BLE001 - the server died, or sent what we cannot read
+        except BaseException as error:  # the server died, or sent what the client cannot read
             if isinstance(error, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
                 raise
             await self.stop()
@@ -159,7 +159,11 @@ class Server:
             functions.append(
                 {
                     "type": "function",
-                    "function": {"name": tool.name, "description": tool.description or "", "parameters": schema},
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description or "",
+                        "parameters": schema,
+                    },
                 }
             )
         return functions
@@ -241,7 +245,9 @@ async def amain() -> None:
     server = Server(shlex.split(os.environ.get("DESK_MCP_SERVER", "")), os.environ.get("DESK_MCP_URL", ""))
     await server.start()
     try:
-        agent = Agent(conversation, OpenAI(max_retries=0), os.environ.get("DESK_MCP_MODEL", "gpt-4o-mini"), server)
+        agent = Agent(
+            conversation, OpenAI(max_retries=0), os.environ.get("DESK_MCP_MODEL", "gpt-4o-mini"), server
+        )
         drop_torn_tail(conversation)
         await agent.recover()
         loop = asyncio.get_running_loop()
