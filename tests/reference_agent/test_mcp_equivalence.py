@@ -16,12 +16,14 @@ its time (docs/adapters.md "Tools over MCP" has the figures).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.front.cli import main as cli
 from crashmatrix.harness.input.suite import BUILTIN_SUITE
 from crashmatrix.reports.results import CaseRecord, NotRun, Results, load_results
 
@@ -198,3 +200,34 @@ def test_a_different_verdict_is_named_case_by_case() -> None:
         "a.yaml tool_response_lost: not_reachable over MCP, and its reason names no MCP: "
         "a pipe does not lose one message",
     ]
+
+
+@pytest.mark.slow
+def test_over_http_a_lost_response_is_told_uncertain_and_the_email_goes_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The column stdio cannot have: over streamable HTTP (``adapter_http.yaml``, the server the
+    life starts) the relay drops the response after the send; the variant's client sees the
+    stream end without an answer, its ledger says unknown, and the model is told uncertain."""
+    case = "tool_response_lost[call_mail]"
+    status = cli(
+        [
+            "run",
+            str(BUILTIN_SUITE / "send_email" / "send_once.yaml"),
+            "--agent",
+            str(ADAPTER.with_name("adapter_http.yaml")),
+            "--crash",
+            case,
+            "--keep",
+            str(tmp_path / "kept"),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert status == 0 and f"{case} ... passed" in printed, printed
+    session = tmp_path / "kept" / case / "world" / "workspace" / ".agent_state" / "session-reference.jsonl"
+    statuses = [
+        record["status"]
+        for record in map(json.loads, session.read_text(encoding="utf-8").splitlines())
+        if record["type"] == "tool_execution"
+    ]
+    assert statuses == ["approved", "running", "unknown"], statuses
