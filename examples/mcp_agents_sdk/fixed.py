@@ -18,6 +18,8 @@ again, which asks for the same call again. The server's client, not the SDK, can
   twice; a read-only or idempotent one (``readOnlyHint`` / ``idempotentHint``) is called
   again; any other (``send_email``) is never sent twice: the model is told it may have gone
   out (``SIDE_EFFECT_UNCERTAIN``);
+* a keyed or repeatable tool answering that it cannot tell whether it acted (its own response
+  was lost) is asked again under the same key, and answers what the first attempt did;
 * the same rule when the server goes away mid-call (its process died, the connection broke):
   no blind retry of a tool that acts (``max_retry_attempts`` is 0 here), the server
   reconnected, a keyed or repeatable call sent again under its key, any other one uncertain.
@@ -72,6 +74,20 @@ def _dumped(result: CallToolResult) -> str:
     return json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
+def _said_uncertain(result: CallToolResult) -> bool:
+    """Whether a tool's answer says it cannot tell whether it acted."""
+    for item in result.content:
+        try:
+            data = json.loads(getattr(item, "text", "") or "")
+        except ValueError:
+            continue
+        if isinstance(data, dict) and (
+            data.get("code") == "SIDE_EFFECT_UNCERTAIN" or data.get("status") == "unknown"
+        ):
+            return True
+    return False
+
+
 class Ledgered:
     """Mixed into an SDK MCP server class: ``call_tool`` through the ledger."""
 
@@ -100,6 +116,13 @@ class Ledgered:
                 why = f"the tool server went away before it answered: {type(error).__name__}"
                 return self._done(calls, site, uncertain(tool_name, why))
             result = await server.call_tool(tool_name, arguments, meta=meta)
+        if safe and _said_uncertain(result):
+            # The server lost track of its own answer: asked again under the same key, a
+            # keyed tool finds the first attempt instead of acting twice.
+            try:
+                result = await server.call_tool(tool_name, arguments, meta=meta)
+            except Exception as error:
+                result = uncertain(tool_name, f"no readable answer on asking again: {type(error).__name__}")
         return self._done(calls, site, result)
 
     def _done(self, calls: sqlite3.Connection, site: str, result: CallToolResult) -> CallToolResult:

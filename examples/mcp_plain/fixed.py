@@ -14,6 +14,8 @@ client: the same conversation, model and server, plus a small ledger of its own
   instead of acting twice); a read-only or idempotent tool (``readOnlyHint`` /
   ``idempotentHint``) is called again; any other tool is never called again, and the model is
   told the truth: it may have happened (``SIDE_EFFECT_UNCERTAIN``).
+* A keyed tool that answers it cannot tell whether it acted (its own response was lost) is
+  asked again under the same key, and answers what the first attempt did.
 * A site already ``done`` is answered with the result it got, which the model never saw.
 """
 
@@ -73,6 +75,17 @@ def uncertain(name: str, why: str) -> str:
     )
 
 
+def said_uncertain(result: str) -> bool:
+    """Whether a tool's answer says it cannot tell whether it acted."""
+    try:
+        data = json.loads(result)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and (
+        data.get("code") == "SIDE_EFFECT_UNCERTAIN" or data.get("status") == "unknown"
+    )
+
+
 class FixedAgent(Agent):
     def site(self, call_id: str) -> str:
         turn = sum(1 for message in self.messages if message.get("role") == "user")
@@ -114,6 +127,13 @@ class FixedAgent(Agent):
                     result = uncertain(name, f"no readable answer twice: {type(again).__name__}")
             else:
                 result = uncertain(name, f"no readable answer from the tool server: {type(error).__name__}")
+        if self.keyed(name) and said_uncertain(result):
+            # The server itself lost track (its answer was lost on its side): asked again
+            # under the same key, it finds the first attempt instead of acting twice.
+            try:
+                result = await self.tools.call(name, sent, meta=meta)
+            except Exception as error:
+                result = uncertain(name, f"no readable answer on asking again: {type(error).__name__}")
         record({"site": site, "status": "done", "result": result})
         return result
 
