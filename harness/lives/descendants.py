@@ -112,9 +112,7 @@ def _dying(pid: int, proc: str = "/proc") -> bool:
         return True
     try:
         with open(f"{proc}/{pid}/status", "rb") as stream:
-            fields = dict(
-                line.split(b":", 1) for line in stream.read().splitlines() if b":" in line
-            )
+            fields = dict(line.split(b":", 1) for line in stream.read().splitlines() if b":" in line)
     except OSError:
         return True  # gone already
     state = fields.get(b"State", b"").strip()[:1]
@@ -138,10 +136,17 @@ def _exiting(pid: int) -> bool:
     return state not in (b"Z", b"X") and _dying(pid)
 
 
-def _settle(roots: Collection[int]) -> None:
-    """Wait until no process of the subtrees of ``roots`` is exiting (bounded by ``_SETTLE``)."""
+def _settle(parent: int, started: Collection[int]) -> None:
+    """Wait until no descendant of ``parent`` outside ``started`` is exiting (bounded by
+    ``_SETTLE``). The orphans are listed again each round: a chain dying by
+    ``PR_SET_PDEATHSIG`` (the life, its agent, the MCP relay the agent spawned, the real
+    server the relay started) hands each process to ``parent`` only as the one above it exits,
+    so the roots first seen are zombies with no children by then."""
     deadline = time.monotonic() + _SETTLE
-    while time.monotonic() < deadline and any(_exiting(pid) for pid in _subtree(roots)):
+    while time.monotonic() < deadline:
+        orphans = [pid for pid in _children(parent) if pid not in started]
+        if not any(_exiting(pid) for pid in _subtree(orphans)):
+            return
         time.sleep(0.002)
 
 
@@ -176,7 +181,7 @@ def kill_adopted(parent: int, started: Collection[int]) -> tuple[Survivor, ...]:
     (``started``: its own children, the lives): the orphans of lives that ended. The
     caller reaps them (they are its children, or its children's)."""
     stopped: dict[int, Survivor] = {}
-    _settle([pid for pid in _children(parent) if pid not in started])
+    _settle(parent, started)
     for _ in range(_ROUNDS):
         orphans = [pid for pid in _children(parent) if pid not in started]
         fresh = [pid for pid in _subtree(orphans) if pid not in stopped and not _dying(pid)]

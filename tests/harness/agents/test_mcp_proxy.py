@@ -297,6 +297,9 @@ def test_a_stdio_server_dies_with_the_relay_that_started_it(tmp_path: Path) -> N
 # -- the worked example: the reference filesystem server from npm (slow) --------------------
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "mcp_filesystem"
+# Seconds a case may take: each life starts three programs (the agent, the relay, the node
+# server), two of them interpreters importing the mcp SDK; at load 20 the default 30 s ran out.
+DEADLINE = 180.0
 
 
 @pytest.fixture(scope="module")
@@ -312,16 +315,29 @@ def _example_cases(
 
     scenario = load_scenario(EXAMPLE / "scenario.yaml")
     agent = str(EXAMPLE / adapter)
-    enum = enumerate_points(scenario, launcher, work / "clean", agent=agent)
+    enum = enumerate_points(scenario, launcher, work / "clean", agent=agent, deadline=DEADLINE)
     cases = {"clean": enum.clean_case()}
     for point in enum.points:
         if point.id in names:
-            cases[point.id] = run_point(scenario, point, launcher, work / point.id, agent=agent)
+            cases[point.id] = run_point(
+                scenario, point, launcher, work / point.id, agent=agent, deadline=DEADLINE
+            )
     for point in enum.tool_side:
         if point.id in names:
-            cases[point.id] = run_tool_fault(scenario, point, launcher, work / point.id, agent=agent)
+            cases[point.id] = run_tool_fault(
+                scenario, point, launcher, work / point.id, agent=agent, deadline=DEADLINE
+            )
     assert names <= set(cases), sorted(cases)
     return cases
+
+
+def _why(cases: dict[str, CaseResult]) -> str:
+    return "; ".join(
+        f"{name} ({case.verdict.status}): {[v.message for v in case.verdict.violations]} "
+        f"{case.verdict.problems}"
+        for name, case in cases.items()
+        if not case.passed
+    )
 
 
 EXAMPLE_CASES = {
@@ -346,10 +362,10 @@ def test_the_filesystem_example_catches_the_blind_retry_only_where_the_server_di
         for name, case in buggy.items()
         if not case.passed
     }
-    assert red == {"tool_server_died[call_edit]": {"non_idempotent_at_most_once"}}
+    assert red == {"tool_server_died[call_edit]": {"non_idempotent_at_most_once"}}, _why(buggy)
     notes = buggy["tool_server_died[call_edit]"].case_dir / "world" / "workspace" / "notes.md"
     assert notes.read_text() == "# Notes\n- call Ana\n- call Ana\n"
     fixed = _example_cases("adapter_fixed.yaml", launcher, tmp_path / "fixed", EXAMPLE_CASES)
-    assert [name for name, case in fixed.items() if not case.passed] == []
+    assert [name for name, case in fixed.items() if not case.passed] == [], _why(fixed)
     notes = fixed["tool_server_died[call_edit]"].case_dir / "world" / "workspace" / "notes.md"
     assert notes.read_text() == "# Notes\n- call Ana\n"

@@ -281,3 +281,54 @@ def test_a_process_the_kernel_is_tearing_down_is_dying_not_a_survivor(tmp_path: 
         (tmp_path / "4242" / "stat").write_text(stat.format(flags=flags))
         assert descendants._dying(4242, proc=str(tmp_path)) is exiting
     assert descendants._dying(os.getpid()) is False
+
+
+_CHILD = """
+import os, subprocess, sys
+heavy, tie = int(sys.argv[1]), sys.argv[2]
+ballast = b"x" * (heavy << 20)  # MiB its exit must free: a slow death, as a big relay's
+child = subprocess.Popen([sys.executable, "-I", "-S", "-c", tie, str(os.getpid()), *sys.argv[3:]])
+print(child.pid, flush=True)
+os.read(0, 1)  # until killed
+"""
+
+
+def test_a_chain_dying_by_parent_death_signals_leaves_no_survivor() -> None:
+    """A life, the agent it started, the MCP relay the agent started, the real server the
+    relay started (four levels): each tied to its parent (PR_SET_PDEATHSIG), handed to the subreaper only as
+    the one above it exits. The search waits for the whole chain; the roots it saw first were
+    zombies by then, and the server, not yet signalled, was named a survivor of a correct agent."""
+    from crashmatrix.harness.agents.mcp_upstream import _EXEC_TIED
+
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's side
+        try:
+            descendants.become_subreaper()
+            # "life" -> "relay" -> "server" (sleep): each level a python that starts the next
+            # through the tie and prints its pid; the server prints nothing.
+            server = ["sleep", "30"]
+            relay = [sys.executable, "-c", _CHILD, "400", _EXEC_TIED, *server]
+            agent = [sys.executable, "-c", _CHILD, "0", _EXEC_TIED, *relay]
+            life = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, "0", _EXEC_TIED, *agent],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            assert life.stdout is not None
+            # Each level prints the pid it started (one stdout, inherited): the chain is whole.
+            *_, server_pid = (int(life.stdout.readline()) for _ in range(3))
+            life.kill()
+            life.wait()
+            left = descendants.kill_adopted(os.getpid(), (life.pid,))
+            os.write(write, (f"{server_pid}|" + ",".join(s.command for s in left) + "\n").encode())
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    with os.fdopen(read) as answers:
+        os.close(write)
+        line = answers.readline().strip()
+    os.waitpid(child, 0)
+    server_pid, survivors = line.split("|")
+    assert survivors == "", survivors
+    _wait_gone(int(server_pid))
