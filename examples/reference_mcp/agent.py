@@ -34,7 +34,7 @@ from crashmatrix.harness.core.records import ToolCall
 from crashmatrix.harness.input.mcp_import import contracts_from_mcp
 from crashmatrix.mock_tools import MockToolbox, World, catalogue
 from crashmatrix.reference_agent.agent import Agent
-from crashmatrix.reference_agent.mcp_client import McpToolbox, server_from_env
+from crashmatrix.reference_agent.mcp_client import McpToolbox, McpUnavailable, server_from_env
 from crashmatrix.reference_agent.model import OpenAIChatModel
 
 
@@ -97,7 +97,12 @@ def build(toolbox: McpToolbox, session_path: Path, workspace: Path) -> Agent:
 def main() -> int:
     workspace = Path.cwd()
     session_path = Path(os.environ.get("CRASHMATRIX_SESSION_PATH", ".agent_state/session-case.jsonl"))
-    with McpToolbox(server_from_env()) as toolbox:
+    try:
+        server = server_from_env()
+    except McpUnavailable as error:
+        print(f"reference-mcp: {error}", file=sys.stderr)
+        return 2
+    with McpToolbox(server) as toolbox:
         agent = build(toolbox, session_path, workspace)
         try:
             answer = agent.resume()

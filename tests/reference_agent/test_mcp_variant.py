@@ -10,6 +10,7 @@ the same, record for record. The whole suite through the real relay, with SIGKIL
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -401,3 +402,19 @@ def test_a_lost_mcp_answer_for_an_order_is_reconciled_by_key_not_ordered_twice(t
     assert world.snapshot().counts["orders"] == 1
     assert [r["name"] for r in server.requests] == ["create_order", "get_order_by_idempotency_key"]
     assert len(server.opened) == 2, "the lookup went over a new session"
+
+
+def test_the_example_without_a_server_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """examples/reference_mcp/agent.py started outside an adapter with ``tools: mcp``."""
+    path = Path(__file__).resolve().parents[2] / "examples" / "reference_mcp" / "agent.py"
+    spec = importlib.util.spec_from_file_location("reference_mcp_agent", path)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    monkeypatch.delenv("CRASHMATRIX_MCP_URL", raising=False)
+    monkeypatch.delenv("CRASHMATRIX_MCP_COMMAND", raising=False)
+    assert example.main() == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "CRASHMATRIX_MCP_COMMAND" in err, err
