@@ -369,3 +369,46 @@ def test_the_filesystem_example_catches_the_blind_retry_only_where_the_server_di
     assert [name for name, case in fixed.items() if not case.passed] == [], _why(fixed)
     notes = fixed["tool_server_died[call_edit]"].case_dir / "world" / "workspace" / "notes.md"
     assert notes.read_text() == "# Notes\n- call Ana\n"
+
+
+@pytest.mark.slow
+def test_a_proxy_to_a_server_at_a_url_passes_the_call_on_through_the_relays_edges(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    """``mcp: {proxy: {url: ...}}``: a server already running (here the notes server over
+    streamable HTTP, writing in a folder of its own); the agent's call reaches it through the
+    relay, past the same edges, and the agent reads the server's own answer."""
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+    from crashmatrix.harness.lives.tracer import read_trace
+
+    golden = Path(__file__).resolve().parents[2] / "golden" / "mcp_proxy"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    with notes_over_http(notes) as url:
+        adapter = (golden / "adapter.yaml").read_text(encoding="utf-8")
+        start = adapter.index("  proxy:\n")
+        end = adapter.index("env:")
+        adapter = adapter[:start] + f"  proxy: {{url: '{url}'}}\n" + adapter[end:]
+        adapter = adapter.replace("{here}/agent.py", str(golden / "agent.py"))
+        adapter = adapter.replace("contracts_dir: contracts", f"contracts_dir: {golden / 'contracts'}")
+        (tmp_path / "adapter.yaml").write_text(adapter, encoding="utf-8")
+        case = run_point(
+            load_scenario(golden / "scenario.yaml"),
+            None,
+            launcher,
+            tmp_path / "clean",
+            agent=str(tmp_path / "adapter.yaml"),
+            deadline=DEADLINE,
+        )
+    assert (notes / "todo.txt").read_text() == "call Ana\n"  # the server's own effect, once
+    events = [e for e in read_trace(case.case_dir) if e.get("event") in ("mcp_call", "boundary")]
+    assert [(e["event"], e.get("boundary"), e["call"]) for e in events] == [
+        ("boundary", "after_model_reply", "call_note"),
+        ("mcp_call", None, "call_note"),
+        ("boundary", "after_running", "call_note"),
+        ("boundary", "after_side_effect", "call_note"),
+        ("boundary", "before_tool_result", "call_note"),
+    ]
+    session = (case.case_dir / "world" / "workspace" / ".golden" / "session.jsonl").read_text()
+    assert '"content":"added to todo"' in session
