@@ -4,6 +4,7 @@ nothing.
 
     python benchmarks/mcp_relay.py [--starts 5] [--calls 30]
 
+* close: a stdio client's close, which waits for the relay to exit;
 * start: from spawning the relay (stdio: the client spawns it, as an agent does; HTTP: the
   life starts it on its socket) until the client's ``initialize`` has its answer;
 * per call: ``send_email`` through the official ``mcp`` client and the relay (each call its
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="crashmatrix-mcp-bench-"))
     server, toolbox = _life(folder)
     starts: dict[str, list[float]] = {"stdio": [], "http": []}
+    closes: list[float] = []
     calls: dict[str, list[float]] = {}
 
     async def measure() -> None:
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             async with AsyncExitStack() as stack:
                 await _session(stack, server, "")
                 starts["stdio"].append(time.perf_counter() - started)
+                closing = time.perf_counter()
+            closes.append(time.perf_counter() - closing)
             relay = HttpRelay(server.base_url, folder / "relay.stderr", lambda event: None)
             started = time.perf_counter()
             relay.start()
@@ -156,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     print("relay start (spawn to initialize answered):")
     for transport, seconds in starts.items():
         print(_line(transport, seconds))
+    print(_line("stdio: close (the client waits for its exit)", closes))
     print("one send_email call:")
     for label, seconds in calls.items():
         print(_line(label, seconds))
