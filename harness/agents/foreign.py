@@ -181,9 +181,9 @@ class ForeignAdapter:
             self.boundaries = _ordered(mapped | self.loopback_edges | inside)
         else:
             # The model edge needs the agent stopped while its reply is delivered: only a
-            # separate process can be stopped. So does an MCP response sent and not read.
-            sent = {"before_tool_result"} if spec.tools == "mcp" else set()
-            self.loopback_edges = frozenset(edges | sent | {"after_model_reply"})
+            # separate process can be stopped. (So does an MCP response sent and not read: the
+            # relay's after_side_effect, the agent's state after the effect, nothing read.)
+            self.loopback_edges = frozenset(edges | {"after_model_reply"})
             self.boundaries = _ordered(set(self.loopback_edges))
         # What the fork server imports once for this agent: the libraries a kind-2 agent
         # imports (its own code runs in each life, after the life's environment is set).

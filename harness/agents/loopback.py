@@ -56,10 +56,15 @@ An MCP call reaches the server as the relay's requests (docs/MCP: the relay is a
 translator, every decision is made here). ``/mcp/begin`` attributes it to a model tool call as
 a service request is (``_meta.tool_call_id`` first), writes the ``mcp_call`` trace event, asks
 ``mcp.take_fault`` which tool-side fault acts on it and passes ``after_running``;
-``/mcp/execute`` runs the mock tool; ``/mcp/end`` passes ``after_side_effect`` and acts on the
-fault (kill the relay and never answer, drop the response, malform it), and for a stoppable
-agent stops it before the relay may write its response; ``/mcp/sent`` (the response is in
-the agent's pipe or socket, unread) passes ``before_tool_result`` and resumes it.
+``/mcp/execute`` runs the mock tool; ``/mcp/end`` acts on the fault (kill the relay and never
+answer, drop the response, malform it). The call's ``after_side_effect`` is ONE edge: for an
+agent in this process (``stoppable=False``) at ``/mcp/end``, before the response is written;
+for a stoppable agent the server stops it at ``/mcp/end`` and passes the edge at ``/mcp/sent``
+(the response is in the agent's pipe or socket, unread), then resumes it. Both moments are the
+same state for the agent -- the effect done, nothing of its answer read -- which is why the
+response written is not ``before_tool_result`` (a terminal ledger line is durable there): the
+later moment is taken where it can be, so a proxied server has finished the call. A call the
+fault leaves without a response passes the edge at ``/mcp/end``.
 
 ``before_tool()`` runs before every tool and service request (the owner syncs the agent's
 session copy, so the world's events measure ``session_bytes``), and ``on_request(route)``
@@ -91,7 +96,7 @@ from crashmatrix.mock_tools.model import ScriptedModel
 
 __all__ = ["EDGES", "MOUNTS", "SERVICE_TOOLS", "LoopbackServer", "McpLife", "ServiceHandler", "ToolRunner"]
 
-EDGES = ("after_model_reply", "after_running", "after_side_effect", "before_tool_result")
+EDGES = ("after_model_reply", "after_running", "after_side_effect")
 # Service name -> the path it answers under (the paths OrderAPI and MailAPI serve).
 MOUNTS: Mapping[str, str] = MappingProxyType({"orders": "/orders", "mail": "/emails"})
 # Service name -> the tool a side-effecting request to it stands for, by default.
@@ -665,7 +670,10 @@ class LoopbackServer:
             fault = self._mcp_faults.pop((pid, call_id), None)
         if call_id.startswith("mcp-unattributed-"):
             return _Reply(200, {"action": "send", "result": result})
-        self._edge("after_side_effect", call_id)
+        # Passed at /mcp/sent instead where the agent is stopped until its response is written.
+        at_sent = self.stoppable and fault in (None, "tool_result_malformed")
+        if not at_sent:
+            self._edge("after_side_effect", call_id)
         if fault is not None:
             detail = {
                 "tool_server_died": f"the MCP server (pid {pid}) was SIGKILLed after {call_id}'s effect, "
@@ -683,7 +691,7 @@ class LoopbackServer:
             return _Reply(200, {"action": "drop"})
         if fault == "tool_result_malformed":
             result = malformed_result(result)
-        if self.stoppable and "before_tool_result" in self.edges:
+        if at_sent:
             # Stopped before the relay may write: the response then sits unread in its pipe.
             self._freeze_until_sent((pid, call_id))
         return _Reply(200, {"action": "send", "result": result})
@@ -694,7 +702,7 @@ class LoopbackServer:
             frozen = key in self._mcp_frozen
         if frozen:
             try:
-                self._edge("before_tool_result", key[1])
+                self._edge("after_side_effect", key[1])
             finally:
                 self._thaw(key)
         return _Reply(200, {})

@@ -17,7 +17,8 @@ server's ``/mcp/*`` routes (``harness.agents.loopback``), reached at ``--life``.
                                                (proxy: the upstream server is called instead)
     POST /mcp/end      -> {action, result}     the life passes after_side_effect and acts:
                                                send (maybe malformed), drop, or kills this pid
-    POST /mcp/sent                             once the response is written: before_tool_result
+    POST /mcp/sent                             once the response is written: after_side_effect
+                                               for a stoppable agent (then not at /mcp/end)
 
 A real process means "the MCP server died" is a real SIGKILL of it. The relay dies with its
 parent (the agent that spawned it, or the life), and in a process group of its own, so that

@@ -85,23 +85,9 @@ def test_an_mcp_agent_over_stdio_is_green_at_the_mcp_edges_and_tool_side_faults(
     assert _emails(cases["tool_result_error[call_mail]"]) == 0  # nothing ran, and it was not resent
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the verdict still holds a no-ledger agent at before_tool_result to a ledgered agent's "
-    "'told succeeded'; its state is after_side_effect's (issue 28: verdict.py's no-ledger twins, M2's)",
-)
-def test_an_mcp_agent_killed_with_its_answer_unread_may_say_uncertain(pytester: pytest.Pytester) -> None:
-    cases = _run(pytester, HERE / "adapter.yaml", SEND_ONCE, ("before_tool_result[call_mail]",))
-    assert _emails(cases["before_tool_result[call_mail]"]) == 1
-    assert cases["before_tool_result[call_mail]"].status == "passed", cases[
-        "before_tool_result[call_mail]"
-    ].mismatches
-
-
 def test_an_mcp_agent_over_http_retries_a_keyed_order_with_its_key(pytester: pytest.Pytester) -> None:
     points = (
         "after_side_effect",
-        "before_tool_result",
         "tool_server_died",
         "tool_response_lost",
         "tool_result_error",

@@ -89,7 +89,6 @@ def test_a_correct_agent_on_a_real_mcp_server_is_green_at_every_crash_and_tool_s
         "after_model_reply[call_note]",
         "after_running[call_note]",
         "after_side_effect[call_note]",
-        "before_tool_result[call_note]",
         "tool_server_died[call_note]",
         "tool_result_error[call_note]",
         "tool_result_malformed[call_note]",

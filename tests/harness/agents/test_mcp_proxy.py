@@ -408,7 +408,6 @@ def test_a_proxy_to_a_server_at_a_url_passes_the_call_on_through_the_relays_edge
         ("mcp_call", None, "call_note"),
         ("boundary", "after_running", "call_note"),
         ("boundary", "after_side_effect", "call_note"),
-        ("boundary", "before_tool_result", "call_note"),
     ]
     session = (case.case_dir / "world" / "workspace" / ".golden" / "session.jsonl").read_text()
     assert '"content":"added to todo"' in session

@@ -167,8 +167,7 @@ def test_a_call_passes_running_effect_and_sent_in_order_and_tells_the_attributio
     assert not result.is_error and result.structured_content["ok"] is True
     assert _edges(life) == [
         ("after_running", "call_mail"),
-        ("after_side_effect", "call_mail"),
-        ("before_tool_result", "call_mail"),
+        ("after_side_effect", "call_mail"),  # once: at /mcp/sent, the response written unread
     ]
     assert life.events("mcp_call") == [{"event": "mcp_call", "call": "call_mail", "tool": "send_email"}]
     assert life.counts()["emails"] == 1
@@ -191,7 +190,8 @@ def test_tool_server_died_kills_the_stdio_relay_after_the_effect(life: Life) -> 
     [fault] = life.events("fault")
     assert (fault["fault"], fault["call"], fault["acted"]) == ("tool_server_died", "call_mail", True)
     assert pids and not _alive(pids[0])
-    assert ("before_tool_result", "call_mail") not in _edges(life)
+    # Its one after_side_effect is passed at /mcp/end: no response will ever be written.
+    assert _edges(life) == [("after_running", "call_mail"), ("after_side_effect", "call_mail")]
 
 
 def test_tool_result_error_runs_nothing_and_answers_is_error(life: Life) -> None:
@@ -232,12 +232,12 @@ def test_the_http_relay_drops_a_lost_response_after_the_effect(life: Life) -> No
     assert not after.is_error
     assert [e["fault"] for e in life.events("fault")] == ["tool_response_lost"]
     assert life.counts()["emails"] == 2
-    assert ("before_tool_result", "call_1") not in _edges(life)
+    assert _edges(life).count(("after_side_effect", "call_1")) == 1  # at /mcp/end, never sent
     assert len(life.events("mcp_relay")) == 1  # the same relay answered the next call
 
 
 def test_an_http_call_passes_the_same_edges(life: Life) -> None:
     (result,) = _http(life, ("send_email", EMAIL, "call_1"))
     assert not result.is_error
-    assert [b for b, _ in _edges(life)] == ["after_running", "after_side_effect", "before_tool_result"]
+    assert [b for b, _ in _edges(life)] == ["after_running", "after_side_effect"]
     assert os.path.exists(life.case / "relay.stderr")
