@@ -35,6 +35,12 @@ class ScriptedModel:
     on_request: Callable[[], None] | None = None
     # The agent's words for tools and results (the suite's own by default).
     dialect: Dialect = NATIVE
+    # What the model says where the script has no rule, instead of refusing the request (400):
+    # None (a scenario's script is the whole conversation). A tool-side case sets it: the fault
+    # makes the agent tell the model something its script never planned (a failure, an
+    # uncertain send), and such a case is judged by the invariants alone, so the model ends the
+    # turn in plain words rather than failing a correct agent's life.
+    unscripted: str | None = None
 
     def reply(self, messages: Sequence[Mapping[str, Any]]) -> Reply:
         return reply_to(self.rules, messages, self.dialect)
@@ -68,6 +74,8 @@ class ScriptedModel:
         try:
             reply = self.reply(messages)
         except NoRuleMatched as error:
-            return httpx.Response(400, json={"error": {"message": str(error), "type": "crashmatrix_no_rule"}})
+            if self.unscripted is None:
+                return httpx.Response(400, json={"error": {"message": str(error), "type": "crashmatrix_no_rule"}})
+            reply = Reply(content=self.unscripted)
         completion = chat_completion(reply, model=self.model, serial=len(self.requests), dialect=self.dialect)
         return httpx.Response(200, json=completion)

@@ -101,6 +101,9 @@ from crashmatrix.mock_tools.world import World
 
 __all__ = ["ForeignAdapter", "TeamLife"]
 _LOOPBACK_EDGES = ("after_running", "after_side_effect")
+# The model's words where a tool-side case's script has none (``ScriptedModel.unscripted``): it
+# ends the turn, asking the agent for nothing, so what happens next is the agent's own doing.
+UNSCRIPTED_REPLY = "I could not finish that; I will leave it here."
 
 
 # -- the adapter ---------------------------------------------------------------------------
@@ -603,11 +606,15 @@ class ForeignAdapter:
         conversation = Conversation(self.spec, ctx.scenario.turns[received:], ctx)
         # An agent started once per message: the messages of this life's processes.
         messages = per_process_messages(conversation.turns, log.entries) if self.spec.per_process else None
+        from crashmatrix.harness.agents.tool_faults import armed
+
         model = ScriptedModel(
             ctx.scenario.rules,
             log_path=ctx.case_dir / "model_requests.jsonl",
             on_request=ctx.model_request,
             dialect=self.dialect,
+            # A tool-side case: what the agent tells the model after the fault is not scripted.
+            unscripted=UNSCRIPTED_REPLY if armed(ctx.case_dir) is not None else None,
         )
         world = World(ctx.world_dir)
         probe = self._probe(
