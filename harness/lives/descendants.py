@@ -37,7 +37,7 @@ import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-__all__ = ["Survivor", "become_subreaper", "kill_adopted", "tracking"]
+__all__ = ["TIE_MARK", "Survivor", "become_subreaper", "kill_adopted", "tracking"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
@@ -49,6 +49,12 @@ _ROUNDS = 20  # a subtree that keeps forking faster than it is stopped is cut of
 # in about one case in four on a loaded machine (2 cores, load 9); the wait ends as soon as
 # nothing is exiting, so a longer bound costs nothing when nothing is slow.
 _SETTLE = 5.0
+# What the command line of crashmatrix's tie holds while it runs (a small ``python -c`` that
+# arms ``PR_SET_PDEATHSIG`` and then execs a real MCP server: harness/agents/mcp_upstream.py).
+# Before its exec it is the harness's own code, which either execs tied to its parent or, its
+# parent already gone, exits: waited for like the dying, never named a survivor. A kill while
+# a relay was starting its server left it listed in that instant (a false no_effect_after_death).
+TIE_MARK = b"ctypes.CDLL(None).prctl(1, signal.SIGKILL"
 
 
 def tracking() -> bool:
@@ -136,6 +142,15 @@ def _exiting(pid: int) -> bool:
     return state not in (b"Z", b"X") and _dying(pid)
 
 
+def _tying(pid: int) -> bool:
+    """crashmatrix's tie before its exec (``TIE_MARK``): it resolves by itself in a moment."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            return TIE_MARK in stream.read()
+    except OSError:
+        return False
+
+
 def _settle(parent: int, started: Collection[int]) -> None:
     """Wait until no descendant of ``parent`` outside ``started`` is exiting (bounded by
     ``_SETTLE``). The orphans are listed again each round: a chain dying by
@@ -145,7 +160,7 @@ def _settle(parent: int, started: Collection[int]) -> None:
     deadline = time.monotonic() + _SETTLE
     while time.monotonic() < deadline:
         orphans = [pid for pid in _children(parent) if pid not in started]
-        if not any(_exiting(pid) for pid in _subtree(orphans)):
+        if not any(_exiting(pid) or _tying(pid) for pid in _subtree(orphans)):
             return
         time.sleep(0.002)
 

@@ -332,3 +332,39 @@ def test_a_chain_dying_by_parent_death_signals_leaves_no_survivor() -> None:
     server_pid, survivors = line.split("|")
     assert survivors == "", survivors
     _wait_gone(int(server_pid))
+
+
+def test_the_tie_before_its_exec_is_waited_for_not_named() -> None:
+    """crashmatrix's tie (the ``python -c`` that arms PR_SET_PDEATHSIG, then execs the real
+    server) orphaned before its exec -- the relay killed while starting its server -- exits
+    by itself a moment later; the search waits for it. Named, it was a false
+    no_effect_after_death of a correct agent (seen once in twenty runs of the chain above)."""
+    from crashmatrix.harness.agents.mcp_upstream import _EXEC_TIED
+
+    assert descendants.TIE_MARK in _EXEC_TIED.encode()  # the mark is the tie's own text
+    # A stand-in held before its exec for a while (the real one's window is a few ms).
+    slow_tie = "import time; time.sleep(0.5)\n" + _EXEC_TIED
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's side
+        try:
+            descendants.become_subreaper()
+            middle = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, "0", slow_tie, "sleep", "30"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            assert middle.stdout is not None
+            int(middle.stdout.readline())
+            middle.kill()
+            middle.wait()
+            left = descendants.kill_adopted(os.getpid(), (middle.pid,))
+            os.write(write, (",".join(s.command for s in left) + "\n").encode())
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    with os.fdopen(read) as answers:
+        os.close(write)
+        survivors = answers.readline().strip()
+    os.waitpid(child, 0)
+    assert survivors == "", survivors
