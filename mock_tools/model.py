@@ -75,7 +75,8 @@ class ScriptedModel:
             reply = self.reply(messages)
         except NoRuleMatched as error:
             if self.unscripted is None:
-                return httpx.Response(400, json={"error": {"message": str(error), "type": "crashmatrix_no_rule"}})
+                refusal = {"error": {"message": str(error), "type": "crashmatrix_no_rule"}}
+                return httpx.Response(400, json=refusal)
             reply = Reply(content=self.unscripted)
         completion = chat_completion(reply, model=self.model, serial=len(self.requests), dialect=self.dialect)
         return httpx.Response(200, json=completion)

@@ -15,7 +15,8 @@ UNPLANNED = {"messages": [{"role": "user", "content": "something the script neve
 
 
 def _ask(model: ScriptedModel, body: dict[str, object]) -> httpx.Response:
-    return model.handle(httpx.Request("POST", "http://model.test/v1/chat/completions", content=json.dumps(body)))
+    request = httpx.Request("POST", "http://model.test/v1/chat/completions", content=json.dumps(body))
+    return model.handle(request)
 
 
 def test_a_request_no_rule_matches_is_refused_by_default() -> None:
