@@ -205,6 +205,10 @@ def kill_adopted(parent: int, started: Collection[int]) -> tuple[Survivor, ...]:
         for pid in fresh:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)  # frozen first: listed, then killed, no fork between
+            if _dying(pid):
+                # It exited on its own between the listing and the stop (its command line was
+                # already gone: named "?"): it can act no more, and is no survivor.
+                continue
             stopped[pid] = _describe(pid)
     for pid in stopped:
         with contextlib.suppress(ProcessLookupError):
