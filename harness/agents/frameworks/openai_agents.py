@@ -81,6 +81,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from crashmatrix.harness.agents.foreign_session import LedgerMap, _normalised, _write_copy
+from crashmatrix.harness.agents.frameworks.approvals import Answer, Approvals, rejection
 from crashmatrix.harness.agents.protocol import MODEL_BASE_URL, LifeContext
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.session_records import SqliteRows
@@ -98,13 +99,12 @@ from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.dialect import Dialect
 from crashmatrix.harness.core.ledger import arguments_sha256
-from crashmatrix.harness.core.records import ToolCall, content_text
+from crashmatrix.harness.core.records import content_text
 from crashmatrix.harness.core.session_log import SessionLog
 from crashmatrix.harness.core.toolmap import ToolMap, ToolName
-from crashmatrix.harness.core.tools import ToolContext, ToolObservation
+from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.session_file import fsync_directory
-from crashmatrix.reference_agent.approval import ScriptedApprover
 
 if TYPE_CHECKING:
     from crashmatrix.harness.core.trace import CaseRun
@@ -181,74 +181,6 @@ class _Declared:
 
     def __init__(self) -> None:
         self.asks = False
-
-
-@dataclass(frozen=True)
-class Answer:
-    approved: bool
-    again: bool  # the person was asked about this call in an earlier life
-
-
-def rejection(tool: str, contract: ToolContract | None, *, again: bool) -> str:
-    """What the model is told of a call the person said no to, in the Tool Results' own
-    vocabulary (the SDK's default text, "Tool execution was not approved.", says nothing a
-    JSON-reading agent would recognise). ``recovery: reapproval`` when asked again after a
-    restart, as the reference agent says it."""
-    idempotency = contract.idempotency if contract else "non_idempotent"
-    result = ToolObservation(
-        ok=False, code="REJECTED", content=f"The user rejected {tool}; it was not executed."
-    ).to_result(execution_id=None, idempotency=idempotency) | {"status": "rejected"}
-    if again:
-        result["recovery"] = "reapproval"
-    return json.dumps(result, ensure_ascii=False)
-
-
-class Approvals:
-    """The scenario's person: answers by tool name (``approvals:``; ``approvals_again:`` for
-    a call they were asked about in an earlier life), and remembers each question in a file
-    beside the session (fsynced before the answer), as a person remembers being asked. The
-    memory is the person's, not the agent's: the agent reads nothing of it."""
-
-    def __init__(self, ctx: LifeContext, path: Path, turn: Callable[[], int]) -> None:
-        self.approver = ScriptedApprover(dict(ctx.approvals), dict(ctx.approvals_again))
-        self.path = path
-        self.life = ctx.life
-        self.turn = turn  # the turn being run: a provider's call_0 in turn 2 is another call
-
-    def asked_before(self, call_id: str, tool: str) -> bool:
-        if not self.path.exists():
-            return False
-        turn = self.turn()
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                seen = json.loads(line)
-            except ValueError:
-                continue  # a line cut by the kill: that question was not answered
-            same = (seen.get("turn"), seen.get("call_id"), seen.get("tool")) == (turn, call_id, tool)
-            if same and seen.get("life", 0) < self.life:
-                return True
-        return False
-
-    def __call__(self, tool: str, call_id: str, arguments: Mapping[str, Any]) -> Answer:
-        again = self.asked_before(call_id, tool)
-        approved = self.approver.approve(
-            ToolCall(call_id, tool, json.dumps(dict(arguments))),
-            {"tool": tool, "arguments": dict(arguments)},
-            again=again,
-        )
-        line = {"life": self.life, "turn": self.turn(), "call_id": call_id, "tool": tool, "again": again}
-        _append_synced(self.path, json.dumps(line | {"approved": approved}) + "\n")
-        return Answer(approved, again)
-
-
-def _append_synced(path: Path, text: str) -> None:
-    created = not path.exists()
-    with path.open("a", encoding="utf-8") as out:
-        out.write(text)
-        out.flush()
-        os.fsync(out.fileno())
-    if created:
-        fsync_directory(path.parent)
 
 
 class KeptState:

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from crashmatrix.harness.agents.frameworks.openai_agents import Approvals, rejection
+from crashmatrix.harness.agents.frameworks.approvals import Approvals, rejection
 from crashmatrix.harness.agents.frameworks.pydantic_ai_records import message_records
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.team_life import (
