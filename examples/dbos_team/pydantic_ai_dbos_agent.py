@@ -1,16 +1,18 @@
 """What PydanticAI's ``DBOSAgent`` checkpoints, shown with a real SIGKILL (docs/frameworks.md,
 "PydanticAI's DBOSAgent"). No crashmatrix: run it twice in an empty folder,
 
-    python pydantic_ai_dbos_agent.py kill     # the run is SIGKILLed inside create_order, after its effect
+    python pydantic_ai_dbos_agent.py kill     # the run is SIGKILLed inside create_order, after both effects
     python pydantic_ai_dbos_agent.py resume   # DBOS.launch() recovers the run, waits for it
 
 and read ``effects.txt``. The model (a scripted ``FunctionModel``) asks for ``send_email`` and
-``create_order`` in one reply. ``DBOSAgent`` makes the run a DBOS workflow and each model
-request a step, so the recovered run replays the reply from its row (``model_calls.txt``: 2
-requests in all, not 3); the function tools are not steps, they run inline in the workflow, so
-both run again -- ``send_email``, which had finished before the crash, included: 2 emails, 2
-orders. A tool the team makes a ``@DBOS.step`` itself would be re-run only when killed before
-its row committed (examples/dbos_team/support_agent.py).
+``create_order`` in one reply; the two calls run concurrently, in threads, in either order
+(``DBOSAgent``'s default ``parallel_ordered_events``), and the kill waits for both effects.
+``DBOSAgent`` makes the run a DBOS workflow and each model request a step, so the recovered
+run replays the reply from its row (``model_calls.txt``: 2 requests in all, not 3); the function
+tools are not steps, they run inline in the workflow, so both run again -- ``send_email``, which
+had finished before the crash, included: 2 emails, 2 orders. A tool the team makes a
+``@DBOS.step`` itself would be re-run only when killed before its row committed
+(examples/dbos_team/support_agent.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
@@ -50,11 +53,15 @@ def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 agent: Agent[None, str] = Agent(FunctionModel(model), name="support")
+# Set once send_email's effect is on disk. The two tools run concurrently, so create_order may
+# run first: the kill waits for the email, else it could land before the email ever ran.
+_emailed = threading.Event()
 
 
 @agent.tool_plain
 def send_email(to: str) -> str:
     _append(EFFECTS, f"email {to}")
+    _emailed.set()
     return f"Email sent to {to}."
 
 
@@ -62,6 +69,7 @@ def send_email(to: str) -> str:
 def create_order(item: str) -> str:
     _append(EFFECTS, f"order {item}")
     if sys.argv[1:] == ["kill"]:
+        _emailed.wait(timeout=60)  # bounded: a run that never emails still dies
         os.kill(os.getpid(), signal.SIGKILL)  # after the effect, before anything returns
     return f"Order placed: {item}."
 
