@@ -10,6 +10,13 @@ A mutant is *killed* by a scenario when one of its cases fails (``failed``, ``er
 a broken scenario, not a caught bug. The reference runs only for the cases a mutant fails,
 so a default run costs about one case per mutant more than the mutant's own cases.
 
+What killed it: each kill says whether an invariant failed the case (``invariant``: any
+scenario catches the bug, with or without expectations), only the scenario's expectations
+did (``expectation``: a team's scenario that states none would miss it), or the case hung
+or errored (``hung`` / ``error``: no expectation needed either). With ``invariants_only`` a
+case failed by expectations alone is noted (cell ``E``) and the search goes on for a kill
+that needs none: the figure "killed by invariants alone".
+
 Speed: by default each mutant stops at its first kill, and its scenarios and points are
 ordered by the mutant's ``hints`` (scenario tags, tool names, boundary names, ``power_loss``)
 so that the likely killer runs first. Hints only order; they never decide a verdict.
@@ -47,6 +54,7 @@ __all__ = [
     "Kill",
     "KillMatrix",
     "MutantRow",
+    "killed_by",
     "main_mutants",
     "mutant_spec",
     "run_kill_matrix",
@@ -58,6 +66,9 @@ FAILING = ("failed", "error", "hung")
 # its running line (after_running/after_side_effect) or its receipt (after_tool_result).
 POWER = "power"
 KILLED, SURVIVED, NOT_RUN = "K", ".", "-"
+# --invariants: the scenario failed the mutant only through its expectations.
+EXPECTATION_ONLY = "E"
+INVARIANT, EXPECTATION = "invariant", "expectation"
 MUTANTS_MODULE = "crashmatrix.reference_agent.mutants"
 
 
@@ -69,9 +80,25 @@ class Kill:
     case: str  # "clean", a point id, "power@<point id>" or "recovery@<point id>"
     status: str  # the mutant's verdict status
     reason: str  # the first broken invariant or mismatch
+    # What failed the case: "invariant", "expectation" (the scenario's expectations alone),
+    # or the status itself when the case hung or errored.
+    by: str = INVARIANT
 
     def describe(self) -> str:
-        return f"{self.scenario}::{self.case} ({self.status}: {self.reason})"
+        return f"{self.scenario}::{self.case} ({self.status}: {self.reason}; by {self.by})"
+
+    @property
+    def needs_expectations(self) -> bool:
+        return self.by == EXPECTATION
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "scenario": self.scenario,
+            "case": self.case,
+            "status": self.status,
+            "reason": self.reason,
+            "by": self.by,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +110,17 @@ class MutantRow:
     seconds: float
     # Cases the mutant failed that the reference failed too: the scenario is at fault.
     unconfirmed: tuple[str, ...] = ()
+    # Every kill found, one per scenario at most (the first only, unless the run goes on).
+    kills: tuple[Kill, ...] = ()
 
     @property
     def killed(self) -> bool:
         return self.first_kill is not None
+
+    @property
+    def without_expectations(self) -> bool:
+        """Some kill rests on no expectation: an invariant failed it, or it hung."""
+        return any(not kill.needs_expectations for kill in self.kills or _some(self.first_kill))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,12 +129,38 @@ class KillMatrix:
     rows: tuple[MutantRow, ...]
     seconds: float = 0.0
 
+    # Whether only kills needing no expectation were counted (``invariants_only``).
+    invariants_only: bool = False
+
     @property
     def survivors(self) -> tuple[str, ...]:
         return tuple(row.mutant for row in self.rows if not row.killed)
 
+    @property
+    def by_expectations_only(self) -> tuple[str, ...]:
+        """Mutants whose every kill found rests on a scenario's expectations."""
+        return tuple(row.mutant for row in self.rows if row.killed and not row.without_expectations)
+
+    def figure(self) -> str:
+        """How many mutants are killed with no expectation needed, and which are not."""
+        free = [row for row in self.rows if row.without_expectations]
+        by_invariant = sum(
+            1 for row in free if any(k.by == INVARIANT for k in row.kills or _some(row.first_kill))
+        )
+        only = self.by_expectations_only
+        text = (
+            f"{len(free)}/{len(self.rows)} mutants killed without expectations "
+            f"({by_invariant} by an invariant, {len(free) - by_invariant} hung or errored)"
+        )
+        if only:
+            text += f"; by expectations only: {', '.join(only)}"
+        if not self.invariants_only:
+            text += " (first kills only: --invariants searches on for a kill without expectations)"
+        return text
+
     def render(self) -> str:
-        """Mutant x scenario (K killed, . survived, - not run), then who killed each mutant.
+        """Mutant x scenario (K killed, E killed by expectations only, . survived, - not run), then
+        who killed each mutant and how many need no expectation.
 
         Scenario columns are numbered (a legend follows) so the table stays narrow."""
         width = max([len(r.mutant) for r in self.rows] + [6])
@@ -124,6 +184,12 @@ class KillMatrix:
             + (f"; survivors: {', '.join(self.survivors)}" if self.survivors else "")
             + f" ({sum(r.cases_run for r in self.rows)} cases, {self.seconds:.0f}s)"
         )
+        lines.append(self.figure())
+        expectation_kills = [(r.mutant, k) for r in self.rows for k in r.kills if k.needs_expectations]
+        if self.invariants_only and expectation_kills:
+            lines.append("")
+            lines.append("killed by expectations only (E):")
+            lines += [f"  {mutant}: {kill.describe()}" for mutant, kill in expectation_kills]
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -131,19 +197,16 @@ class KillMatrix:
             "scenarios": list(self.scenarios),
             "seconds": round(self.seconds, 2),
             "survivors": list(self.survivors),
+            "invariants_only": self.invariants_only,
+            "by_expectations_only": list(self.by_expectations_only),
             "mutants": [
                 {
                     "mutant": row.mutant,
                     "killed": row.killed,
                     "cells": dict(row.cells),
-                    "first_kill": None
-                    if row.first_kill is None
-                    else {
-                        "scenario": row.first_kill.scenario,
-                        "case": row.first_kill.case,
-                        "status": row.first_kill.status,
-                        "reason": row.first_kill.reason,
-                    },
+                    "first_kill": None if row.first_kill is None else row.first_kill.to_json(),
+                    "without_expectations": row.without_expectations,
+                    "kills": [kill.to_json() for kill in row.kills],
                     "cases_run": row.cases_run,
                     "seconds": round(row.seconds, 2),
                     "unconfirmed": list(row.unconfirmed),
@@ -193,6 +256,23 @@ def _cases(points: Sequence[CrashPoint], scenario: Scenario, *, recovery: bool, 
             if p.boundary in RECOVERY_FIRST and p.occurrence == 1
         ]
     return cases
+
+
+def _some(kill: Kill | None) -> tuple[Kill, ...]:
+    return () if kill is None else (kill,)
+
+
+def killed_by(verdict: Verdict) -> str:
+    """What failed a case: an invariant (whatever the scenario expects), its expectations
+    alone, or the case's own status (it hung or errored: no expectation needed; a hung case
+    may list violations too, of a session the deadline cut short)."""
+    if verdict.status in ("hung", "error"):
+        return verdict.status
+    if verdict.violations:
+        return INVARIANT
+    if verdict.mismatches:
+        return EXPECTATION
+    return verdict.status
 
 
 def _reason(verdict: Verdict) -> str:
@@ -264,6 +344,7 @@ class _Runner:
         *,
         stop_at_first_kill: bool,
         recovery: bool,
+        invariants_only: bool = False,
     ) -> MutantRow:
         started = time.monotonic()
         adapter = load_adapter(mutant)
@@ -271,6 +352,7 @@ class _Runner:
         order = sorted(scenarios, key=lambda s: -scenario_score(s, hints))  # stable: path order
         cells: dict[str, str] = {}
         first: Kill | None = None
+        kills: list[Kill] = []
         unconfirmed: list[str] = []
         runs = 0
         name = _short(mutant)
@@ -291,6 +373,7 @@ class _Runner:
             cases = _cases(points, scenario, recovery=recovery, power=self.power)
             cases.sort(key=lambda c: -case_score(c, hints))
             cells[label] = SURVIVED
+            noted: Kill | None = None  # a kill by expectations alone, under invariants_only
             for case in [_Case("clean", "clean", None), *cases]:
                 if case.kind == "clean":
                     verdict = enum.clean_verdict  # the enumeration run IS the clean case
@@ -302,15 +385,27 @@ class _Runner:
                 if not self.reference_passes(scenario, case):
                     unconfirmed.append(f"{label}::{case.case_id}")
                     continue
+                kill = Kill(label, case.case_id, verdict.status, _reason(verdict), killed_by(verdict))
+                if invariants_only and kill.needs_expectations:
+                    noted = noted or kill  # a scenario without expectations would pass it: go on
+                    continue
                 # One kill decides the cell; without stop_at_first_kill the next scenario runs.
                 cells[label] = KILLED
+                kills.append(kill)
                 if first is None:
-                    first = Kill(label, case.case_id, verdict.status, _reason(verdict))
+                    first = kill
                     self.progress(f"{name}: killed by {first.describe()}")
                 break
+            if noted is not None and cells[label] == SURVIVED:
+                cells[label] = EXPECTATION_ONLY
+                kills.append(noted)
         if first is None:
             self.progress(f"{name}: SURVIVED {runs} cases")
-        return MutantRow(name, cells, first, runs, time.monotonic() - started, tuple(unconfirmed))
+        if first is None and kills:  # killed by expectations only: the row still says how
+            first = kills[0]
+        return MutantRow(
+            name, cells, first, runs, time.monotonic() - started, tuple(unconfirmed), tuple(kills)
+        )
 
 
 def _safe(case_id: str) -> str:
@@ -339,20 +434,28 @@ def run_kill_matrix(
     reference: str = "reference",
     workers: int = 2,
     progress: Callable[[str], None] | None = None,
+    invariants_only: bool = False,
 ) -> KillMatrix:
     """Run the kill matrix. ``mutants`` are agent specs (``module:factory``); ``deadline``
     is per life, as everywhere else. Mutants run ``workers`` at a time (each case is its
-    own processes, so threads only wait)."""
+    own processes, so threads only wait). ``invariants_only``: a case failed by the
+    scenario's expectations alone is noted, not counted, and the search goes on."""
     started = time.monotonic()
     scenarios = [load_scenario(p) for p in scenario_paths]
     runner = _Runner(launcher, power, work_dir, deadline, reference, progress or (lambda _: None))
 
     def row(mutant: str) -> MutantRow:
-        return runner.mutant_row(mutant, scenarios, stop_at_first_kill=stop_at_first_kill, recovery=recovery)
+        return runner.mutant_row(
+            mutant,
+            scenarios,
+            stop_at_first_kill=stop_at_first_kill,
+            recovery=recovery,
+            invariants_only=invariants_only,
+        )
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         rows = tuple(pool.map(row, mutants))
-    return KillMatrix(tuple(_label(s) for s in scenarios), rows, time.monotonic() - started)
+    return KillMatrix(tuple(_label(s) for s in scenarios), rows, time.monotonic() - started, invariants_only)
 
 
 # ---------------------------------------------------------------- command line
@@ -379,6 +482,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--full", action="store_true", help="run every case (recovery@ included), not just to the first kill"
+    )
+    parser.add_argument(
+        "--invariants",
+        action="store_true",
+        help="count only kills that need no expectation (an invariant failed the case, or it hung): "
+        "a case failed by a scenario's expectations alone is marked E and the search goes on",
     )
     parser.add_argument("--workers", type=int, default=2, help="mutants run at a time (default 2)")
     parser.add_argument("--keep", type=Path, help="keep case directories here")
@@ -421,6 +530,7 @@ def main_mutants(argv: Sequence[str]) -> int:
             deadline=args.case_deadline,
             workers=args.workers,
             progress=lambda line: print(line, flush=True),
+            invariants_only=args.invariants,
         )
     except CrashmatrixError as error:
         print(f"crashmatrix: {error}", file=sys.stderr)

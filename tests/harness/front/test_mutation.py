@@ -13,6 +13,7 @@ from crashmatrix.harness.front.mutation import (
     Kill,
     KillMatrix,
     MutantRow,
+    killed_by,
     main_mutants,
     mutant_spec,
     run_kill_matrix,
@@ -21,6 +22,9 @@ from crashmatrix.harness.front.mutation import (
 )
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.verdict.expectations import Mismatch
+from crashmatrix.harness.verdict.invariants import Violation
+from crashmatrix.harness.verdict.verdict import Verdict
 from crashmatrix.reference_agent.mutants import MUTANTS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -65,7 +69,9 @@ def test_the_table_shows_k_for_killed_dot_for_survived_and_dash_for_not_run() ->
 
 def test_the_table_names_the_case_that_killed_each_mutant_and_the_survivors() -> None:
     text = _matrix().render()
-    assert "send_email/send_once.yaml::after_side_effect[call_mail] (failed: double email)" in text
+    assert (
+        "send_email/send_once.yaml::after_side_effect[call_mail] (failed: double email; by invariant)" in text
+    )
     assert "SURVIVED" in text
     assert "1/2 mutants killed; survivors: stubborn" in text
     assert "  1 send_email/send_once.yaml" in text and "  2 create_order/keyed_once.yaml" in text
@@ -77,6 +83,57 @@ def test_to_json_carries_cells_first_kill_and_survivors() -> None:
     first = data["mutants"][0]
     assert first["killed"] and first["first_kill"]["case"] == "after_side_effect[call_mail]"
     assert data["mutants"][1]["first_kill"] is None
+
+
+def _verdict(status: str, *, violations: int = 0, mismatches: int = 0) -> Verdict:
+    return Verdict(
+        status,
+        None,
+        {},
+        mismatches=tuple(Mismatch(f"world.orders{i}", 1, 2) for i in range(mismatches)),
+        violations=tuple(Violation("non_idempotent_at_most_once", "two orders") for _ in range(violations)),
+    )
+
+
+def test_a_kill_says_whether_an_invariant_or_only_the_expectations_failed_the_case() -> None:
+    assert killed_by(_verdict("failed", violations=1, mismatches=1)) == "invariant"
+    assert killed_by(_verdict("failed", mismatches=1)) == "expectation"
+    # A hung case fails whatever the scenario expects, even with violations of a cut session.
+    assert killed_by(_verdict("hung", violations=1)) == "hung"
+
+
+def _row(mutant: str, *bys: str) -> MutantRow:
+    kills = tuple(Kill(f"s{i}.yaml", "clean", "failed", "why", by) for i, by in enumerate(bys))
+    return MutantRow(mutant, {k.scenario: "K" for k in kills}, kills[0] if kills else None, 1, 0.1, (), kills)
+
+
+def test_the_figure_counts_mutants_killed_without_expectations_and_names_the_others() -> None:
+    matrix = KillMatrix(
+        ("s0.yaml", "s1.yaml"),
+        (
+            _row("by_invariant", "invariant"),
+            _row("by_hang", "hung"),
+            _row("by_expectation", "expectation"),
+            _row("by_both", "expectation", "invariant"),
+            _row("survivor"),
+        ),
+        invariants_only=True,
+    )
+    assert matrix.by_expectations_only == ("by_expectation",)
+    figure = matrix.figure()
+    assert figure.startswith("3/5 mutants killed without expectations (2 by an invariant, 1 hung or errored)")
+    assert figure.endswith("by expectations only: by_expectation")
+    text = matrix.render()
+    assert "killed by expectations only (E):" in text
+    assert "  by_expectation: s0.yaml::clean (failed: why; by expectation)" in text
+    data = matrix.to_json()
+    assert data["by_expectations_only"] == ["by_expectation"] and data["invariants_only"] is True
+    both = next(m for m in data["mutants"] if m["mutant"] == "by_both")
+    assert both["without_expectations"] and [k["by"] for k in both["kills"]] == ["expectation", "invariant"]
+
+
+def test_without_invariants_only_the_figure_says_it_counts_first_kills_only() -> None:
+    assert "--invariants searches on" in KillMatrix(("s0.yaml",), (_row("m", "expectation"),)).figure()
 
 
 def test_scenarios_whose_tags_or_tools_match_the_hints_score_higher() -> None:
