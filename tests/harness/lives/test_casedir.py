@@ -134,7 +134,7 @@ def test_crashmatrix_run_ended_by_sigterm_mid_case_leaves_nothing_in_tmpdir(tmp_
     directories are scratch)."""
     import signal
 
-    from ...waiting import wait_until
+    from ...waiting import texts_under, wait_until
 
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -154,11 +154,10 @@ def test_crashmatrix_run_ended_by_sigterm_mid_case_leaves_nothing_in_tmpdir(tmp_
         stderr=subprocess.STDOUT,
     )
     try:
-
+        # $TMPDIR also holds the fork server's warm-up life, removed while we look.
         def second_life_started() -> bool:
             return run.poll() is not None or any(
-                '"life": 2' in trace.read_text(encoding="utf-8", errors="replace")
-                for trace in tmpdir.rglob("trace.jsonl")
+                '"life": 2' in trace for trace in texts_under(tmpdir, "trace.jsonl")
             )
 
         assert wait_until(second_life_started, within=SUBPROCESS_TIMEOUT), _left(tmpdir)

@@ -7,6 +7,8 @@ no process with that marker.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import signal
@@ -17,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.lives.tracer import read_trace
 from crashmatrix.reports.results import load_results
 
 from ...scenario_data import email_once
-from ...waiting import wait_until
+from ...waiting import texts_under, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -57,12 +58,14 @@ def _lives(marker: str) -> list[int]:
 def _hung_lives(basetemp: Path, marker: str) -> set[int]:
     """Second lives still running: this mutant's second life of a torn-write case blocks for
     ever once it has set the torn line aside (each life records its pid in the trace)."""
-    seconds = {
-        event["pid"]
-        for trace in basetemp.rglob("trace.jsonl")
-        for event in read_trace(trace.parent)
-        if event.get("event") == "start" and event.get("life", 1) >= 2
-    }
+    seconds = set()
+    # Walked while the run makes and removes case directories: what vanishes is skipped.
+    for trace in texts_under(basetemp, "trace.jsonl"):
+        for line in trace.splitlines():
+            with contextlib.suppress(ValueError):  # a line cut by the SIGKILL that followed it
+                event = json.loads(line)
+                if event.get("event") == "start" and event.get("life", 1) >= 2:
+                    seconds.add(event["pid"])
     return seconds & set(_lives(marker))
 
 
@@ -167,8 +170,13 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         if signum == signal.SIGKILL:
             # The whole harness dies at once (controller and xdist workers), as under a CI
             # timeout: no worker is left to clean up, only forkservers and lives remain.
-            for pid in _marked(marker):
-                if b"forkserver" not in _cmdline(pid):
+            # Named before any is killed: a killed worker takes its fork server and lives with
+            # it (parent death), and a process in exit has an empty command line, so a walk
+            # that kills as it goes misnames those as harness processes and signals them after
+            # they were reaped (ProcessLookupError). Any may still end on its own meanwhile.
+            harness = [pid for pid in _marked(marker) if b"forkserver" not in _cmdline(pid)]
+            for pid in harness:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         else:
             # Ctrl-C in a terminal and a cancelled CI job signal the whole process group.
