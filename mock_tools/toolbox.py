@@ -8,7 +8,15 @@ fault may fire; then the tool runs. A contract with ``mock:`` runs generically
 
 ``execute`` never raises for a tool-level failure; a failure after a side-effecting tool
 may have committed (an OS or SQLite error mid-way) is reported as SIDE_EFFECT_UNCERTAIN,
-because that is what the caller knows.
+because that is what the caller knows (``calls.answer_lost``).
+
+With a ``ToolSide`` (``calls.ToolSide``: a tool-side column's case, issue 32) every call that
+passed validation reaches the tool side: the toolbox tells the harness (the trace's
+``mcp_call`` event) and takes the fault armed for that call, once. A tool over HTTP gets it on
+the wire (``calls.FaultyHttp``: its client sees httpx's exceptions); any other meets it at its
+in-process backend: an error answer before it runs (``tool_result_error``), or, after the
+effect committed, the exception its connection would raise (``calls.backend_failure``),
+which the toolbox, the tool's client, words like any answer lost.
 """
 
 from __future__ import annotations
@@ -21,9 +29,19 @@ from typing import Any
 import httpx
 import jsonschema
 
+import crashmatrix.mock_tools.calls as calls
 from crashmatrix.harness.core.contracts import ToolContract
 from crashmatrix.harness.core.tools import PreconditionVerdict, ToolContext, ToolObservation
-from crashmatrix.mock_tools.calls import Call, Handler, invalid
+from crashmatrix.mock_tools.calls import (
+    FAULT_DETAILS,
+    Call,
+    FaultyHttp,
+    Handler,
+    ToolSide,
+    backend_error,
+    backend_failure,
+    invalid,
+)
 from crashmatrix.mock_tools.command_tools import READ_ONLY_KINDS, command_kind, run_command
 from crashmatrix.mock_tools.faults import fault_observation, lost_response_observation
 from crashmatrix.mock_tools.file_tools import check_write, list_files, plan_write, read_file, write_file
@@ -56,6 +74,8 @@ _READ_ONLY_BUILTINS = frozenset(
 )
 # These talk to the order API, which consumes faults on the service side (order_api.py).
 _SERVICE_FAULTS = frozenset({"create_order", "create_order_unkeyed", "get_order_by_idempotency_key"})
+# The tool-side faults that act after the effect: the call ran, its answer did not come back.
+_AFTER_EFFECT = frozenset({"tool_server_died", "tool_response_lost", "tool_result_malformed"})
 # String arguments each built-in reads, whatever its contract's schema says.
 _REQUIRED_STRINGS: Mapping[str, tuple[str, ...]] = {
     "read_file": ("path",),
@@ -82,12 +102,20 @@ def validator_for(parameters: Mapping[str, Any]) -> jsonschema.protocols.Validat
 
 
 class MockToolbox:
-    """The tools of ``contracts`` acting on ``world``; HTTP tools use ``http`` (respx-mocked)."""
+    """The tools of ``contracts`` acting on ``world``; HTTP tools use ``http`` (respx-mocked);
+    ``tool_side``: where a tool-side fault reaches the calls (None: nowhere)."""
 
-    def __init__(self, world: World, contracts: Mapping[str, ToolContract], http: httpx.Client) -> None:
+    def __init__(
+        self,
+        world: World,
+        contracts: Mapping[str, ToolContract],
+        http: httpx.Client,
+        tool_side: ToolSide | None = None,
+    ) -> None:
         self.world = world
         self.contracts = dict(contracts)
         self.http = http
+        self.tool_side = tool_side
 
     # -- Toolbox protocol -------------------------------------------------------------------
 
@@ -107,27 +135,30 @@ class MockToolbox:
         problem = self._check_arguments(contract, arguments)
         if problem:
             return invalid(f"{name}: {problem}")
-        call = Call(self.world, self.http, name, dict(arguments), ctx, contract)
+        over_http = name in _SERVICE_FAULTS and contract.mock is None
+        tool_side = self.tool_side.reach(ctx.tool_call_id, name) if self.tool_side else None
+        http: httpx.Client | FaultyHttp = self.http
+        if tool_side is not None:
+            assert self.tool_side is not None
+            self.tool_side.acted(tool_side, ctx.tool_call_id, FAULT_DETAILS[tool_side])
+            if over_http:
+                http = FaultyHttp(self.http, tool_side)
+            elif tool_side == "tool_result_error":
+                return backend_error(name)
+        call = Call(self.world, http, name, dict(arguments), ctx, contract)
         side_effecting = self._side_effecting(contract, arguments)
         fault: str | None = None
-        if name not in _SERVICE_FAULTS or contract.mock is not None:
+        if not over_http:
             fault = self.world.take_fault(name, ctx.tool_call_id, execution_id=ctx.execution_id)
         if fault in ("timeout_before", "permission_denied"):
             return fault_observation(fault, name)
         try:
             observation = handler(call)
-        except (OSError, sqlite3.Error) as error:
-            if not side_effecting:
-                return ToolObservation(
-                    ok=False, code="TOOL_ERROR", retryable=True, content=f"{name}: {error}"
-                )
-            lost = lost_response_observation(name, contract, side_effecting=True)
-            return ToolObservation(
-                ok=False,
-                code=lost.code,
-                uncertain=True,
-                content=f"{name} failed part-way ({error}). {lost.content}",
-            )
+            if tool_side in _AFTER_EFFECT and not over_http:
+                raise backend_failure(str(tool_side), name)
+        except (OSError, sqlite3.Error, json.JSONDecodeError) as error:
+            # By module: a mutant swaps answer_lost for a broken one.
+            return calls.answer_lost(call, error, side_effecting=side_effecting)
         if fault == "response_lost":
             return lost_response_observation(name, contract, side_effecting=side_effecting)
         return observation

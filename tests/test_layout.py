@@ -69,6 +69,7 @@ ALLOWED: dict[str, set[str]] = {
         "harness.session_file",
         "harness.agents.protocol",
         "harness.agents.loading",
+        "harness.agents.tool_faults",  # a leaf: the case's armed tool-side fault (its script)
         "mock_tools",
     },
     "harness.observation": {

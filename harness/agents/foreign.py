@@ -78,6 +78,7 @@ from crashmatrix.harness.agents.team_life import (
     client_env,
     framework_module,
 )
+from crashmatrix.harness.agents.tool_faults import UNSCRIPTED_REPLY
 from crashmatrix.harness.agents.tool_faults import take as take_tool_side
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
@@ -101,9 +102,6 @@ from crashmatrix.mock_tools.world import World
 
 __all__ = ["ForeignAdapter", "TeamLife"]
 _LOOPBACK_EDGES = ("after_running", "after_side_effect")
-# The model's words where a tool-side case's script has none (``ScriptedModel.unscripted``): it
-# ends the turn, asking the agent for nothing, so what happens next is the agent's own doing.
-UNSCRIPTED_REPLY = "I could not finish that; I will leave it here."
 
 
 # -- the adapter ---------------------------------------------------------------------------

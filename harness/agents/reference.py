@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from crashmatrix.harness.agents.protocol import LifeContext
+from crashmatrix.harness.agents.tool_faults import tool_side
 from crashmatrix.harness.core.boundaries import BOUNDARIES
 from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES
 from crashmatrix.harness.core.dialect import NATIVE
@@ -44,7 +45,10 @@ class ReferenceAdapter:
             session_path=ctx.session_path,
             session_id=ctx.session_id,
             model=OpenAIChatModel(client, settings.model),
-            toolbox=MockToolbox(world, ctx.scenario.contracts, ctx.http),
+            # Every call reaches the tool side, where a tool-side column's fault acts (issue 32).
+            toolbox=MockToolbox(
+                world, ctx.scenario.contracts, ctx.http, tool_side(ctx.case_dir, ctx.trace, "mock tools")
+            ),
             contracts=ctx.scenario.contracts,
             approver=ScriptedApprover(dict(ctx.approvals), dict(ctx.approvals_again)),
             hook=ctx.hook,

@@ -12,6 +12,14 @@ server asks ``take`` at the call's ``/mcp/begin`` and acts where the kind says:
 * ``tool_result_error``      before anything ran: the agent is answered an MCP ``isError``
 * ``tool_result_malformed``  after the effect: a result the client's SDK rejects
 
+The same columns act on agents that reach the harness's mock tools or loopback services
+(issue 32): ``tool_side`` gives a ``MockToolbox`` (the reference agent, any kind-1 adapter) or
+a loopback server its ``mock_tools.calls.ToolSide``; the fault then acts where the tool's
+client meets its backend (``mock_tools.calls``: httpx's own exceptions on the wire to the order
+API, a dropped connection or a truncated answer of an in-process backend) or on the loopback
+server's socket (``harness.agents.loopback``: the connection closed without a response, cut
+mid-body, a 503, a truncated body).
+
 A case of a tool-side column is a clean case with one fault armed for one call before life 1
 (``arm``). ``take`` gives the kind once across all the case's lives: a restarted agent that
 retries the call meets a healthy server, as after a real outage. The mark that it fired is
@@ -24,15 +32,30 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
+from crashmatrix.harness.core.tool_side import FAULT_EVENT, MCP_CALL_EVENT, TOOL_SIDE_KINDS
 from crashmatrix.harness.errors import InputError
+from crashmatrix.mock_tools.calls import ToolSide
 
-__all__ = ["FAULT_FILE", "TOOL_SIDE_KINDS", "ToolSideFault", "arm", "armed", "take"]
+__all__ = [
+    "FAULT_FILE",
+    "TOOL_SIDE_KINDS",
+    "UNSCRIPTED_REPLY",
+    "ToolSideFault",
+    "arm",
+    "armed",
+    "take",
+    "tool_side",
+]
 
 FAULT_FILE = "tool-side-fault.json"
+# The model's words where a tool-side case's script has none (``ScriptedModel.unscripted``): it
+# ends the turn, asking the agent for nothing, so what happens next is the agent's own doing.
+UNSCRIPTED_REPLY = "I could not finish that; I will leave it here."
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +114,19 @@ def take(case_dir: Path, call_id: str) -> str | None:
         return None
     _write(path, {**data, "fired": True})
     return str(data["kind"])
+
+
+def tool_side(case_dir: Path, trace: Callable[[Mapping[str, Any]], None], via: str) -> ToolSide:
+    """The tool side of the calls a life's mock tools or loopback server run (``via`` says
+    which, in the trace): each request is an ``mcp_call`` event (the name the MCP columns
+    gave it: the plan reads the calls that reached a tool side from it), the fault armed for
+    its call is taken once (``take``), and a fault that acted is a ``fault`` event."""
+
+    def reach(call_id: str, tool: str) -> str | None:
+        trace({"event": MCP_CALL_EVENT, "call": call_id, "tool": tool, "via": via})
+        return take(case_dir, call_id)
+
+    def acted(kind: str, call_id: str, detail: str) -> None:
+        trace({"event": FAULT_EVENT, "fault": kind, "call": call_id, "acted": True, "detail": detail})
+
+    return ToolSide(reach, acted)

@@ -294,7 +294,10 @@ def _run_in(
     recovery_item = crash.startswith(RECOVERY)
     spec = getattr(load_adapter(args.agent), "spec", None)  # adapter_file.ForeignSpec
     cannot_fail = tool_side_unreachable(
-        args.agent, getattr(spec, "tools", None), getattr(spec, "mcp_transport", "stdio")
+        args.agent,
+        getattr(spec, "tools", None),
+        getattr(spec, "mcp_transport", "stdio"),
+        getattr(spec, "services", ()),
     )
     kind = crash.partition("[")[0]
     if kind in cannot_fail:  # asked for by name: refused before any life runs

@@ -48,6 +48,7 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.lives.power import power_target
 from crashmatrix.harness.plan.applicability import not_applicable
 from crashmatrix.harness.plan.enumeration import (
+    NOTHING_REACHED,
     POWER_COLUMN,
     RECOVERY_FIRST,
     TOOL_SIDE_COLUMNS,
@@ -134,7 +135,10 @@ def unreachable_tool_side(adapter: AgentAdapter) -> dict[str, str]:
     on its adapter's ``tools:`` and ``mcp: transport``); a column not named can."""
     spec = getattr(adapter, "spec", None)  # adapter_file.ForeignSpec
     return tool_side_unreachable(
-        adapter.name, getattr(spec, "tools", None), getattr(spec, "mcp_transport", "stdio")
+        adapter.name,
+        getattr(spec, "tools", None),
+        getattr(spec, "mcp_transport", "stdio"),
+        getattr(spec, "services", ()),
     )
 
 
@@ -163,7 +167,9 @@ def tool_side_plan(
             continue
         ids = [p.id for p in tool_side if p.boundary == kind]
         chosen = [p.id for p in kept if p.boundary == kind]
-        if not on and ids:
+        if not tool_side and calls:  # it could act, and nothing of this run reached it
+            gaps.append({"boundary": kind, "state": "not_reachable", "why": NOTHING_REACHED, "points": calls})
+        elif not on and ids:
             gaps.append(
                 {"boundary": kind, "state": "deselected", "why": "--no-tool-side-faults", "points": ids}
             )

@@ -136,11 +136,15 @@ class _Mocks:
     def serving(
         self, spec: LifeSpec, case_dir: Path, tracer: Tracer, dialect: Dialect = NATIVE
     ) -> Iterator[httpx.Client]:
+        from crashmatrix.harness.agents.tool_faults import UNSCRIPTED_REPLY, armed
+
         model = ScriptedModel(
             spec.scenario.rules,
             log_path=case_dir / "model_requests.jsonl",
             on_request=tracer.model_request,
             dialect=dialect,
+            # A tool-side case: what the agent tells the model after the fault is not scripted.
+            unscripted=UNSCRIPTED_REPLY if armed(case_dir) is not None else None,
         )
         with self._lock:
             self._serving = (model, None)

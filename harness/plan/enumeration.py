@@ -11,6 +11,8 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS, tool_side_calls
 
 __all__ = [
+    "NOTHING_REACHED",
+    "OWN_FUNCTIONS",
     "POWER_BOUNDARIES",
     "POWER_COLUMN",
     "RECOVERY_FIRST",
@@ -131,20 +133,72 @@ STDIO_KEEPS_RESPONSES = (
 )
 
 
-def tool_side_unreachable(agent: str, tools: str | None, transport: str = "stdio") -> dict[str, str]:
-    """Why each tool-side column cannot act on an agent, by its adapter's ``tools:`` and
-    ``mcp: transport``; a column not named can. The faults act where the agent reaches its
-    tools over MCP (``tools: mcp``): there the tool server is a process of its own, to kill,
-    cut off or have answer wrong. Over stdio a lost response is not a failure a pipe has."""
-    if tools != "mcp":
-        why = (
-            f"adapter {agent} does not reach its tools over MCP (tools: mcp in an adapter file): "
-            "there is no tool server apart from the agent to fail"
-        )
+# Why a column that could act on the agent has no item: the clean run passed crash points, but
+# none of its calls crossed to a tool side the harness serves.
+NOTHING_REACHED = (
+    "no call of the clean run reached a tool side crashmatrix serves (every call was refused "
+    "before it ran, or ran where the harness has no seam: an intercepted function, the agent's "
+    "own code)"
+)
+# Why a team's own tool functions cannot take a tool-side fault (``tools: agent``, no services).
+OWN_FUNCTIONS = (
+    "its tools are its own functions (tools: agent; their effects watched through effects:): "
+    "nothing stands between a tool and its effect for the harness to fail; its calls to "
+    "crashmatrix's loopback services (services:) or MCP server (tools: mcp) would have these columns"
+)
+
+
+def tool_side_unreachable(
+    agent: str, tools: str | None, transport: str = "stdio", services: Sequence[str] = ()
+) -> dict[str, str]:
+    """Why each tool-side column cannot act on an agent, by its adapter's ``tools:``, ``mcp:
+    transport`` and ``services:``; a column not named can, on each call that reaches a tool
+    side in the clean run (``tool_side_points``).
+
+    The faults act wherever a call crosses from the agent to a tool side the harness serves:
+    the harness's mock tools (``tools`` None, a Python adapter such as the reference agent, or
+    ``harness``: between each tool's client and its backend, on the loopback's socket for an
+    agent that calls them over HTTP), its loopback services (``services:``), its MCP server
+    (``mcp``: a process of its own, to kill, cut off or have answer wrong). A team's own tool
+    functions (``agent``) have nothing between the call and the effect. Over stdio a lost
+    response is not a failure a pipe has."""
+    if tools == "agent" and not services:
+        why = f"adapter {agent}: {OWN_FUNCTIONS}"
         return dict.fromkeys(TOOL_SIDE_COLUMNS, why)
-    if transport == "stdio":
+    if tools == "mcp" and transport == "stdio":
         return {"tool_response_lost": STDIO_KEEPS_RESPONSES}
     return {}
+
+
+# The double-resume column: ``double@P`` items, two lives resuming P's first crash at once
+# (``harness.lives.double_resume``). At the first passage of the points where a call is
+# pending with nothing of its fate written (its assistant message saved) and where its
+# running record is written but no terminal one: recovery decides the call's fate there, so
+# two recoverers decide it twice. Later points leave nothing pending but the next model
+# request, which the same race reaches through the same gate (not worth another item).
+DOUBLE_BOUNDARIES = ("after_tool_call_saved", "after_running")
+
+
+def double_points(points: Sequence[CrashPoint]) -> list[CrashPoint]:
+    """The points of a matrix that also get a ``double@P`` case."""
+    return [p for p in points if p.boundary in DOUBLE_BOUNDARIES and p.occurrence == 1]
+
+
+def double_unreachable(agent: str, native: bool) -> str | None:
+    """Why two lives resuming one session at once cannot be judged on this agent, or None.
+
+    ``native``: the agent appends its session lines through ``ctx.before_append`` in the
+    life's own process (the reference agent and its variants): the gate holds each life at
+    its first step and each line is the life's that wrote it. Any other agent (a process of
+    its own, a framework's store) writes its session where two lives' lines cannot yet be
+    told apart, so which one acted -- the loser's rule -- cannot be judged."""
+    if native:
+        return None
+    return (
+        f"adapter {agent} writes its own session (a process or a framework's store) where the "
+        "lines of two lives resuming it at once cannot be told apart by life: who acted, the "
+        "loser's rule, cannot be judged yet"
+    )
 
 
 def selected(

@@ -1,5 +1,6 @@
 """harness.front.collection.tool_side_plan: which tool-side items a scenario gets and which
-cells say why they have none, as the power column has it (not reachable with why, or
+cells say why they have none (a team's own tool functions, a run none of whose calls reached
+the tool side), as the power column has it (not reachable with why, or
 deselected by the switch or --crash-boundary); never a cell left silently empty."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 from crashmatrix.harness.front.collection import tool_side_plan
+from crashmatrix.harness.plan.enumeration import NOTHING_REACHED, OWN_FUNCTIONS
 
 RECORDED = [CrashPoint("after_running", "call_a"), CrashPoint("after_running", "call_b")]
 TOOL_SIDE = [CrashPoint(kind, call) for kind in TOOL_SIDE_KINDS for call in ("call_a", "call_b")]
@@ -31,17 +33,28 @@ def _by_column(gaps: list[dict[str, Any]]) -> dict[str, tuple[str, str, list[str
     return {gap["boundary"]: (gap["state"], gap["why"], gap["points"]) for gap in gaps}
 
 
-def test_an_agent_off_mcp_gets_no_item_and_each_column_is_not_reachable_for_its_calls() -> None:
-    items, gaps = tool_side_plan(Adapter("reference"), RECORDED, (), ())
+def test_own_tool_functions_get_no_item_and_each_column_is_not_reachable_for_its_calls() -> None:
+    items, gaps = tool_side_plan(Adapter("team.yaml", Spec("agent")), RECORDED, (), ())
     assert items == []
     columns = _by_column(gaps)
     assert set(columns) == set(TOOL_SIDE_KINDS)
     for state, why, points in columns.values():
         assert state == "not_reachable" and points == ["call_a", "call_b"]
-        assert why.startswith("adapter reference does not reach its tools over MCP")
-    # A black box serving the harness's tools over its own HTTP is not MCP either.
-    _, gaps = tool_side_plan(Adapter("box.yaml", Spec("harness")), RECORDED, (), ())
-    assert {state for state, _, _ in _by_column(gaps).values()} == {"not_reachable"}
+        assert why == f"adapter team.yaml: {OWN_FUNCTIONS}"
+
+
+def test_the_mock_tools_get_an_item_per_call_and_a_run_where_none_reached_them_says_so() -> None:
+    # The reference agent (no adapter file) and a black box served the harness's tools.
+    for adapter in (Adapter("reference"), Adapter("box.yaml", Spec("harness"))):
+        items, gaps = tool_side_plan(adapter, RECORDED, TOOL_SIDE, ())
+        assert (items, gaps) == (TOOL_SIDE, [])
+        items, gaps = tool_side_plan(adapter, RECORDED, (), ())
+        assert items == []
+        assert {
+            column: (state, why) for column, (state, why, _) in _by_column(gaps).items()
+        } == dict.fromkeys(TOOL_SIDE_KINDS, ("not_reachable", NOTHING_REACHED))
+    # No call at all (a conversation without tools): nothing to say of any call.
+    assert tool_side_plan(Adapter("reference"), (), (), ()) == ([], [])
 
 
 def test_an_mcp_agent_over_stdio_gets_every_column_but_the_lost_response() -> None:

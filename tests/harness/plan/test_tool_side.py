@@ -1,6 +1,7 @@
 """harness.plan.enumeration: the tool-side columns' items come from the clean run's ``mcp_call``
-events, one per kind and call, in an order every run gives; an agent off MCP gets none, and
-each column that cannot act says why."""
+events (an MCP server's, the mock tools', the loopback services'), one per kind and call, in
+an order every run gives; a team's own tool functions get none, and each column that cannot
+act says why."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
 from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS, tool_faults_acted, tool_side_calls
 from crashmatrix.harness.plan.enumeration import (
+    OWN_FUNCTIONS,
     STDIO_KEEPS_RESPONSES,
     TOOL_SIDE_COLUMNS,
     tool_side_points,
@@ -49,13 +51,24 @@ def test_calls_follow_the_crash_points_order_so_every_xdist_worker_collects_the_
     assert [p.tool_call_id for p in tool_side_points(one)][:2] == ["call_2", "call_1"]
 
 
-def test_an_agent_off_mcp_has_no_tool_side_items_and_every_column_says_why() -> None:
+def test_a_team_s_own_tool_functions_have_no_tool_side_and_every_column_says_why() -> None:
     trace = [{"event": "boundary", "boundary": "after_running", "call": "c", "occurrence": 1, "life": 1}]
     assert tool_side_points(trace) == []
-    why = tool_side_unreachable("reference", None)
+    why = tool_side_unreachable("team.yaml", "agent")
     assert set(why) == set(TOOL_SIDE_KINDS)
-    assert all("does not reach its tools over MCP (tools: mcp" in text for text in why.values())
-    assert set(tool_side_unreachable("team.yaml", "agent")) == set(TOOL_SIDE_KINDS)
+    assert all(text == f"adapter team.yaml: {OWN_FUNCTIONS}" for text in why.values())
+    # The same agent calling crashmatrix's loopback services has a tool side there.
+    assert tool_side_unreachable("team.yaml", "agent", services=("orders",)) == {}
+
+
+def test_the_harness_s_mock_tools_and_services_take_every_column() -> None:
+    # A Python adapter (the reference agent: no adapter file), an agent served the harness's
+    # tools over HTTP, one calling the loopback services: the faults act at their backends.
+    assert tool_side_unreachable("reference", None) == {}
+    assert tool_side_unreachable("box.yaml", "harness") == {}
+    assert tool_side_unreachable("box.yaml", "harness", services=("mail",)) == {}
+    trace = [{"event": "mcp_call", "call": "call_1", "tool": "send_email", "via": "mock tools", "life": 1}]
+    assert [p.id for p in tool_side_points(trace)] == [f"{kind}[call_1]" for kind in TOOL_SIDE_KINDS]
 
 
 def test_over_stdio_only_the_lost_response_is_not_reachable_and_over_http_every_column_is() -> None:
