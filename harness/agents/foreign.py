@@ -400,6 +400,9 @@ class ForeignAdapter:
         if life.status == "crashed" and (life.crash or "").startswith(f"{TORN_WRITE}["):
             self._tear(case_dir, life)
             self.harness_wrote(case_dir, TORN_WRITE, erases=True)
+        ended = getattr(self.framework, "after_life", None)
+        if callable(ended):
+            ended(case_dir)  # the framework's own end of a life (Temporal: its server stopped)
 
     def harness_wrote(self, case_dir: Path, by: str, *, erases: bool = False) -> None:
         """In the harness's process, right after the harness wrote to the agent's world (a

@@ -46,6 +46,7 @@ FRAMEWORKS: Mapping[str, tuple[str, str]] = {
     "openai-agents": ("crashmatrix.harness.agents.frameworks.openai_agents", "openai-agents"),
     "pydantic-ai": ("crashmatrix.harness.agents.frameworks.pydantic_ai", "pydantic-ai"),
     "dbos": ("crashmatrix.harness.agents.frameworks.dbos", "dbos"),
+    "temporal": ("crashmatrix.harness.agents.frameworks.temporal", "temporal"),
 }
 
 
