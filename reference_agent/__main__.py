@@ -34,6 +34,7 @@ from crashmatrix.harness.errors import HarnessError
 from crashmatrix.mock_tools import MockToolbox, OrderAPI, World, catalogue
 from crashmatrix.reference_agent.agent import Agent, AgentError
 from crashmatrix.reference_agent.approval import Approver, ScriptedApprover, StdinApprover
+from crashmatrix.reference_agent.lease import EXIT_LEASED, SessionLeased
 from crashmatrix.reference_agent.model import ChatModel, ModelSettings, OpenAIChatModel, make_openai_client
 
 __all__ = ["main", "self_check"]
@@ -366,6 +367,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         return interactive(args.workspace, args.session_id)
+    except SessionLeased as leased:  # another process is resuming this session (lease.py)
+        print(f"error: {leased}", file=sys.stderr)
+        return EXIT_LEASED
     except (UsageError, HarnessError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

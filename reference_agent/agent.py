@@ -46,6 +46,7 @@ from crashmatrix.harness.core.session_log import prompt_view
 from crashmatrix.harness.core.tools import Toolbox, ToolContext, ToolObservation
 from crashmatrix.harness.session_file import AppendHook, SessionWriter, read_session
 from crashmatrix.reference_agent.approval import Approver
+from crashmatrix.reference_agent.lease import SessionLease
 from crashmatrix.reference_agent.model import ChatModel
 from crashmatrix.reference_agent.recovery import Decision, decide
 
@@ -96,6 +97,9 @@ class Agent:
         self.hook = hook
         self.max_rounds = max_rounds
         self.new_id = new_id
+        # The lease before anything of the session is read or written: a second process
+        # resuming it at the same time stops here (``SessionLeased``; lease.py says why).
+        self.lease = self.take_lease()
         # Opening the writer first sets aside a torn final line (kept in a side file) so
         # that what we read next is exactly the complete records.
         self.writer = SessionWriter(self.session_path, before_append=before_append)
@@ -135,8 +139,13 @@ class Agent:
             )
         )
 
+    def take_lease(self) -> SessionLease | None:
+        return SessionLease.acquire(self.session_path)
+
     def close(self) -> None:
         self.writer.close()
+        if self.lease is not None:
+            self.lease.release()
 
     # ------------------------------------------------------------------ identities
     def contract_for(self, name: str) -> ToolContract:

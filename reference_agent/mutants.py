@@ -468,6 +468,20 @@ class NonAtomicWriteFile(Mutant):
         self.toolbox = _InPlaceWriteToolbox(self.toolbox)
 
 
+class NoSessionLease(Mutant):
+    """Takes no lease on its session: a second process started on the same session (a job
+    redelivered while the first worker still runs) recovers the same pending call at the
+    same time, and a call the ledger says never started runs twice.
+
+    One process at a time, every crash and power loss recovers correctly: only two lives
+    resuming one session at once (``double@P``) tell it from the reference agent."""
+
+    hints = ("double_resume",)
+
+    def take_lease(self) -> None:
+        return None
+
+
 def _adapter(agent_class: type[Mutant], name: str) -> type[ReferenceAdapter]:
     return type(
         f"{agent_class.__name__}Adapter",
@@ -495,6 +509,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "prefix_regex_classifier": PrefixRegexClassifier,
     "unsynced_rename": UnsyncedRename,
     "non_atomic_write_file": NonAtomicWriteFile,
+    "no_session_lease": NoSessionLease,
 }
 
 # One adapter class per mutant, so ``--agent=crashmatrix.reference_agent.mutants:NAME`` loads it.
@@ -516,3 +531,4 @@ reused_call_id_replays_old_turn = _adapter(ReusedCallIdReplaysOldTurn, "reused_c
 prefix_regex_classifier = _adapter(PrefixRegexClassifier, "prefix_regex_classifier")
 unsynced_rename = _adapter(UnsyncedRename, "unsynced_rename")
 non_atomic_write_file = _adapter(NonAtomicWriteFile, "non_atomic_write_file")
+no_session_lease = _adapter(NoSessionLease, "no_session_lease")

@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.core.double_resume import DOUBLE_COLUMN, DOUBLE_PREFIX
 from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.plan.schedule import repro_command
 from crashmatrix.harness.verdict.result import CaseResult
@@ -77,6 +78,8 @@ def _column(point: str) -> str:
         return "power_loss"
     if point.startswith("recovery@"):
         return "recovery"
+    if point.startswith(DOUBLE_PREFIX):
+        return DOUBLE_COLUMN
     return point.partition("[")[0] or "clean"
 
 

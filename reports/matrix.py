@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
-from crashmatrix.harness.plan.enumeration import POWER_COLUMN, TOOL_SIDE_COLUMNS
+from crashmatrix.harness.plan.enumeration import DOUBLE_COLUMN, POWER_COLUMN, TOOL_SIDE_COLUMNS
 from crashmatrix.reports.causes import Cause, Causes, group_causes
 from crashmatrix.reports.results import CaseRecord, NotRun, Results
 from crashmatrix.reports.scorecard import Scorecard, build_scorecard
@@ -63,7 +63,16 @@ _NO_SCORECARD = Scorecard("", ())  # frozen, so one shared empty value is safe
 _NO_CAUSES = Causes()
 
 # The agent's crashes, then the tool side's faults (the agent lives on: harness/core/tool_side.py).
-COLUMNS: tuple[str, ...] = ("clean", *BOUNDARIES, TORN_WRITE, POWER_COLUMN, "recovery", *TOOL_SIDE_COLUMNS)
+# Two lives resuming one crashed session at once (double@P) is a crash of the agent too.
+COLUMNS: tuple[str, ...] = (
+    "clean",
+    *BOUNDARIES,
+    TORN_WRITE,
+    POWER_COLUMN,
+    "recovery",
+    DOUBLE_COLUMN,
+    *TOOL_SIDE_COLUMNS,
+)
 # Headers a table can afford; the full boundary name is the tooltip / legend.
 LABELS = {
     "clean": "clean",
@@ -79,6 +88,7 @@ LABELS = {
     TORN_WRITE: "torn write",
     POWER_COLUMN: "power loss",
     "recovery": "recovery",
+    DOUBLE_COLUMN: "double resume",
     "tool_server_died": "server died",
     "tool_response_lost": "response lost",
     "tool_result_error": "result error",
@@ -98,6 +108,7 @@ SHORT = {
     TORN_WRITE: "TW",
     POWER_COLUMN: "PL",
     "recovery": "RC",
+    DOUBLE_COLUMN: "DR",
     "tool_server_died": "SD",
     "tool_response_lost": "RL",
     "tool_result_error": "RE",
@@ -283,11 +294,12 @@ class Matrix:
         but a tool-side one in which no case ran. The tool-side columns have cases only where
         an agent reaches its tools over MCP; elsewhere they are not reachable (the not-run
         reasons say why) or, in a results file from before them, empty: four columns of
-        nothing would push the table past 80 characters."""
+        nothing would push the table past 80 characters. Nor the double-resume column with no
+        case (a results file from before it; an agent it cannot act on: its reason is listed)."""
         return tuple(
             column
             for index, column in enumerate(COLUMNS)
-            if column not in TOOL_SIDE_COLUMNS or self.columns[index].cases
+            if column not in (*TOOL_SIDE_COLUMNS, DOUBLE_COLUMN) or self.columns[index].cases
         )
 
     def cells_in(self, state: str) -> list[tuple[Row, Cell]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 
 from crashmatrix.harness.agents.protocol import LifeContext
@@ -16,6 +17,7 @@ from crashmatrix.mock_tools.toolbox import MockToolbox
 from crashmatrix.mock_tools.world import World
 from crashmatrix.reference_agent.agent import Agent
 from crashmatrix.reference_agent.approval import ScriptedApprover
+from crashmatrix.reference_agent.lease import SessionLeased
 from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
 
 __all__ = ["ReferenceAdapter"]
@@ -35,6 +37,9 @@ class ReferenceAdapter:
     dialect = NATIVE  # the suite's own tool names and Tool Result shape
     capabilities = NATIVE_CAPABILITIES  # every tool, run by the harness
     tears_writes = True  # appends through ctx.before_append: the injector can tear a line
+    # In the life's process, each session line through ctx.before_append: two lives resuming
+    # one session at once are held at their first step and told apart (double@P).
+    double_resume = True
     agent_class: type[Agent] = Agent
 
     def build(self, ctx: LifeContext) -> Agent:
@@ -59,7 +64,13 @@ class ReferenceAdapter:
         return read_observation(run)
 
     def run_life(self, ctx: LifeContext) -> None:
-        agent = self.build(ctx)
+        try:
+            agent = self.build(ctx)
+        except SessionLeased as leased:
+            # Another life is resuming this session (a double resume): this one stops
+            # before it reads or writes anything and ends normally (reference_agent/lease.py).
+            print(leased, file=sys.stderr, flush=True)
+            return
         try:
             agent.resume()
             for text in ctx.scenario.turns[agent.turns_started() :]:

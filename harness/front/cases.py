@@ -18,6 +18,9 @@ the kill matrix share it). Every case goes through the stages once, in order:
 5. ``run_tool_fault``: a tool-side column's case (``tool_server_died[call_1]``): a clean
    case with that fault armed for that call before life 1; the agent is never killed, the
    tool side fails it (``harness.core.tool_side``), and the invariants judge what it did.
+6. ``run_double``: ``double@P``, from P's first crash two lives resume the same session at
+   once, held at their first step and released together (``harness/lives/double_resume.py``);
+   one acts, the other must stop cleanly.
 
 A case whose harness side fails (an exception from any stage: a copy, a reader, a bug of
 ours) is still a case: ``guarded`` makes it an ``error`` verdict with the cause in one line
@@ -37,6 +40,7 @@ from pathlib import Path
 
 from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.double_resume import DOUBLE_PREFIX, RELEASED_EVENT
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.tool_side import tool_faults_acted
 from crashmatrix.harness.core.trace import CaseRun, TraceEvent
@@ -47,7 +51,13 @@ from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.power import FAULT_EVENT
 from crashmatrix.harness.observation.observation import AppliedFault, Observation
 from crashmatrix.harness.observation.reading import unreadable_session
-from crashmatrix.harness.plan.enumeration import by_call, points_from_trace, recovery_window, tool_side_points
+from crashmatrix.harness.plan.enumeration import (
+    DOUBLE_COLUMN,
+    by_call,
+    points_from_trace,
+    recovery_window,
+    tool_side_points,
+)
 from crashmatrix.harness.verdict.result import CaseResult, SubCase, failures_first
 from crashmatrix.harness.verdict.verdict import Verdict, judge, unjudged_in_every
 from crashmatrix.reports.timeline import timeline_of
@@ -59,6 +69,7 @@ __all__ = [
     "error_cause",
     "guarded",
     "harness_error",
+    "run_double",
     "run_point",
     "run_power",
     "run_recovery",
@@ -336,6 +347,59 @@ def run_tool_fault(
         time.monotonic() - started,
         len(run.lives),
         case_dir,
+        agent,
+        observation=observation,
+    )
+
+
+def run_double(
+    scenario: Scenario,
+    point: CrashPoint,
+    launcher: LifeLauncher,
+    case_dir: Path,
+    *,
+    agent: str = "reference",
+    deadline: float = 30.0,
+    shared: FirstCrashes | None = None,
+) -> CaseResult:
+    """``double@P``: from P's first crash, two lives resume the session at once
+    (``harness.lives.double_resume``: held at their first step and released together), then
+    one more if neither finished. Judged by P's expectations -- the life that wins the session
+    must end as P's recovering life does -- and the invariants, ``loser_stops_cleanly`` among
+    them. With ``shared`` the first crash is P's (``first_crash.py``), else it runs here."""
+    from crashmatrix.harness.lives.double_resume import run_double as race
+
+    started = time.monotonic()
+    if shared is not None:
+        found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
+        crashed = found.crashed
+        started = time.monotonic() - (crashed.lives[0].seconds if crashed else 0.0)
+        if crashed is None:  # life 1 never crashed at P: neither did two lives resume after it
+            run = own_copy(found.run, case_dir / "run")
+    else:
+        crashed = run_case(
+            case_dir / "crashed", scenario, launcher, agent=agent, point=point, deadline=deadline, max_lives=1
+        )
+        if crashed.lives[-1].status != "crashed":
+            run, crashed = crashed, None
+    if crashed is not None:
+        run = race(
+            case_dir / "run", scenario, launcher, crashed=crashed, point=point, agent=agent, deadline=deadline
+        )
+    observation, verdict = _judged(run, scenario, point, agent)
+    released = [str(e.get("why")) for e in run.trace if e.get("event") == RELEASED_EVENT]
+    if released:
+        verdict = dataclasses.replace(
+            verdict, notes=(*verdict.notes, f"{DOUBLE_PREFIX}{point.id}: released together: {released[-1]}")
+        )
+    return CaseResult(
+        scenario,
+        f"{DOUBLE_PREFIX}{point.id}",
+        DOUBLE_COLUMN,
+        verdict,
+        time.monotonic() - started,
+        len(run.lives),
+        run.case_dir,
         agent,
         observation=observation,
     )

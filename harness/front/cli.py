@@ -4,6 +4,7 @@ and exit status 2 here, never a traceback.
     crashmatrix run FILE [--crash [power@]POINT [--second POINT]] [--keep DIR]   one case, or the whole matrix
     crashmatrix run FILE --crash power@POINT --power-outcome N   another legal state of that power loss
     crashmatrix run FILE --crash clean|recovery@POINT   the clean case alone, or one depth-2 item
+    crashmatrix run FILE --crash double@POINT   two lives resuming that crash at once
     crashmatrix run FILE::CASE                           the same, by the node id pytest prints
     crashmatrix points FILE                             the crash points a clean run records
     crashmatrix validate FILE...                        check scenario / contract / adapter files
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
+from crashmatrix.harness.core.double_resume import DOUBLE_PREFIX
 from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.plan.schedule import CLEAN, POWER, RECOVERY
@@ -80,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
         "--crash",
         help="point id (after_running[call_1]), a boundary name (its first point), "
         "power@POINT for a power loss there, recovery@POINT for a crash there and then at "
-        "each point of the recovery, a tool-side case (tool_server_died[call_1]: the MCP "
-        "server fails that call), or clean for the clean case alone",
+        "each point of the recovery, double@POINT for two lives resuming that crash at once, "
+        "a tool-side case (tool_server_died[call_1]: the MCP server fails that call), or clean "
+        "for the clean case alone",
     )
     run.add_argument("--second", help="also crash at this point id while the agent recovers (depth 2)")
     run.add_argument(
@@ -109,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-tool-side-faults",
         action="store_true",
         help="the whole matrix without its tool-side cases (as pytest's --no-tool-side-faults)",
+    )
+    run.add_argument(
+        "--no-double-resume",
+        action="store_true",
+        help="the whole matrix without its double@P cases (as pytest's --no-double-resume)",
     )
     points = sub.add_parser("points", help="list the crash points a clean run records")
     points.add_argument("file", type=Path)
@@ -218,6 +226,10 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError(f"--power-outcome {args.power_outcome}: write 0 (the pessimistic outcome) or more")
     if args.second and (not crash or crash == CLEAN):
         raise InputError("--second needs --crash: the second crash happens while recovering from the first")
+    if args.second and crash.startswith(DOUBLE_PREFIX):
+        raise InputError(
+            f"--second with --crash {crash}: the two lives resuming at once are the case; drop --second"
+        )
     if args.second and crash.partition("[")[0] in TOOL_SIDE_KINDS:
         raise InputError(
             f"--second with --crash {crash}: a tool-side fault kills no agent, so there is no "
@@ -273,6 +285,7 @@ def _run_in(
     from crashmatrix.harness.front.cases import (
         enumerate_points,
         guarded,
+        run_double,
         run_point,
         run_power,
         run_recovery,
@@ -284,6 +297,8 @@ def _run_in(
     from crashmatrix.harness.plan.enumeration import (
         RECOVERY_FIRST,
         TOOL_SIDE_COLUMNS,
+        double_points,
+        double_unreachable,
         power_points,
         selected,
         tool_side_unreachable,
@@ -302,6 +317,12 @@ def _run_in(
     kind = crash.partition("[")[0]
     if kind in cannot_fail:  # asked for by name: refused before any life runs
         raise InputError(f"--crash {crash}: {kind} cannot act on this agent: {cannot_fail[kind]}")
+    double_item = crash.startswith(DOUBLE_PREFIX)
+    cannot_double = double_unreachable(
+        args.agent, bool(getattr(load_adapter(args.agent), "double_resume", False))
+    )
+    if double_item and cannot_double is not None:
+        raise InputError(f"--crash {crash}: {cannot_double}")
     launcher = LifeLauncher(args.isolation, preload=fork_preload(args.agent), warm=(args.agent,))
     enum = enumerate_points(scenario, launcher, base / "enumerate", agent=args.agent)
     power = crash.startswith(POWER)
@@ -309,8 +330,8 @@ def _run_in(
     chosen: list[CrashPoint | None]
     if crash == CLEAN:
         chosen = [None]
-    elif recovery_item:
-        chosen = []  # the one recovery@ item, below
+    elif recovery_item or double_item:
+        chosen = []  # the one recovery@ or double@ item, below
     elif crash.partition("[")[0] in TOOL_SIDE_COLUMNS:
         chosen = []  # the one tool-side case, below
         tool_side = [_resolve_point(crash, enum.tool_side)]
@@ -329,12 +350,20 @@ def _run_in(
     if power_column and isinstance(power_target(args.agent, enum.clean.case_dir), str):
         power_column = False
     power_points_ = power_points([p for p in chosen if p is not None]) if power_column else []
+    # The double-resume column too, where two lives on one session can be told apart.
+    doubles = (
+        double_points([p for p in chosen if p is not None])
+        if not crash and not args.no_double_resume and cannot_double is None
+        else [_resolve_point(crash.removeprefix(DOUBLE_PREFIX), enum.points)]
+        if double_item
+        else []
+    )
     # P, recovery@P and power@P start with the same first crash: run it once for all, as the
     # pytest plugin does -- but not with --keep, where each kept case directory is whole.
     # (A recovery@ item asked for alone has no P to share with.)
     shared = (
         FirstCrashes(base / "first-crashes", record_syncs=bool(power_points_))
-        if (recovery_points or power_points_) and chosen and args.keep is None
+        if (recovery_points or power_points_ or doubles) and chosen and args.keep is None
         else None
     )
     results = []
@@ -397,6 +426,21 @@ def _run_in(
             point.id,
             point.boundary,
             base / point.id,
+            args.agent,
+        )
+        print(result.verdict.status)
+        results.append(result)
+    for point in doubles:
+        name = f"{DOUBLE_PREFIX}{point.id}"
+        print(f"{scenario.path.name}::{name} ...", end=" ", flush=True)
+        result = guarded(
+            functools.partial(
+                run_double, scenario, point, launcher, base / name, agent=args.agent, shared=shared
+            ),
+            scenario,
+            name,
+            "double_resume",
+            base / name,
             args.agent,
         )
         print(result.verdict.status)

@@ -27,6 +27,7 @@ from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.agents.python_agent import SilentRule, silent_rules
 from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.double_resume import DOUBLE_PREFIX
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, DiskFull, YamlError
 from crashmatrix.harness.front.cases import (
@@ -36,6 +37,7 @@ from crashmatrix.harness.front.cases import (
     error_cause,
     guarded,
     harness_error,
+    run_double,
     run_point,
     run_power,
     run_recovery,
@@ -48,10 +50,13 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.lives.power import power_target
 from crashmatrix.harness.plan.applicability import not_applicable
 from crashmatrix.harness.plan.enumeration import (
+    DOUBLE_COLUMN,
     NOTHING_REACHED,
     POWER_COLUMN,
     RECOVERY_FIRST,
     TOOL_SIDE_COLUMNS,
+    double_points,
+    double_unreachable,
     power_points,
     selected,
     tool_side_unreachable,
@@ -179,6 +184,26 @@ def tool_side_plan(
             gaps.append({**gap, "points": left})
     items = [p for p in kept if p.boundary not in unreachable] if on else []
     return items, gaps
+
+
+def double_plan(
+    adapter: AgentAdapter, points: Sequence[CrashPoint], *, on: bool = True
+) -> tuple[list[CrashPoint], list[dict[str, Any]]]:
+    """The ``double@P`` items of a scenario and its gaps (``not_run``'s entries): one per
+    point of ``DOUBLE_BOUNDARIES`` the matrix has (its first passage), where the agent can be
+    killed there; not reachable with why on an agent whose two concurrent lives cannot be
+    told apart (``enumeration.double_unreachable``); deselected by ``--no-double-resume``."""
+    chosen = [p for p in double_points(points) if reachable(adapter, p)]
+    if not chosen:
+        return [], []
+    ids = [p.id for p in chosen]
+    why = double_unreachable(adapter.name, bool(getattr(adapter, "double_resume", False)))
+    if why is not None:
+        return [], [{"boundary": DOUBLE_COLUMN, "state": "not_reachable", "why": why, "points": ids}]
+    if not on:
+        gap = {"boundary": DOUBLE_COLUMN, "state": "deselected", "why": "--no-double-resume", "points": ids}
+        return [], [gap]
+    return chosen, []
 
 
 def work_dir(config: pytest.Config, *parts: str) -> Path:
@@ -436,6 +461,9 @@ class ScenarioFile(pytest.File):
         tool_side, tool_gaps = tool_side_plan(
             adapter, enum.points, enum.tool_side, only or (), on=tool_side_column(config)
         )
+        # double@P: two lives resume P's first crash at once (harness/lives/double_resume.py).
+        no_double = config.getoption("no_double_resume", False)
+        doubled, double_gaps = double_plan(adapter, points, on=not no_double)
         plan = ScenarioPlan(
             reachable_boundaries(adapter),
             (
@@ -452,6 +480,7 @@ class ScenarioFile(pytest.File):
                     silent=silent_rules(enum.clean.trace),
                 ),
                 *tool_gaps,
+                *double_gaps,
             ),
         )
         powered = set(power_points(points)) if not no_power else set()
@@ -503,6 +532,18 @@ class ScenarioFile(pytest.File):
                         plan=plan,
                     )
                 )
+        for point in doubled:
+            yield planned(
+                CrashCase.from_parent(
+                    self,
+                    name=f"{DOUBLE_PREFIX}{point.id}",
+                    scenario=scenario,
+                    point=point,
+                    kind=DOUBLE_COLUMN,
+                    shares_first_crash=True,
+                    plan=plan,
+                )
+            )
         # The tool side fails one call of a clean case (harness/core/tool_side.py): judged by the
         # invariants; the agent is never killed, so nothing is shared with a crash.
         for point in tool_side:
@@ -607,6 +648,8 @@ class CrashCase(pytest.Item):
                 if self.kind == POWER_COLUMN
                 else run_tool_fault
                 if self.kind in TOOL_SIDE_COLUMNS
+                else run_double
+                if self.kind == DOUBLE_COLUMN
                 else run_point
             )
             # A harness failure in any stage is this case's ``error`` (one line, the traceback

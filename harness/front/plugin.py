@@ -98,6 +98,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="no power@P column (a power loss at each boundary: unsynced bytes and directory entries lost)",
     )
     group.addoption(
+        "--no-double-resume",
+        action="store_true",
+        help="no double@P column (two lives resuming one crashed session at once)",
+    )
+    group.addoption(
         "--no-tool-side-faults",
         action="store_true",
         help="no tool-side columns (over MCP: the tool server dies, loses or garbles a response, or errs)",
@@ -170,10 +175,11 @@ def _activate(config: pytest.Config) -> None:
     ):
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+    from crashmatrix.harness.core.double_resume import DOUBLE_COLUMN
     from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 
     config.addinivalue_line("markers", "crashmatrix: a crash-matrix case from a scenario YAML")
-    kinds = ("clean", "recovery", "power_loss", TORN_WRITE, *BOUNDARIES, *TOOL_SIDE_KINDS)
+    kinds = ("clean", "recovery", "power_loss", TORN_WRITE, *BOUNDARIES, *TOOL_SIDE_KINDS, DOUBLE_COLUMN)
     for name in ("idempotent", "conditional", "non_idempotent", *kinds):
         config.addinivalue_line("markers", f"{name}: crashmatrix cases of this kind")
 

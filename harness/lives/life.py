@@ -72,6 +72,9 @@ class LifeSpec:
     # Record the session's size at every fsync, so that after the crash the injector can
     # drop what was never synced (a power loss, not just a process death).
     power_loss: bool = False
+    # A double resume's concurrent life: held at its first step until the harness opens
+    # this gate (a FIFO; ``harness.lives.gate``); "" for none.
+    gate: str = ""
 
 
 class _Mocks:
@@ -259,6 +262,10 @@ def life_main(spec: LifeSpec) -> None:
     else:
         unsynced_sqlite()
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
+    if spec.gate:
+        from crashmatrix.harness.lives.gate import GatedTracer
+
+        tracer = GatedTracer(tracer, spec.gate)
     tracer.write({"life": spec.life, "event": "start", "pid": os.getpid()})
     try:
         run_life(spec, tracer)

@@ -7,10 +7,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.double_resume import DOUBLE_COLUMN
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS, tool_side_calls
 
 __all__ = [
+    "DOUBLE_BOUNDARIES",
+    "DOUBLE_COLUMN",
     "NOTHING_REACHED",
     "OWN_FUNCTIONS",
     "POWER_BOUNDARIES",
@@ -18,6 +21,8 @@ __all__ = [
     "RECOVERY_FIRST",
     "TOOL_SIDE_COLUMNS",
     "by_call",
+    "double_points",
+    "double_unreachable",
     "points_from_trace",
     "power_points",
     "recovery_window",

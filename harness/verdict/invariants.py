@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from crashmatrix.harness.core.categories import CRASHMATRIX, ResultMapping
 from crashmatrix.harness.core.contracts import ToolContract, default_contract
+from crashmatrix.harness.core.double_resume import ConcurrentLife
 from crashmatrix.harness.core.globs import matches
 from crashmatrix.harness.core.ledger import (
     ALIASES,
@@ -144,6 +145,9 @@ class Evidence:
     # The tool-side faults that acted in the case (the trace's ``fault`` events of a tool-side
     # column, ``harness.core.tool_side``), each with the agent's later tool-side requests.
     tool_faults: Sequence[ToolFaultActed] = ()
+    # The lives that resumed the session at the same time (a ``double@P`` case,
+    # ``harness.core.double_resume``), each with what it did; () in any other case.
+    concurrent: Sequence[ConcurrentLife] = ()
 
     def sees(self, name: str) -> bool:
         """Whether the side effects of the agent's tool ``name`` are recorded as events."""
@@ -1227,6 +1231,48 @@ def no_effect_after_death(evidence: Evidence) -> list[Violation]:
     ]
 
 
+def loser_stops_cleanly(evidence: Evidence) -> list[Violation]:
+    """Of the lives that resumed one session at the same time, one acts; the others stop
+    cleanly: they append no session line, make no side effect, and end on their own.
+
+    Why: a job runner with at-least-once delivery, or a pod restarted while the old one still
+    runs, starts a second process on a session another is recovering. Both find the same
+    pending call; the ledger orders one process's steps, not two processes', so each decides
+    its fate and a call the ledger says never started runs twice (two emails, two Tool
+    Results, two final answers in one session). An agent passes by taking a lease on the
+    session before it reads it (an ``flock`` held for its life; or a fenced ledger record
+    every later write checks) and, finding it held, stopping before it reads or writes: it
+    exits normally, or waits for the lease and then finds the work done. A loser that hangs,
+    raises or dies has not stopped cleanly (a job runner retries a failure; it must not)."""
+    lives = evidence.concurrent
+    acted = [life for life in lives if life.acted]
+    out: list[Violation] = []
+    if len(acted) > 1:
+        what = "; ".join(
+            f"life {life.life} (pid {life.pid}) appended {life.lines} session line(s) and made "
+            f"{life.effects} side effect(s)"
+            for life in acted
+        )
+        out.append(
+            Violation(
+                "loser_stops_cleanly",
+                f"{len(acted)} lives resumed the session at the same time and each acted on it: {what}; "
+                "a second process on a session must find it taken (a lease, a fencing token) and stop "
+                "before it reads or writes",
+            )
+        )
+    for life in lives:
+        if not life.acted and life.status != "exited":
+            out.append(
+                Violation(
+                    "loser_stops_cleanly",
+                    f"life {life.life}, resuming the session beside another, left it alone but did not "
+                    f"stop cleanly: it ended {life.status} (a loser ends on its own, without an error)",
+                )
+            )
+    return out
+
+
 def no_partial_file(evidence: Evidence) -> list[Violation]:
     """Every file a ``write_file`` call targeted ends whole: its old content or a new one.
 
@@ -1334,6 +1380,7 @@ INVARIANTS: Mapping[str, Check] = MappingProxyType(
         "unknown_never_succeeded": unknown_never_succeeded,
         "no_effect_after_death": no_effect_after_death,
         "no_partial_file": no_partial_file,
+        "loser_stops_cleanly": loser_stops_cleanly,
     }
 )
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.categories import told_for_code
+from crashmatrix.harness.core.double_resume import concurrent_lives
 from crashmatrix.harness.core.ledger import tool_call_sites
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import SessionLog
@@ -24,6 +25,7 @@ from crashmatrix.harness.observation.conversation import conversation_from_reque
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.expectations import Mismatch, Observed, compare, project
 from crashmatrix.harness.verdict.invariants import (
+    NON_SIDE_EFFECT_KINDS,
     Evidence,
     Violation,
     check_all,
@@ -97,6 +99,9 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         files=observation.world.files,
         seed_files=scenario.files,
         tool_faults=tool_faults_acted(observation.trace),
+        concurrent=concurrent_lives(
+            observation.trace, observation.world.events, lambda e: e.kind not in NON_SIDE_EFFECT_KINDS
+        ),
     )
 
 

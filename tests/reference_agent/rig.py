@@ -159,6 +159,11 @@ class Rig:
         model = rules if isinstance(rules, ScriptedModel) else ScriptedModel(list(rules))
         self.model_route.mock(side_effect=model.handle)
         chosen = dict(contracts if contracts is not None else self.contracts)
+        # A new agent here is a restart: the one before it "died" (a SimulatedCrash leaves
+        # it open), and a dead process's flock is gone, so its session lease is too.
+        for previous in self.agents:
+            if previous.lease is not None:
+                previous.lease.release()
         client = make_openai_client(
             ModelSettings(MODEL_BASE_URL, "test-key", "scripted", max_retries=0), self.http
         )

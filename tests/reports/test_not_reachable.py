@@ -79,6 +79,7 @@ def test_not_reachable_deselected_and_not_reached_are_three_states_none_of_them_
         "torn_write": "not_reachable",
         "power_loss": "not_reached",
         "recovery": "not_reached",  # no case and no reason: the matrix does not invent one
+        "double_resume": "not_reached",
         "tool_server_died": "not_reached",
         "tool_response_lost": "not_reached",
         "tool_result_error": "not_reached",
