@@ -228,9 +228,12 @@ class ForeignAdapter:
         self.capabilities = dataclasses.replace(self.capabilities, tools=tools, approvals=facts.approvals)
         if not facts.approvals:
             # An agent that asks none never reaches the moments only an asking one does (its
+        if facts.reaches:
+            self.boundaries = _ordered(set(self.boundaries) | facts.reaches)
+            self.unreachable = {b: why for b, why in self.unreachable.items() if b not in facts.reaches}
             # framework module names them, ``ASKING_ONLY``): not reachable, with why.
             named: Mapping[str, str] = getattr(framework, "ASKING_ONLY", {})
-            asking_only = {b: why for b, why in named.items() if b not in mapped}
+            asking_only = {b: why for b, why in named.items() if b not in mapped | facts.reaches}
             self.boundaries = tuple(b for b in self.boundaries if b not in asking_only)
             self.unreachable = {**self.unreachable, **asking_only}
         elif not self.dialect.results.choices:

@@ -81,6 +81,9 @@ class AgentFacts:
 
     tools: frozenset[str] | None = None
     approvals: bool = False
+    # Moments this built agent reaches beyond its framework's ``boundaries`` (a PydanticAI
+    # ``DBOSAgent``: DBOS's step rows committing), reachable though the framework names them not.
+    reaches: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ steps). A restarted life calls ``DBOS.launch()``, which recovers the workflows t
 left PENDING (DBOS's own startup recovery, in its own thread); the life waits for them, then
 sends the turns not started.
 
-The seams, nothing of DBOS edited (``_install``):
+The seams, nothing of DBOS edited (``install_seams``):
 
 * the step about to run its function (``dbos._core.invoke_step``'s function, called only when
   DBOS found no row to replay): ``after_running``. DBOS writes nothing when a step starts.
@@ -47,7 +47,6 @@ import pickle
 import re
 import sqlite3
 import sys
-import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,17 +62,25 @@ __all__ = [
     "FRAMEWORK",
     "SUPPORTED",
     "SUPPORTED_TEXT",
+    "TURN",
     "WHY_NO_LEDGER",
     "Step",
+    "StepSeams",
     "TeamContext",
     "Turn",
+    "case_turns",
     "chat_records",
     "check",
+    "check_version",
+    "configured_dbos",
     "drive",
+    "install_seams",
     "read_records",
     "read_turns",
     "running_call",
     "session_records",
+    "sqlite_url",
+    "turn_result",
 ]
 
 SUPPORTED = ((3, 0, 0), (4,))
@@ -433,27 +440,45 @@ def session_records(workspace: Path) -> StepRows:
 # -- a life -----------------------------------------------------------------------------------------
 
 
-class _Seams:
-    """The boundaries, fired from DBOS's step machinery on the thread running the step."""
+class StepSeams:
+    """The boundaries at DBOS's step machinery, fired on the thread running the step (and on
+    the one recording its row): a tool's step function returned (``after_side_effect``), its
+    row committed (``before_tool_result``); a model step's row holding tool calls committed
+    (``after_tool_call_saved``, each call). Shared by ``framework: dbos`` (a workflow with
+    tools as steps) and a PydanticAI ``DBOSAgent`` (its model request a step; a tool of the
+    team's may call a step), which differ only in how a starting step's call is found
+    (``starting``) and how a reply's calls are read (``replied``)."""
 
-    def __init__(self, life: TeamLife) -> None:
-        self.life = life
-        self.workspace = life.ctx.world_dir / "workspace"
-        self.local = threading.local()  # the tool call this thread's step runs
+    def __init__(
+        self,
+        hook: Callable[[str, str], None],
+        starting: Callable[[str], str | None],
+        replied: Callable[[Any], Sequence[str]],
+    ) -> None:
+        self.hook = hook
+        self.starting = starting  # step name -> the tool call it runs (None: no tool's step)
+        self.replied = replied  # a step's output -> the tool calls it holds (a model's reply)
+        # (workflow id, step id) -> the call its function ran for: the row, recorded maybe on
+        # another thread (an async step's), is matched by its own ids.
+        self.running: dict[tuple[str, int], str] = {}
+        self.stepped: set[str] = set()  # calls whose effect ran inside a step
 
     def bracket(self, step_name: str, func: Callable[..., Any]) -> Callable[..., Any]:
         """``func`` (a step's function, run only where DBOS found no row to replay) with
-        ``after_running`` before it and ``after_side_effect`` after it, when it is a tool's."""
+        ``after_side_effect`` after it, when it is a tool's."""
 
         def starting() -> str | None:
             from dbos import DBOS
 
-            call_id = running_call(_steps_of(self.workspace, DBOS.workflow_id or ""), step_name)
-            self.local.call = call_id
+            call_id = self.starting(step_name)
             if call_id is not None:
-                self.life.sync()  # the copy with this call in it: its effects are its own
-                self.life.hook("after_running", call_id)
+                self.running[(DBOS.workflow_id or "", int(DBOS.step_id or 0))] = call_id
             return call_id
+
+        def finished(call_id: str | None) -> None:
+            if call_id is not None:
+                self.stepped.add(call_id)
+                self.hook("after_side_effect", call_id)  # returned or raised: it acted
 
         if inspect.iscoroutinefunction(func):
 
@@ -462,8 +487,7 @@ class _Seams:
                 try:
                     return await func(*args, **kwargs)
                 finally:
-                    if call_id is not None:
-                        self.life.hook("after_side_effect", call_id)  # returned or raised: it acted
+                    finished(call_id)
 
             return bracketed_async
 
@@ -472,30 +496,29 @@ class _Seams:
             try:
                 return func(*args, **kwargs)
             finally:
-                if call_id is not None:
-                    self.life.hook("after_side_effect", call_id)  # returned or raised: it acted
+                finished(call_id)
 
         return bracketed
 
     def committed(self, result: Mapping[str, Any]) -> None:
         """A step's row committed: the tool's result durable (``before_tool_result``), or the
         model's reply with its calls saved (``after_tool_call_saved``, each call)."""
-        call_id = getattr(self.local, "call", None)
-        self.local.call = None
+        row = (str(result.get("workflow_uuid", "")), int(result.get("function_id") or 0))
+        call_id = self.running.pop(row, None)
         if call_id is not None:
-            self.life.hook("before_tool_result", call_id)
+            self.hook("before_tool_result", call_id)
             return
         if result.get("error") is not None or result.get("output") is None:
             return
         try:
-            calls = _calls(_decode(result["output"], result.get("serialization")))
+            calls = self.replied(_decode(result["output"], result.get("serialization")))
         except Exception:
             return
-        for call in calls or ():
-            self.life.hook("after_tool_call_saved", str(call.get("id", "")))
+        for call in calls:
+            self.hook("after_tool_call_saved", call)
 
 
-def _install(seams: _Seams) -> None:
+def install_seams(seams: StepSeams) -> None:
     """Wrap DBOS's step invocation and its step-row write (module and class attributes of this
     life's process: each life is a fresh fork)."""
     from dbos import _core
@@ -517,6 +540,27 @@ def _install(seams: _Seams) -> None:
     SystemDatabase.record_operation_result = recording  # type: ignore[method-assign]
 
 
+def _workflow_seams(life: TeamLife) -> StepSeams:
+    """A team's workflow with its tools as steps: a step is a tool's when the model's last
+    committed reply holds a call of its name not yet answered; ``after_running`` as it starts
+    (DBOS writes nothing when a step starts)."""
+    workspace = life.ctx.world_dir / "workspace"
+
+    def starting(step_name: str) -> str | None:
+        from dbos import DBOS
+
+        call_id = running_call(_steps_of(workspace, DBOS.workflow_id or ""), step_name)
+        if call_id is not None:
+            life.sync()  # the copy with this call in it: its effects are its own
+            life.hook("after_running", call_id)
+        return call_id
+
+    def replied(output: Any) -> list[str]:
+        return [str(call.get("id", "")) for call in _calls(output) or ()]
+
+    return StepSeams(life.hook, starting, replied)
+
+
 def _built(life: TeamLife, context: TeamContext) -> Callable[..., Any]:
     where = str(life.spec.path)
     try:
@@ -534,7 +578,7 @@ def _built(life: TeamLife, context: TeamContext) -> Callable[..., Any]:
     return built
 
 
-def _dbos_for(where: str, url: str) -> Any:
+def configured_dbos(where: str, url: str) -> Any:
     """The DBOS instance the factory configured, on the case's system database (one the factory
     did not make is made here, as the team's ``main`` would)."""
     from dbos import DBOS
@@ -552,7 +596,7 @@ def _dbos_for(where: str, url: str) -> Any:
     return instance
 
 
-def _check_version(where: str) -> None:
+def check_version(where: str) -> None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -565,6 +609,9 @@ def _check_version(where: str) -> None:
             f"{where}: dbos {text} is installed; this adapter supports {SUPPORTED_TEXT}: "
             f"pip install 'dbos{SUPPORTED_TEXT}'"
         )
+
+
+_check_version = check_version  # every framework module's name for it (test_versions.py)
 
 
 def _store_option(spec: Any) -> str:
@@ -582,7 +629,7 @@ def check(spec: Any) -> AgentFacts:
     line if not); a PostgreSQL store's server started here, before anything forks. The team's
     module is not imported: DBOS registers its workflows in a process-wide registry, and this
     process (pytest's, the CLI's) forks the lives. Its tools are the catalogue's."""
-    _check_version(str(spec.path))
+    check_version(str(spec.path))
     if _store_option(spec) == "postgres":
         from crashmatrix.harness.lives.postgres import PostgresUnavailable, ensure_server
 
@@ -605,7 +652,21 @@ def _system_database_url(life: TeamLife, store: str) -> str:
         from crashmatrix.harness.lives.postgres import case_database_url
 
         return case_database_url(case_dir)
-    return f"sqlite:///{life.ctx.world_dir / 'workspace' / DB_NAME}"
+    return sqlite_url(life.ctx.world_dir / "workspace")
+
+
+def sqlite_url(workspace: Path) -> str:
+    """The SQLite system database of a case's workspace (copied with the case)."""
+    return f"sqlite:///{workspace / DB_NAME}"
+
+
+def turn_result(number: int) -> Any:
+    """Turn ``number``'s workflow's result, as DBOS keeps it: waited for while
+    ``DBOS.launch()``'s recovery runs it in its own thread (a killed life left it PENDING),
+    read back when it is done; its error raised."""
+    from dbos import DBOS
+
+    return DBOS.retrieve_workflow(TURN.format(number)).get_result(polling_interval_sec=0.02)
 
 
 def drive(life: TeamLife) -> None:
@@ -614,13 +675,13 @@ def drive(life: TeamLife) -> None:
     from dbos import DBOS, SetWorkflowID
 
     where = str(life.spec.path)
-    _check_version(where)
+    check_version(where)
     workspace = life.ctx.world_dir / "workspace"
     url = _system_database_url(life, _store_option(life.spec))
     context = TeamContext(workspace=life.workspace, life=life.ctx.life, system_database_url=url)
     workflow = _built(life, context)
-    _dbos_for(where, url)
-    _install(_Seams(life))
+    configured_dbos(where, url)
+    install_seams(_workflow_seams(life))
     DBOS.launch()
     started = {turn.number: turn.status for turn in case_turns(workspace)}
     for number, text in enumerate(life.ctx.scenario.turns, start=1):
@@ -628,8 +689,7 @@ def drive(life: TeamLife) -> None:
         try:
             if number in started:
                 if started[number] in ("PENDING", "ENQUEUED"):
-                    # DBOS.launch() recovers it in its own thread: wait for that.
-                    DBOS.retrieve_workflow(workflow_id).get_result(polling_interval_sec=0.02)
+                    turn_result(number)  # DBOS.launch() recovers it in its own thread
                 continue
             messages = [*_history(read_records(workspace)), {"role": "user", "content": text}]
             with SetWorkflowID(workflow_id):

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import json
 import os
@@ -60,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from crashmatrix.harness.agents.frameworks import dbos as dbos_adapter
 from crashmatrix.harness.agents.frameworks.approvals import Approvals, rejection
 from crashmatrix.harness.agents.frameworks.pydantic_ai_records import message_records
 from crashmatrix.harness.agents.readonly_db import connect_readonly
@@ -141,6 +143,10 @@ class TeamContext:
 
     workspace: Path  # the case's workspace, also the working directory
     life: int
+    # The case's DBOS system database (SQLite in its workspace, copied with the case): the
+    # factory of a ``DBOSAgent`` configures DBOS on it, as the team's ``main`` does --
+    # ``DBOS(config={"name": ..., "system_database_url": ctx.system_database_url})``.
+    system_database_url: str = ""
 
 
 # -- the store, read as crashmatrix's records -----------------------------------------------
@@ -200,6 +206,10 @@ def _write_store(case_dir: Path, store: Mapping[str, str]) -> None:
     temporary.write_text(text, encoding="utf-8")
     os.replace(temporary, pointer)
 
+
+# The tool call whose function runs in this task (and the thread it runs a sync tool in): a
+# DBOS step it starts runs for it (``StepSeams.starting``).
+_CALL: contextvars.ContextVar[str | None] = contextvars.ContextVar("crashmatrix_tool_call", default=None)
 
 # In a life's process, the messages of the run going on now (PydanticAI keeps them in memory
 # until the run returns and the app saves them), put after the saved ones while its tools run:
@@ -274,7 +284,7 @@ def _store_of(where: str, store: Any, workspace: Path, options: Mapping[str, Any
 
 async def _build(factory: Callable[..., Any], context: TeamContext, where: str) -> tuple[Any, Any]:
     """The factory's ``(agent, store)``, or one line saying what to return."""
-    from pydantic_ai import Agent
+    from pydantic_ai.agent import AbstractAgent
 
     try:
         built = await _maybe(factory(context))
@@ -284,10 +294,10 @@ async def _build(factory: Callable[..., Any], context: TeamContext, where: str) 
         raise InputError(
             f"{where}: factory: it raised {type(error).__name__}{_where(error)}: {error}"
         ) from error
-    fix = "return (agent, store): the Agent and the message store its app runs it with"
+    fix = "return (agent, store): the Agent (or its DBOSAgent) and the message store its app runs it with"
     if not (isinstance(built, tuple) and len(built) == 2):
         raise InputError(f"{where}: factory: it returned {type(built).__name__}; {fix}")
-    if not isinstance(built[0], Agent):
+    if not isinstance(built[0], AbstractAgent):
         raise InputError(
             f"{where}: factory: its first value is a {type(built[0]).__name__}, not an Agent; {fix}"
         )
@@ -358,6 +368,22 @@ def _asks(agent: Any) -> bool:
     return own or any(wrapped)
 
 
+def _durable(agent: Any) -> bool:
+    """Is the agent PydanticAI's ``DBOSAgent`` (``pydantic_ai.durable_exec.dbos``): its run a
+    DBOS workflow, its model requests DBOS steps. Imported only if the team's code did."""
+    module = sys.modules.get("pydantic_ai.durable_exec.dbos")
+    return module is not None and isinstance(agent, module.DBOSAgent)
+
+
+def _reply_calls(output: Any) -> list[str]:
+    """The tool calls of a DBOS step's output that is a model's reply (a ``ModelResponse``)."""
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+
+    if not isinstance(output, ModelResponse):
+        return []
+    return [p.tool_call_id for p in output.parts if isinstance(p, ToolCallPart)]
+
+
 def _open_calls(messages: Sequence[Any]) -> list[Any]:
     """The tool calls of a run that parked for approval: calls of the last response that no
     later request returned."""
@@ -384,11 +410,15 @@ class _App:
     its new messages saved when it returns; a run parked for approval answered by the
     scenario's person and continued (``DeferredToolResults``)."""
 
-    def __init__(self, life: TeamLife, agent: Any, store: Any, approvals: Approvals) -> None:
+    def __init__(
+        self, life: TeamLife, agent: Any, store: Any, approvals: Approvals, turn: Callable[[], int]
+    ) -> None:
         self.life = life
         self.agent = agent
         self.store = store
         self.approvals = approvals
+        self.turn_number = turn  # the turn the app is on (1-based)
+        self.durable = _durable(agent)
         self.base = 0  # the length of the history the running run started from
 
     async def history(self) -> list[Any]:
@@ -396,6 +426,14 @@ class _App:
 
     async def turn(self, text: str) -> None:
         await self._settle(await self._run(text, await self.history(), None))
+
+    async def recovered(self) -> None:
+        """A ``DBOSAgent``'s turn a previous life started as a workflow (``turn-N``) and did
+        not save: its result taken from DBOS -- waited for while ``DBOS.launch()`` recovers it
+        (PENDING), read back when done -- and saved, as the app saves a run's."""
+        result = await asyncio.to_thread(dbos_adapter.turn_result, self.turn_number())
+        await self._save(result)
+        await self._settle(result)
 
     async def resume(self, history: Sequence[Any]) -> None:
         """The run a previous life parked for approval, continued: its calls asked again."""
@@ -407,7 +445,17 @@ class _App:
     async def _run(self, prompt: str | None, history: Sequence[Any], deferred: Any) -> Any:
         self.base = len(history)
         _RUNNING.clear()
-        result = await self.agent.run(prompt, message_history=list(history), deferred_tool_results=deferred)
+        if self.durable:
+            from dbos import SetWorkflowID
+
+            # The app's way with DBOS: each turn a workflow of its own, under an id a restarted
+            # app finds again (DBOS.launch() recovers it; its result is DBOS's to give).
+            with SetWorkflowID(dbos_adapter.TURN.format(self.turn_number())):
+                result = await self.agent.run(prompt, message_history=list(history))
+        else:
+            result = await self.agent.run(
+                prompt, message_history=list(history), deferred_tool_results=deferred
+            )
         await self._save(result)
         return result
 
@@ -474,27 +522,52 @@ def drive(life: TeamLife) -> None:
 async def _drive(life: TeamLife) -> None:
     ctx = life.ctx
     where = str(life.spec.path)
-    agent, store = await _build(life.factory, TeamContext(workspace=life.workspace, life=ctx.life), where)
+    workspace = ctx.world_dir / "workspace"
+    url = dbos_adapter.sqlite_url(workspace)
+    context = TeamContext(workspace=life.workspace, life=ctx.life, system_database_url=url)
+    agent, store = await _build(life.factory, context, where)
     _write_store(ctx.case_dir, _store_of(where, store, life.workspace, life.options))
     history = list(await _maybe(store.get_messages()))
     turn = [_turns(history)]
-    app = _App(life, agent, store, Approvals(ctx, ctx.case_dir / ASKED_NAME, lambda: turn[0]))
+    app = _App(
+        life, agent, store, Approvals(ctx, ctx.case_dir / ASKED_NAME, lambda: turn[0]), lambda: turn[0]
+    )
     # A moment the adapter YAML maps to the team's own function (``boundaries:``, e.g. its
     # ledger's running row committed) is that function's, not the tool's edge: one place each.
     mapped = {rule.boundary for rule in life.spec.rules}
+    # A DBOSAgent's DBOS steps: the model's reply saved as its step row commits; a tool of the
+    # team's that calls a @DBOS.step acts inside it (the step's seams fire its effect and its
+    # row's commit, not the tool's return).
+    seams = None
+    if app.durable:
+        dbos_adapter.check_version(where)
+        dbos_adapter.configured_dbos(where, url)
+        seams = dbos_adapter.StepSeams(life.hook, lambda step_name: _CALL.get(), _reply_calls)
+        dbos_adapter.install_seams(seams)
 
     def before(call_id: str, run_context: Any) -> None:
+        _CALL.set(call_id)  # this call's task (and its thread): a step it starts is its
         app.running(run_context)
         life.sync()  # the copy with this call in it: its effects are its own
         if "after_running" not in mapped:
             life.hook("after_running", call_id)
 
     def after(call_id: str) -> None:
-        if "after_side_effect" not in mapped:
+        _CALL.set(None)
+        if "after_side_effect" not in mapped and (seams is None or call_id not in seams.stepped):
             life.hook("after_side_effect", call_id)
 
     bracket_tools(agent, before, after)
-    if _open_calls(history):
+    app.base = len(history)  # a run DBOS recovers starts from the saved history too
+    if app.durable:
+        from dbos import DBOS
+
+        DBOS.launch()  # recovers the turn's workflow a killed life left PENDING, in its own thread
+        started = {t.number: t.status for t in dbos_adapter.case_turns(workspace)}
+        if turn[0] + 1 in started:  # started as a workflow, never saved: DBOS has its result
+            turn[0] += 1
+            await app.recovered()
+    elif _open_calls(history):
         await app.resume(history)
     for text in ctx.scenario.turns[turn[0] :]:
         turn[0] += 1
@@ -582,6 +655,7 @@ def check(spec: Any) -> AgentFacts:
             facts = asyncio.run(_check(spec, factory, Path(scratch)))
         finally:
             os.chdir(cwd)
+            _forget_dbos()
             # The team's modules run again in each life, in its workspace: not imported here
             # (a module-level connection or file would be the scratch directory's).
             for name in set(sys.modules) - modules:
@@ -600,11 +674,38 @@ def check(spec: Any) -> AgentFacts:
 
 async def _check(spec: Any, factory: Callable[..., Any], scratch: Path) -> AgentFacts:
     where = str(spec.path)
-    agent, store = await _build(factory, TeamContext(workspace=scratch, life=0), where)
+    context = TeamContext(workspace=scratch, life=0, system_database_url=dbos_adapter.sqlite_url(scratch))
+    agent, store = await _build(factory, context, where)
     _store_of(where, store, scratch, spec.options)
     names = bracket_tools(agent, lambda call_id, run_context: None, lambda call_id: None)
+    durable = _durable(agent)
+    if durable:
+        dbos_adapter.check_version(where)
+        if _asks(agent):
+            raise InputError(
+                f"{where}: factory: a DBOSAgent whose tools ask for approval: crashmatrix runs each turn "
+                "as one DBOS workflow and does not continue a parked run as another yet; test the agent "
+                "without requires_approval, or its wrapped Agent"
+            )
     with contextlib.suppress(Exception):
         # What the agent makes of "." is its own business, only the request counts. Bounded:
-        # a client that escapes to the internet may wait long for an answer.
-        await asyncio.wait_for(agent.run("crashmatrix load check: answer '.'"), 30.0)
+        # a client that escapes to the internet may wait long for an answer. A DBOSAgent's own
+        # agent is asked: its run is a workflow, and DBOS is not launched in this process.
+        asking = agent.wrapped if durable else agent
+        await asyncio.wait_for(asking.run("crashmatrix load check: answer '.'"), 30.0)
+    if durable:
+        # DBOS's step rows committing: the reply's calls saved, a tool's own step's result.
+        return AgentFacts(
+            tools=frozenset(names), reaches=frozenset({"after_tool_call_saved", "before_tool_result"})
+        )
     return AgentFacts(tools=frozenset(names), approvals=_asks(agent))
+
+
+def _forget_dbos() -> None:
+    """What a team's module registered with DBOS at load (a DBOSAgent's workflows and steps, a
+    DBOS instance its factory configured) dropped: each life imports it again in a process of
+    its own, and a second load in this one would be refused as a duplicate registration."""
+    if "dbos" in sys.modules:
+        from dbos import DBOS
+
+        DBOS.destroy(destroy_registry=True)
