@@ -482,6 +482,51 @@ class NoSessionLease(Mutant):
         return None
 
 
+class KeyWithoutTurn(Mutant):
+    """Derives the idempotency key from the session, the tool_call_id, the tool and the
+    arguments, but not the turn: when a provider reuses ``call_0`` in a later turn for the
+    same order again, the second order carries the first one's key, the service
+    deduplicates it, and the user's second order is never placed (told it was)."""
+
+    hints = ("create_order", "keyed", "reused_call_id", "multi_turn")
+
+    def make_key(self, call: ToolCall, turn: int, args_sha: str) -> str:
+        return f"agent:{self.session_id}:{call.id}:{call.name}:{args_sha[:16]}"
+
+
+class ContractPerTool(Mutant):
+    """Classifies a tool once per life and reuses that contract for every later call of it:
+    ``run_command("ls")`` then ``run_command("echo shipped >> audit.log")`` in one message
+    makes the append "read-only" too (unapproved, unledgered, replayed after a crash)."""
+
+    hints = ("run_command", "multi_call", "two_classes")
+
+    def call_state(self, call: ToolCall, turn: int) -> CallState:
+        state = super().call_state(call, turn)
+        cache: dict[str, Any] = self.__dict__.setdefault("_contracts", {})
+        contract = cache.setdefault(call.name, state.contract)  # the bug: per tool, not per call
+        return dataclasses.replace(state, contract=contract)
+
+
+class RetrySwallowsLastError(Mutant):
+    """Retries a read-only call that failed with a retryable error once, and when the retry
+    fails too, returns an empty success (a retry helper whose exhausted loop falls through to
+    its default result): the model reads that the file is empty."""
+
+    hints = ("read_file", "fault", "times_2")
+
+    def run_unledgered(self, state: CallState) -> None:
+        ctx = ToolContext(state.call.id, "", state.idempotency_key, state.arguments_sha256)
+        observation = self.toolbox.execute(state.call.name, state.arguments, ctx)
+        self.hook("after_side_effect", state.call.id)
+        if not observation.ok and observation.retryable:
+            observation = self.toolbox.execute(state.call.name, state.arguments, ctx)
+            if not observation.ok:  # the bug: the last error swallowed, a default result instead
+                path = state.arguments.get("path")
+                observation = ToolObservation(ok=True, data={"path": path, "content": "", "truncated": False})
+        self.publish(state, observation.to_result(execution_id=None, idempotency=state.contract.idempotency))
+
+
 def _adapter(agent_class: type[Mutant], name: str) -> type[ReferenceAdapter]:
     return type(
         f"{agent_class.__name__}Adapter",
@@ -509,6 +554,9 @@ MUTANTS: dict[str, type[Mutant]] = {
     "prefix_regex_classifier": PrefixRegexClassifier,
     "unsynced_rename": UnsyncedRename,
     "non_atomic_write_file": NonAtomicWriteFile,
+    "key_without_turn": KeyWithoutTurn,
+    "contract_per_tool": ContractPerTool,
+    "retry_swallows_last_error": RetrySwallowsLastError,
     "no_session_lease": NoSessionLease,
 }
 
@@ -531,4 +579,7 @@ reused_call_id_replays_old_turn = _adapter(ReusedCallIdReplaysOldTurn, "reused_c
 prefix_regex_classifier = _adapter(PrefixRegexClassifier, "prefix_regex_classifier")
 unsynced_rename = _adapter(UnsyncedRename, "unsynced_rename")
 non_atomic_write_file = _adapter(NonAtomicWriteFile, "non_atomic_write_file")
+key_without_turn = _adapter(KeyWithoutTurn, "key_without_turn")
+contract_per_tool = _adapter(ContractPerTool, "contract_per_tool")
+retry_swallows_last_error = _adapter(RetrySwallowsLastError, "retry_swallows_last_error")
 no_session_lease = _adapter(NoSessionLease, "no_session_lease")

@@ -1360,6 +1360,95 @@ def _clip(text: str, width: int = 40) -> str:
     return repr(text if len(text) <= width else text[: width - 1] + "…")
 
 
+def _contents_by_path(evidence: Evidence) -> dict[str, set[str] | None]:
+    """Path -> the sha256 of every whole content the file is known to have had in the case
+    (seeded, asked of write_file, written by its completed events or another writer, there at
+    the end); None for a path some other effect touched (a command's redirect, an ``rm``),
+    whose contents are not limited to these."""
+    known: dict[str, set[str] | None] = {}
+
+    def add(path: str, digest: str) -> None:
+        hashes = known.setdefault(posixpath.normpath(path), set())
+        if hashes is not None:
+            hashes.add(digest)
+
+    for path, text in evidence.seed_files.items():
+        add(path, _sha256(text))
+    for scope in _scopes(evidence.entries):
+        call = scope.site.call
+        if evidence.suite(call.name) != "write_file":
+            continue
+        contract = evidence.contract(call.name)
+        renamed = evidence.argument_names.get(call.name, {})
+        arguments = {renamed.get(name, name): value for name, value in call.parsed_arguments().items()}
+        path, content = arguments.get(contract.path_argument), arguments.get(contract.content_argument)
+        if isinstance(path, str) and isinstance(content, str):
+            add(path, _sha256(content))
+    for path, text in (evidence.files or {}).items():
+        if text is not None:
+            add(path, _sha256(text))
+    for event in evidence.events:
+        path = event.detail.get("path") if isinstance(event.detail, Mapping) else None
+        after = event.detail.get("after_sha256") if isinstance(event.detail, Mapping) else None
+        if not isinstance(path, str):
+            continue
+        if event.kind in ("file_write", "external_write") and isinstance(after, str):
+            add(path, after)
+        elif _is_side_effect(event) or event.kind == "external_write":
+            known[posixpath.normpath(path)] = None
+    return known
+
+
+def reads_report_real_content(evidence: Evidence) -> list[Violation]:
+    """A read told to have succeeded reports a content its file really had.
+
+    Why: seed 004 "read_file timeout -> retry allowed" makes a read the one call an agent may
+    retry on its own; when the retries are spent too, what the model is told must say so. A
+    retry helper whose exhausted loop falls through to a default result hands the model an
+    empty file (or a stale cache, a made-up body) as the file's content, and the model answers
+    the user from a file it never saw, without a word of the failure. "Really had" is any
+    whole content the case knows for that path: seeded, asked of write_file, written by a
+    completed write or by another writer between lives, or there at the end; a path another
+    effect touched (a command's redirect) is not judged, nor a result marked truncated.
+    Judged in crashmatrix's result shape (``ok``, ``content``), where the content is the
+    file's; an agent answering in its own words is listed as not applicable.
+    """
+    if evidence.results != CRASHMATRIX:
+        return []
+    entries = evidence.entries
+    scopes = _scopes(entries)
+    known = _contents_by_path(evidence)
+    out: list[Violation] = []
+    for index, call_id in _tool_results(entries):
+        scope = _owner(scopes, call_id, index)
+        if scope is None or evidence.suite(scope.site.call.name) != "read_file":
+            continue
+        call = scope.site.call
+        result = _content_json(entries[index])
+        text = result.get("content")
+        if result.get("ok") is not True or result.get("truncated") is True or not isinstance(text, str):
+            continue
+        renamed = evidence.argument_names.get(call.name, {})
+        arguments = {renamed.get(name, name): value for name, value in call.parsed_arguments().items()}
+        path = arguments.get(evidence.contract(call.name).path_argument)
+        if not isinstance(path, str):
+            continue
+        hashes = known.get(posixpath.normpath(path))
+        if not hashes or _sha256(text) in hashes:
+            continue  # None: another effect touched it; empty: nothing known of the file
+        out.append(
+            Violation(
+                "reads_report_real_content",
+                f"tool call {call.id!r} ({call.name} {path!r}, Tool Result line {_line(entries, index)}) "
+                f"told the model it read {_clip(text)} ({len(text.encode('utf-8'))} bytes), a content "
+                f"{path!r} never had in this case (known: sha256 {', '.join(sorted(hashes))}): a failed "
+                "read must be told as failed",
+                call.id,
+            )
+        )
+    return out
+
+
 # ---------------------------------------------------------------------------- registry
 
 Check = Callable[[Evidence], list[Violation]]
@@ -1380,6 +1469,7 @@ INVARIANTS: Mapping[str, Check] = MappingProxyType(
         "unknown_never_succeeded": unknown_never_succeeded,
         "no_effect_after_death": no_effect_after_death,
         "no_partial_file": no_partial_file,
+        "reads_report_real_content": reads_report_real_content,
         "loser_stops_cleanly": loser_stops_cleanly,
     }
 )
@@ -1482,5 +1572,15 @@ def not_applicable(evidence: Evidence) -> list[tuple[str, str]]:
         contract = evidence.contract(call.name).for_call(call.parsed_arguments())
         if hidden is not None and contract.idempotency == "non_idempotent":
             out.append(("told_the_truth", hidden))
+    if evidence.results != CRASHMATRIX and any(
+        evidence.suite(scope.site.call.name) == "read_file" for scope in _scopes(evidence.entries)
+    ):
+        out.append(
+            (
+                "reads_report_real_content",
+                "the agent's Tool Results are not crashmatrix's shape (ok, content): a read's "
+                "content cannot be told from the agent's words",
+            )
+        )
     out += [(name, why) for name, why in evidence.blind.items() if name in INVARIANTS]
     return out
