@@ -177,6 +177,7 @@ def test_adapters_md_says_what_each_check_needs_and_quotes_the_codes_reasons() -
         "turn_ends_with_final",
         "no_ledger_in_prompt",
         "no_success_without_answer",
+        "reads_report_real_content",
     }
     for name, why in reasons:
         said = invariants[name]

@@ -257,6 +257,7 @@ def test_registry_names_and_order_are_the_documented_ones() -> None:
         "unknown_never_succeeded",
         "no_effect_after_death",
         "no_partial_file",
+        "reads_report_real_content",
         "loser_stops_cleanly",
     ]
     assert {
