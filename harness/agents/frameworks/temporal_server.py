@@ -19,8 +19,12 @@ process stops it right after the life ended (``stop_server``, from the adapter's
 (SIGKILL) once the worker is dead: the dev server commits every transition to SQLite before it
 answers, so what it acknowledged is on disk, and the next life's server resumes from the file
 as Temporal does after any server crash (its timers -- an activity's start-to-close timeout --
-fire from the stored deadlines). A life whose connection closes (it died) also has its server
-stopped, so none outlives a life even without ``after_life``.
+fire from the stored deadlines); a transaction it had open is rolled back from its journal
+(``_recover``), as the next server would on opening the file. A life whose connection closes
+(it died) also has its server stopped, so none outlives a life even without ``after_life``.
+
+Its file's path is given relative, the server started in its directory: the server opens it as
+a URI, where the ``#`` of a case directory (``after_running[call_0#2]``) would end the path.
 
 A new case's file is a copy of a template made once per manager (the first start on an empty
 file creates Temporal's schema: about 0.5 s more). The servers die with the manager's process:
@@ -39,6 +43,7 @@ import secrets
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sysconfig
 import tempfile
@@ -93,17 +98,18 @@ class _Manager:
         self.servers: dict[str, subprocess.Popen[bytes]] = {}
         self.lock = threading.Lock()
         self.template: Path | None = None
-        self.spawns: queue.Queue[tuple[list[str], Callable[[Any], None]]] = queue.Queue()
+        self.spawns: queue.Queue[tuple[list[str], Path, Callable[[Any], None]]] = queue.Queue()
         self.owner = os.getpid()
 
     # -- the one thread servers are started from (PR_SET_PDEATHSIG follows the thread) --------
 
     def spawner(self) -> None:
         while True:
-            command, done = self.spawns.get()
+            command, cwd, done = self.spawns.get()
             try:
                 process = subprocess.Popen(
                     command,
+                    cwd=cwd,
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
@@ -114,9 +120,9 @@ class _Manager:
             else:
                 done(process)
 
-    def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, command: list[str], cwd: Path) -> subprocess.Popen[bytes]:
         box: queue.Queue[Any] = queue.Queue()
-        self.spawns.put((command, box.put))
+        self.spawns.put((command, cwd, box.put))
         result = box.get()
         if isinstance(result, BaseException):
             raise TemporalUnavailable(f"cannot start {command[0]}: {result}")
@@ -136,8 +142,9 @@ class _Manager:
                     "127.0.0.1",
                     "--port",
                     str(port),
+                    # Relative, in the file's directory (the module's docstring says why).
                     "--db-filename",
-                    str(db),
+                    db.name,
                     "--log-level",
                     "error",
                     # The harness reads the file while the server runs (the history, each
@@ -146,7 +153,8 @@ class _Manager:
                     # shard reloaded for seconds).
                     "--sqlite-pragma",
                     "busy_timeout=10000",
-                ]
+                ],
+                db.parent,
             )
             deadline = time.monotonic() + _START_WITHIN
             while process.poll() is None and time.monotonic() < deadline:
@@ -189,6 +197,7 @@ class _Manager:
                 return
             del self.servers[key]
         _kill(process)
+        _recover(Path(key))
 
     def stop_all(self) -> None:
         if os.getpid() != self.owner:
@@ -282,6 +291,15 @@ def stop_server(db: Path) -> None:
     if os.environ.get(ENV):
         connection, _ = _ask({"op": "stop", "db": str(db)})
         connection.close()
+
+
+def _recover(db: Path) -> None:
+    """Roll back the transaction a killed server left open (its hot journal), as the next
+    server would on opening the file: the readers open it read-only, and a read-only connection
+    cannot ("attempt to write a readonly database")."""
+    if db.exists():
+        with contextlib.closing(sqlite3.connect(db, timeout=30.0)) as connection:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:

@@ -20,6 +20,7 @@ from crashmatrix.harness.agents.frameworks import dbos as db
 from crashmatrix.harness.agents.frameworks import langgraph as lg
 from crashmatrix.harness.agents.frameworks import openai_agents as oa
 from crashmatrix.harness.agents.frameworks import pydantic_ai as pai
+from crashmatrix.harness.agents.frameworks import temporal as tm
 from crashmatrix.harness.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -30,10 +31,11 @@ ADAPTERS = [
     (oa, "openai-agents", "openai-agents"),
     (pai, "pydantic-ai-slim", "pydantic-ai"),
     (db, "dbos", "dbos"),
+    (tm, "temporalio", "temporal"),
 ]
 # How each names where it was asked for: the old --agent= form, or the adapter YAML (a
 # framework with no --agent= form of its own is named by the YAML's path, given as is).
-NAMED = {pai: "{}", db: "{}"}
+NAMED = {pai: "{}", db: "{}", tm: "{}"}
 IDS = [distribution for _, distribution, _ in ADAPTERS]
 
 
