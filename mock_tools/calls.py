@@ -92,10 +92,13 @@ class ToolSide:
     ``reach(call_id, tool)``: the call's request reached its backend; the harness writes the
     trace's ``mcp_call`` event and returns the tool-side fault armed for that call, once across
     the case's lives (``harness.agents.tool_faults.take``), else None. ``acted(kind, call_id,
-    detail)``: that fault acted (the trace's ``fault`` event, the proof a case needs)."""
+    detail)``: that fault acted (the trace's ``fault`` event, the proof a case needs).
+    ``saw(call_id, tool)``: a request that takes no fault reached the tool side (a loopback
+    service's lookup): only the trace's ``mcp_call`` event, so a lookup after a fault counts."""
 
     reach: Callable[[str, str], str | None]
     acted: Callable[[str, str, str], None]
+    saw: Callable[[str, str], None] = lambda call_id, tool: None
 
 
 # What each kind does, said to the trace (``acted``'s detail).

@@ -21,6 +21,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import httpx
+
+import crashmatrix.mock_tools.calls as tool_calls
 from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.ledger import PendingCall
 from crashmatrix.harness.core.records import ExecutionRecord, Message, MessageEntry, ToolCall
@@ -527,6 +530,98 @@ class RetrySwallowsLastError(Mutant):
         self.publish(state, observation.to_result(execution_id=None, idempotency=state.contract.idempotency))
 
 
+# -- the tool side's failures, misread by the agent's tool client (issue 32) -----------------
+# The mock tools word every answer lost in one place (``mock_tools.calls.answer_lost``); these
+# mutants swap it for a broken one while their calls run, the mock tools themselves untouched.
+
+_ANSWER_LOST = tool_calls.answer_lost
+# What a client sees when the connection drops after it sent: no timeout, a broken connection.
+_CONNECTION_ERRORS = (ConnectionError, httpx.NetworkError, httpx.RemoteProtocolError)
+
+
+class _SentAgain(Exception):
+    """Raised out of the wrapped toolbox to resend the call (``_ResendingToolbox``)."""
+
+
+def _connection_error_means_not_sent(
+    call: tool_calls.Call, error: Exception, *, side_effecting: bool
+) -> ToolObservation:
+    if isinstance(error, _CONNECTION_ERRORS):
+        raise _SentAgain from error  # the bug: "the connection failed, so nothing got there"
+    return _ANSWER_LOST(call, error, side_effecting=side_effecting)
+
+
+def _unreadable_answer_succeeded(
+    call: tool_calls.Call, error: Exception, *, side_effecting: bool
+) -> ToolObservation:
+    if isinstance(error, ValueError) and side_effecting:
+        # The bug: the service said 2xx (or the backend returned), so it worked.
+        return ToolObservation(ok=True, data={"answer": "unreadable"}, content=f"{call.name}: done")
+    return _ANSWER_LOST(call, error, side_effecting=side_effecting)
+
+
+class _AnswerLostToolbox(_UnsyncedRenameToolbox):
+    """The agent's toolbox with ``answer_lost`` swapped for ``wording`` while a call runs."""
+
+    wording: ClassVar[Callable[..., ToolObservation]]
+
+    def run(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
+        original = tool_calls.answer_lost
+        tool_calls.answer_lost = type(self).wording
+        try:
+            return self.inner.execute(name, arguments, ctx)
+        finally:
+            tool_calls.answer_lost = original
+
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
+        return self.run(name, arguments, ctx)
+
+
+class _ResendingToolbox(_AnswerLostToolbox):
+    wording = staticmethod(_connection_error_means_not_sent)
+
+    def execute(self, name: str, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolObservation:
+        try:
+            return self.run(name, arguments, ctx)
+        except _SentAgain:
+            # A client that makes a key per request (as some SDKs do by default) resends
+            # under a new one: the service cannot know it is the same order.
+            again = dataclasses.replace(ctx, idempotency_key=f"{ctx.idempotency_key}:resent")
+            return self.run(name, arguments, again)
+
+
+class _TrustingToolbox(_AnswerLostToolbox):
+    wording = staticmethod(_unreadable_answer_succeeded)
+
+
+class ConnectionErrorResent(Mutant):
+    """Its tool client takes a connection dropped after the request went out for one that
+    never arrived, and sends the call again at once under a new idempotency key (a sandbox or
+    service restarting mid-call: the effect happens twice).
+
+    No crash makes a connection drop, and a lost response that times out (``response_lost``)
+    stays uncertain: only a tool side that dies mid-call (``tool_server_died``) shows it."""
+
+    hints = ("tool_server_died", "send_email", "create_order")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.toolbox = _ResendingToolbox(self.toolbox)
+
+
+class MalformedAnswerSucceeded(Mutant):
+    """Its tool client reports success when a side-effecting call's answer cannot be read
+    (a 2xx whose body is cut off, an answer that is not JSON): the model is told the order is
+    placed on a guess, without a lookup. Only a malformed answer (``tool_result_malformed``)
+    shows it."""
+
+    hints = ("tool_result_malformed", "create_order", "send_email")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.toolbox = _TrustingToolbox(self.toolbox)
+
+
 def _adapter(agent_class: type[Mutant], name: str) -> type[ReferenceAdapter]:
     return type(
         f"{agent_class.__name__}Adapter",
@@ -554,6 +649,8 @@ MUTANTS: dict[str, type[Mutant]] = {
     "prefix_regex_classifier": PrefixRegexClassifier,
     "unsynced_rename": UnsyncedRename,
     "non_atomic_write_file": NonAtomicWriteFile,
+    "connection_error_resent": ConnectionErrorResent,
+    "malformed_answer_succeeded": MalformedAnswerSucceeded,
     "key_without_turn": KeyWithoutTurn,
     "contract_per_tool": ContractPerTool,
     "retry_swallows_last_error": RetrySwallowsLastError,
@@ -579,6 +676,8 @@ reused_call_id_replays_old_turn = _adapter(ReusedCallIdReplaysOldTurn, "reused_c
 prefix_regex_classifier = _adapter(PrefixRegexClassifier, "prefix_regex_classifier")
 unsynced_rename = _adapter(UnsyncedRename, "unsynced_rename")
 non_atomic_write_file = _adapter(NonAtomicWriteFile, "non_atomic_write_file")
+connection_error_resent = _adapter(ConnectionErrorResent, "connection_error_resent")
+malformed_answer_succeeded = _adapter(MalformedAnswerSucceeded, "malformed_answer_succeeded")
 key_without_turn = _adapter(KeyWithoutTurn, "key_without_turn")
 contract_per_tool = _adapter(ContractPerTool, "contract_per_tool")
 retry_swallows_last_error = _adapter(RetrySwallowsLastError, "retry_swallows_last_error")

@@ -208,7 +208,12 @@ def service(
             raise Uncertain(f"{method} {url}: {type(error).__name__}: {error}") from error
         try:
             return response.status, json.loads(raw or b"null")
-        except ValueError:
+        except ValueError as error:
+            if 200 <= response.status < 300:
+                # It says done, and what it did (the order, its id) cannot be read: a broken
+                # answer is no success to report; the key's lookup can settle it.
+                why = f"{method} {url}: {response.status}, a body that is not JSON ({error})"
+                raise Uncertain(why) from error
             return response.status, {"raw": raw[:200].decode("utf-8", "replace")}
     finally:
         connection.close()

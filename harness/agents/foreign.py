@@ -78,7 +78,7 @@ from crashmatrix.harness.agents.team_life import (
     client_env,
     framework_module,
 )
-from crashmatrix.harness.agents.tool_faults import UNSCRIPTED_REPLY
+from crashmatrix.harness.agents.tool_faults import UNSCRIPTED_REPLY, tool_side
 from crashmatrix.harness.agents.tool_faults import take as take_tool_side
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
@@ -219,6 +219,9 @@ class ForeignAdapter:
         self.torn_write_unreachable = info.why_not_torn or _why_not_torn(spec)
         self.tears_writes = False
         facts = framework.check(spec) if hasattr(framework, "check") else AgentFacts()
+        if facts.reaches:
+            self.boundaries = _ordered(set(self.boundaries) | facts.reaches)
+            self.unreachable = {b: why for b, why in self.unreachable.items() if b not in facts.reaches}
         tools = spec.dialect.tools
         if tools.tools is None and facts.tools is not None:
             # No catalogue: the suite's tools are the ones the built agent has, under the
@@ -228,9 +231,6 @@ class ForeignAdapter:
         self.capabilities = dataclasses.replace(self.capabilities, tools=tools, approvals=facts.approvals)
         if not facts.approvals:
             # An agent that asks none never reaches the moments only an asking one does (its
-        if facts.reaches:
-            self.boundaries = _ordered(set(self.boundaries) | facts.reaches)
-            self.unreachable = {b: why for b, why in self.unreachable.items() if b not in facts.reaches}
             # framework module names them, ``ASKING_ONLY``): not reachable, with why.
             named: Mapping[str, str] = getattr(framework, "ASKING_ONLY", {})
             asking_only = {b: why for b, why in named.items() if b not in mapped | facts.reaches}
@@ -667,6 +667,8 @@ class ForeignAdapter:
             before_tool=lambda: self._copy(ctx),
             on_request=on_request,
             mcp=self._mcp_life(ctx, relays) if self.spec.tools == "mcp" else None,
+            # The tool-side columns on the tools and services routes (over MCP: the relay's).
+            tool_side=None if self.spec.tools == "mcp" else tool_side(ctx.case_dir, ctx.trace, "loopback"),
         )
         server.remember(prompt_view(log.entries))
         workspace = ctx.world_dir / "workspace"

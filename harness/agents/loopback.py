@@ -92,6 +92,7 @@ from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.tools import ToolContext, ToolObservation, no_step
 from crashmatrix.harness.errors import InputError
+from crashmatrix.mock_tools.calls import ToolSide
 from crashmatrix.mock_tools.model import ScriptedModel
 
 __all__ = ["EDGES", "MOUNTS", "SERVICE_TOOLS", "LoopbackServer", "McpLife", "ServiceHandler", "ToolRunner"]
@@ -101,6 +102,18 @@ EDGES = ("after_model_reply", "after_running", "after_side_effect")
 MOUNTS: Mapping[str, str] = MappingProxyType({"orders": "/orders", "mail": "/emails"})
 # Service name -> the tool a side-effecting request to it stands for, by default.
 SERVICE_TOOLS: Mapping[str, str] = MappingProxyType({"orders": "create_order", "mail": "send_email"})
+# Service name -> the lookup tool a GET to it stands for (the contract's reconcile.lookup_tool).
+SERVICE_LOOKUPS: Mapping[str, str] = MappingProxyType({"orders": "get_order_by_idempotency_key"})
+# What each tool-side fault does to a tools or services request (the trace's ``fault`` detail).
+WIRE_FAULTS: Mapping[str, str] = MappingProxyType(
+    {
+        "tool_server_died": "the effect committed, then the connection was closed without a response "
+        "(the service restarting mid-call)",
+        "tool_response_lost": "the effect committed, then the response was cut off after its headers",
+        "tool_result_error": "answered 503 Service Unavailable before anything ran",
+        "tool_result_malformed": "the effect committed, then the body came back cut in half (not JSON)",
+    }
+)
 # An agent has no business sending more than this in one request; refusing bigger bodies
 # keeps a misbehaving agent from making the harness buffer without bound.
 MAX_BODY = 1 << 20
@@ -163,6 +176,8 @@ def _no_request(route: str) -> None:
 class _Reply:
     status: int
     body: dict[str, Any]
+    # A tool-side fault that breaks this reply on the wire after the effect (``_Handler._write``).
+    fault: str | None = None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -180,22 +195,36 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send(self, reply: _Reply) -> None:
         data = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
-        self.send_response(reply.status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+        self._write(reply.status, [("Content-Type", "application/json")], data, reply.fault)
 
-    def _send_response(self, response: httpx.Response) -> None:
+    def _send_response(self, response: httpx.Response, fault: str | None = None) -> None:
         """A service's answer, as it gave it (status, its headers, its body bytes)."""
         data = response.read()
-        self.send_response(response.status_code)
-        for name, value in response.headers.multi_items():
-            if name.lower() not in _FRAMING_HEADERS:
-                self.send_header(name, value)
+        headers = [(n, v) for n, v in response.headers.multi_items() if n.lower() not in _FRAMING_HEADERS]
+        self._write(response.status_code, headers, data, fault)
+
+    def _write(self, status: int, headers: Sequence[tuple[str, str]], data: bytes, fault: str | None) -> None:
+        """One response; ``fault``, a tool-side kind acting after the effect, breaks it on the
+        wire as the real failure would (``harness.core.tool_side``): ``tool_server_died``
+        closes the connection without a byte (the client: "server disconnected without
+        sending a response"), ``tool_response_lost`` sends the headers and half the body, then
+        closes (an incomplete read), ``tool_result_malformed`` sends a body cut in half under
+        its own length (a 2xx whose JSON does not parse)."""
+        if fault == "tool_server_died":
+            self._drop()
+            return
+        if fault == "tool_result_malformed":
+            data = data[: max(1, len(data) // 2)]
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        if fault == "tool_response_lost":
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         self.wfile.write(data)
         self.wfile.flush()
 
@@ -265,6 +294,10 @@ class _Server(ThreadingHTTPServer):
 
 def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "crashmatrix"}}
+
+
+def _json(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, ensure_ascii=False).encode("utf-8")
 
 
 def _route_of(path: str) -> str:
@@ -382,6 +415,7 @@ class LoopbackServer:
         before_tool: Callable[[], None] = lambda: None,
         on_request: Callable[[str], None] = _no_request,
         mcp: McpLife | None = None,
+        tool_side: ToolSide | None = None,
     ) -> None:
         unknown = sorted(set(services) - set(MOUNTS))
         if unknown:
@@ -401,6 +435,8 @@ class LoopbackServer:
         self.before_tool = before_tool
         self.on_request = on_request
         self.mcp = mcp
+        # Where a tool-side column's fault reaches the tools and services routes (issue 32).
+        self.tool_side = tool_side
         self.errors: list[str] = []
         self._mcp_lock = threading.Lock()
         # (relay pid, call id) -> the tool-side fault taken at its begin, until its end.
@@ -525,13 +561,24 @@ class LoopbackServer:
             arguments_sha256=digest,
         )
         self.before_tool()
+        fault = self.tool_side.reach(call_id, name) if self.tool_side is not None else None
+        if fault == "tool_result_error":  # nothing runs, no edge is passed
+            self._tool_fault(fault, call_id, name)
+            return _Reply(503, _error(f"{name}: the tool service is restarting; nothing ran"))
         self._edge("after_running", call_id)
         observation = self.tools.execute(name, arguments, ctx)
         self._edge("after_side_effect", call_id)
         result = observation.to_result(
             execution_id=ctx.execution_id, idempotency=self.idempotency.get(name, "non_idempotent")
         )
-        return _Reply(200, result)
+        if fault is not None:
+            self._tool_fault(fault, call_id, name)
+        return _Reply(200, result, fault)
+
+    def _tool_fault(self, kind: str, call_id: str, tool: str) -> None:
+        """A tool-side fault acts on a tools or services request: the trace's proof."""
+        assert self.tool_side is not None
+        self.tool_side.acted(kind, call_id, f"{tool}: {WIRE_FAULTS[kind]}")
 
     def service(self, handler: _Handler, name: str, method: str, body: bytes) -> None:
         """Forward one request to the service ``name`` and write its answer back (or, for a
@@ -548,6 +595,20 @@ class LoopbackServer:
                 headers.append(("X-Tool-Call-Id", call_id))
         request = httpx.Request(method, f"{self.base_url}{handler.path}", headers=headers, content=body)
         self.before_tool()
+        fault: str | None = None
+        if self.tool_side is not None and call_id is not None:
+            fault = self.tool_side.reach(call_id, tool)
+        elif self.tool_side is not None:
+            # A lookup: what the agent asks after a fault (its call, as a request is attributed).
+            seen = handler.headers.get("X-Tool-Call-Id") or self._calls.attribute(self.service_tools[name])
+            if seen is not None:
+                self.tool_side.saw(seen, SERVICE_LOOKUPS.get(name, f"{method} {MOUNTS[name]}"))
+        if fault == "tool_result_error" and call_id is not None:  # nothing runs, no edge is passed
+            self._tool_fault(fault, call_id, tool)
+            refused = _error(f"{name}: the service is restarting; nothing ran")
+            headers = [("Content-Type", "application/json"), ("Retry-After", "1")]
+            handler._write(503, headers, _json(refused), None)
+            return
         if call_id is not None:
             self._edge("after_running", call_id)
         try:
@@ -563,7 +624,9 @@ class LoopbackServer:
             return
         if call_id is not None:
             self._edge("after_side_effect", call_id)
-        handler._send_response(response)
+        if fault is not None and call_id is not None:
+            self._tool_fault(fault, call_id, tool)
+        handler._send_response(response, fault)
 
 
     # -- MCP: the relay's requests ------------------------------------------------------------

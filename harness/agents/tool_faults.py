@@ -122,11 +122,14 @@ def tool_side(case_dir: Path, trace: Callable[[Mapping[str, Any]], None], via: s
     gave it: the plan reads the calls that reached a tool side from it), the fault armed for
     its call is taken once (``take``), and a fault that acted is a ``fault`` event."""
 
-    def reach(call_id: str, tool: str) -> str | None:
+    def saw(call_id: str, tool: str) -> None:
         trace({"event": MCP_CALL_EVENT, "call": call_id, "tool": tool, "via": via})
+
+    def reach(call_id: str, tool: str) -> str | None:
+        saw(call_id, tool)
         return take(case_dir, call_id)
 
     def acted(kind: str, call_id: str, detail: str) -> None:
         trace({"event": FAULT_EVENT, "fault": kind, "call": call_id, "acted": True, "detail": detail})
 
-    return ToolSide(reach, acted)
+    return ToolSide(reach, acted, saw)

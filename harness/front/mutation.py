@@ -3,7 +3,8 @@
 A harness is worth what it catches. ``run_kill_matrix`` runs scenarios against each mutant
 (an agent with one known bug) through the same cases as the suite (``harness.front.cases``): the
 clean run, a SIGKILL at every recorded point, a power loss at the points where lost session
-lines let a side effect be redone, and with ``full`` the depth-2 recovery cases.
+lines let a side effect be redone, the tool side failing each call that reached it (the
+tool-side columns, ``harness.core.tool_side``), and with ``full`` the depth-2 recovery cases.
 
 A mutant is *killed* by a scenario when one of its cases fails (``failed``, ``error`` or
 ``hung``) AND the reference agent passes that same case: a case the reference fails too is
@@ -40,11 +41,17 @@ from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, InputError
-from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery, run_tool_fault
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.input.suite import scenario_files
 from crashmatrix.harness.lives.injector import LifeLauncher
-from crashmatrix.harness.plan.enumeration import POWER_BOUNDARIES, RECOVERY_FIRST, power_points, selected
+from crashmatrix.harness.plan.enumeration import (
+    POWER_BOUNDARIES,
+    RECOVERY_FIRST,
+    power_points,
+    selected,
+    tool_side_unreachable,
+)
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
 
@@ -65,6 +72,7 @@ FAILING = ("failed", "error", "hung")
 # Power loss differs from SIGKILL only where unsynced lines would let an action be redone:
 # its running line (after_running/after_side_effect) or its receipt (after_tool_result).
 POWER = "power"
+TOOL_SIDE = "tool_side"
 KILLED, SURVIVED, NOT_RUN = "K", ".", "-"
 # --invariants: the scenario failed the mutant only through its expectations.
 EXPECTATION_ONLY = "E"
@@ -241,14 +249,23 @@ def case_score(case: _Case, hints: Sequence[str]) -> int:
 @dataclass(frozen=True, slots=True)
 class _Case:
     case_id: str
-    kind: str  # clean | crash | power | recovery
+    kind: str  # clean | crash | power | recovery | tool_side
     point: CrashPoint | None
 
 
-def _cases(points: Sequence[CrashPoint], scenario: Scenario, *, recovery: bool, power: bool) -> list[_Case]:
+def _cases(
+    points: Sequence[CrashPoint],
+    scenario: Scenario,
+    *,
+    recovery: bool,
+    power: bool,
+    tool_side: Sequence[CrashPoint] = (),
+) -> list[_Case]:
     cases = [_Case(p.id, "crash", p) for p in points]
     if power:
         cases += [_Case(f"{POWER}@{p.id}", POWER, p) for p in power_points(points)]
+    # The tool side fails one call while the agent lives on (harness/core/tool_side.py).
+    cases += [_Case(p.id, TOOL_SIDE, p) for p in tool_side]
     if recovery and scenario.recovery_crashes:
         cases += [
             _Case(f"recovery@{p.id}", "recovery", p)
@@ -300,6 +317,11 @@ class _Runner:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, scenario: Scenario, case: _Case, agent: str, case_dir: Path) -> CaseResult:
+        if case.kind == TOOL_SIDE:
+            assert case.point is not None
+            return run_tool_fault(
+                scenario, case.point, self.launcher, case_dir, agent=agent, deadline=self.deadline
+            )
         if case.kind == "recovery":
             assert case.point is not None
             return run_recovery(
@@ -345,6 +367,7 @@ class _Runner:
         stop_at_first_kill: bool,
         recovery: bool,
         invariants_only: bool = False,
+        tool_side: bool = True,
     ) -> MutantRow:
         started = time.monotonic()
         adapter = load_adapter(mutant)
@@ -370,7 +393,11 @@ class _Runner:
                 for p in selected(enum.points, scenario)
                 if p.boundary in adapter.boundaries or p.boundary == TORN_WRITE
             ]
-            cases = _cases(points, scenario, recovery=recovery, power=self.power)
+            # The tool-side columns where they can act on this agent (a mutant of the reference
+            # agent: every call that reached its mock tools).
+            cannot = tool_side_unreachable(mutant, getattr(getattr(adapter, "spec", None), "tools", None))
+            faults = [p for p in enum.tool_side if p.boundary not in cannot] if tool_side else []
+            cases = _cases(points, scenario, recovery=recovery, power=self.power, tool_side=faults)
             cases.sort(key=lambda c: -case_score(c, hints))
             cells[label] = SURVIVED
             noted: Kill | None = None  # a kill by expectations alone, under invariants_only
@@ -435,6 +462,7 @@ def run_kill_matrix(
     workers: int = 2,
     progress: Callable[[str], None] | None = None,
     invariants_only: bool = False,
+    tool_side: bool = True,
 ) -> KillMatrix:
     """Run the kill matrix. ``mutants`` are agent specs (``module:factory``); ``deadline``
     is per life, as everywhere else. Mutants run ``workers`` at a time (each case is its
@@ -451,6 +479,7 @@ def run_kill_matrix(
             stop_at_first_kill=stop_at_first_kill,
             recovery=recovery,
             invariants_only=invariants_only,
+            tool_side=tool_side,
         )
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
@@ -488,6 +517,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="count only kills that need no expectation (an invariant failed the case, or it hung): "
         "a case failed by a scenario's expectations alone is marked E and the search goes on",
+    )
+    parser.add_argument(
+        "--no-tool-side-faults",
+        action="store_true",
+        help="leave out the tool-side columns' cases (a mutant they alone kill then survives)",
     )
     parser.add_argument("--workers", type=int, default=2, help="mutants run at a time (default 2)")
     parser.add_argument("--keep", type=Path, help="keep case directories here")
@@ -531,6 +565,7 @@ def main_mutants(argv: Sequence[str]) -> int:
             workers=args.workers,
             progress=lambda line: print(line, flush=True),
             invariants_only=args.invariants,
+            tool_side=not args.no_tool_side_faults,
         )
     except CrashmatrixError as error:
         print(f"crashmatrix: {error}", file=sys.stderr)
