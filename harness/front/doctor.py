@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -58,11 +59,13 @@ from crashmatrix.harness.agents.loading import (
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.agents.python_agent import RULE_FIRED, RULES_INSTALLED, silent_rules
 from crashmatrix.harness.agents.session_records import CannotPlant, JsonlLines, SessionRecords, SqliteRows
+from crashmatrix.harness.agents.tool_faults import ToolSideFault, arm
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
 from crashmatrix.harness.core.globs import matches, matches_any
 from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.session_log import split_lines
+from crashmatrix.harness.core.tool_side import MCP_CALL_EVENT, tool_faults_acted
 from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.core.world_events import NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.errors import CrashmatrixError, InputError
@@ -73,7 +76,13 @@ from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.plan.applicability import not_applicable
-from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST, points_from_trace
+from crashmatrix.harness.plan.enumeration import (
+    RECOVERY_FIRST,
+    TOOL_SIDE_COLUMNS,
+    points_from_trace,
+    tool_side_points,
+    tool_side_unreachable,
+)
 from crashmatrix.harness.verdict.coverage import (
     BLIND,
     FIRES,
@@ -101,6 +110,7 @@ __all__ = [
     "main_doctor",
     "run_doctor",
     "self_check",
+    "tool_side_plan",
 ]
 
 # The scenarios the doctor prefers, in order: a non-idempotent call with an effect, a Tool
@@ -329,6 +339,7 @@ def _proofs(case: _Case, cases: _Cases) -> list[Proof]:
         *_effect_proofs(cases),
         *_approval_proofs(cases),
         *_crash_proofs(case, cases),
+        *_tool_side_proofs(case, cases),
         *_expectation_proofs(case),
     ]
 
@@ -510,6 +521,75 @@ def _crash_proofs(case: _Case, cases: _Cases) -> list[Proof]:
         else:
             how = f"life 1 {first.status}{': ' + first.error if first.error else ''}" if first else "no life"
             proofs.append(Proof("crash_point", subject, BLIND, f"{how}; the crash never happened", label))
+    return proofs
+
+
+def tool_side_plan(
+    adapter: AgentAdapter, trace: Sequence[Mapping[str, Any]], scenario: str = ""
+) -> list[CrashPoint | Proof]:
+    """For an agent whose tools are on crashmatrix's MCP server (``tools: mcp``), each tool-side
+    column: the point its proof arms (the first call the clean run, ``trace``, sent to the
+    server), or its proof already: n.a. where the column cannot act (``tool_side_unreachable``:
+    a pipe loses no response), blind where no call of the clean run reached the server. Any
+    other agent: none (the mock tools' and loopback services' tool side is the harness's own
+    code in every life; an MCP agent reaches crashmatrix's server only through its own
+    configuration, which may name a server of its own). Pure."""
+    spec = getattr(adapter, "spec", None)  # adapter_file.ForeignSpec
+    if getattr(spec, "tools", None) != "mcp":
+        return []
+    cannot = tool_side_unreachable(
+        adapter.name, "mcp", getattr(spec, "mcp_transport", "stdio"), getattr(spec, "services", ())
+    )
+    firsts: dict[str, CrashPoint] = {}
+    for point in tool_side_points(trace, points_from_trace(trace, 1)):
+        firsts.setdefault(point.boundary, point)
+    unattributed = any(e.get("event") == MCP_CALL_EVENT for e in trace)
+    never = (
+        "no call of the clean case reached crashmatrix's MCP server"
+        + (" as a tool call of the model's (its requests were attributed to none)" if unattributed else "")
+        + ": does the agent start the server the adapter gives it ({mcp_command}, or {mcp_url}), "
+        "not one of its own?"
+    )
+    plan: list[CrashPoint | Proof] = []
+    for kind in TOOL_SIDE_COLUMNS:
+        subject = f"tool-side column {kind} acts"
+        if kind in cannot:
+            plan.append(Proof("tool_side", subject, NOT_APPLICABLE, cannot[kind], scenario))
+        elif kind in firsts:
+            plan.append(firsts[kind])
+        else:
+            plan.append(Proof("tool_side", subject, BLIND, never, scenario))
+    return plan
+
+
+def _tool_side_proofs(case: _Case, cases: _Cases) -> list[Proof]:
+    """Each tool-side column of an MCP agent acts on it: the fault, armed for the clean run's
+    first call that reached the server, is taken and acts there (one life: the agent lives
+    on, and what it does then is the matrix's to judge). A column that never acts would be
+    "not reached" in every matrix of this agent; one that cannot act at all is n.a. with why."""
+    label = _label(case.scenario)
+    proofs: list[Proof] = []
+    for point in tool_side_plan(case.adapter, case.run.trace, label):
+        if isinstance(point, Proof):
+            proofs.append(point)
+            continue
+        kind = point.boundary
+        fault = ToolSideFault(kind, point.tool_call_id)
+        run = run_case(
+            cases.base / f"tool-side-{kind}",
+            case.scenario,
+            cases.launcher,
+            agent=case.agent,
+            deadline=cases.deadline,
+            max_lives=1,  # the fault acting is the proof: no restart needed
+            prepare=functools.partial(arm, fault=fault),
+        )
+        subject = f"tool-side column {point.id} acts"
+        if any(f.kind == kind and f.call == fault.call_id for f in tool_faults_acted(run.trace)):
+            proofs.append(Proof("tool_side", subject, FIRES, "the fault acted on the call", label))
+        else:
+            never = f"armed for {fault.call_id}, the fault never acted (the case ended {run.status})"
+            proofs.append(Proof("tool_side", subject, BLIND, never, label))
     return proofs
 
 

@@ -12,7 +12,8 @@ at-most-once check of an agent without a non-idempotent tool) is **n.a.**, and s
 Besides the checks, the doctor proves what the adapter itself claims (``Proof``): each
 boundary rule and intercept fires in a clean run that calls its tool, each ``effects:``
 source shows an effect planted into it, each crash point column of the chosen scenario is
-reached by a real crash, each expectation key of its clean case is judged (a wrong value
+reached by a real crash, each tool-side column acts on an agent whose tools are on
+crashmatrix's MCP server, each expectation key of its clean case is judged (a wrong value
 fails it). An unproven claim is a blind spot too: the doctor exits 1 on any.
 """
 
@@ -81,9 +82,10 @@ class PlantResult:
 @dataclass(frozen=True, slots=True)
 class Proof:
     """One claim of the adapter, proven by running or planting: a boundary rule fires, an
-    effect source is read, a crash point is reachable, an expectation key is judged."""
+    effect source is read, a crash point is reachable, a tool-side fault acts on an MCP
+    agent's call, an expectation key is judged."""
 
-    kind: str  # "rule" | "effect_source" | "crash_point" | "expectation"
+    kind: str  # "rule" | "effect_source" | "crash_point" | "tool_side" | "expectation"
     subject: str  # what is claimed, in words (names the rule's adapter.yaml:line, the key)
     state: State
     detail: str  # fires: how it showed; blind / n.a.: why (with the likely cause)
@@ -98,6 +100,7 @@ _PROOFS = {
     "rule": "a run of a scenario that calls it",
     "effect_source": "an effect planted into the source",
     "crash_point": "a real crash at the point",
+    "tool_side": "the fault armed for the call",
     "expectation": "a wrong value in the clean case's expectation",
 }
 
