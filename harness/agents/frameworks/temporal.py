@@ -67,6 +67,7 @@ __all__ = [
     "after_life",
     "check",
     "drive",
+    "load",
     "read_records",
     "read_turns",
     "steps_before",
@@ -417,6 +418,15 @@ def after_life(case_dir: Path) -> None:
     from crashmatrix.harness.agents.frameworks.temporal_server import stop_server
 
     stop_server(case_dir / "world" / "workspace" / DB_NAME)
+
+
+def load(target: str, *, spec: str, **options: Any) -> Any:
+    """``--agent=temporal:package.module:factory``: a Temporal agent is the team's worker on its
+    own activities, declared in an adapter YAML (its effects and results are the team's)."""
+    raise InputError(
+        f"--agent={spec!r}: a Temporal agent runs from an adapter YAML: write 'framework: temporal' and "
+        f"'factory: {target}' in one, with its effects: (docs/frameworks.md \"Temporal\")"
+    )
 
 
 # -- what the common part reads ------------------------------------------------------------------

@@ -183,3 +183,15 @@ def test_a_factory_that_returns_no_worker_is_one_line_naming_the_file() -> None:
     context = t.TeamContext(workspace=Path("."), life=1, client=None, task_queue=t.TASK_QUEUE)
     with pytest.raises(InputError, match=r"^team/adapter.yaml: factory: it returned str; return the team's"):
         t._built(Life(), context)  # type: ignore[arg-type]
+
+
+def test_the_agent_value_form_says_in_one_line_to_write_an_adapter_yaml() -> None:
+    from crashmatrix.harness.agents.loading import load_adapter
+
+    with pytest.raises(InputError) as caught:
+        load_adapter("temporal:team.agent:build")
+    assert str(caught.value) == (
+        "--agent='temporal:team.agent:build': a Temporal agent runs from an adapter YAML: write "
+        "'framework: temporal' and 'factory: team.agent:build' in one, with its effects: "
+        '(docs/frameworks.md "Temporal")'
+    )
