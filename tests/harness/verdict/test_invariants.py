@@ -1142,6 +1142,8 @@ def clean_cases(draw: st.DrawFn) -> tuple[list[Raw], list[Event], list[str]]:
                     args = {**EMAIL, "body": draw(st.text(max_size=6))}
                 if tool == "ls":
                     tool, args = "run_command", {"command": "ls src"}
+                if tool == "read_file":  # a file no write targets: its "x" is all the case knows
+                    args = {"path": f"r{counter}.txt"}
                 calls.append((call_id, tool, args))
             lines.append(assistant(*(call(i, t, a) for i, t, a in calls)))
             for call_id, tool, args in calls:
