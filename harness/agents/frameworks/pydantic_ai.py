@@ -675,6 +675,7 @@ def check(spec: Any) -> AgentFacts:
 async def _check(spec: Any, factory: Callable[..., Any], scratch: Path) -> AgentFacts:
     where = str(spec.path)
     context = TeamContext(workspace=scratch, life=0, system_database_url=dbos_adapter.sqlite_url(scratch))
+    _dbos_logs_to_stderr()
     agent, store = await _build(factory, context, where)
     _store_of(where, store, scratch, spec.options)
     names = bracket_tools(agent, lambda call_id, run_context: None, lambda call_id: None)
@@ -699,6 +700,18 @@ async def _check(spec: Any, factory: Callable[..., Any], scratch: Path) -> Agent
             tools=frozenset(names), reaches=frozenset({"after_tool_call_saved", "before_tool_result"})
         )
     return AgentFacts(tools=frozenset(names), approvals=_asks(agent))
+
+
+def _dbos_logs_to_stderr() -> None:
+    """DBOS's console log handler, made once when dbos is imported, bound to the ``sys.stderr``
+    of that moment: pointed at this one, so a factory configuring DBOS in a later load of this
+    process (a test's in-process run, whose captured stderr the last one closed) can log."""
+    if "dbos" in sys.modules:
+        import logging
+
+        for handler in logging.getLogger("dbos").handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.name == "__dbos_console_log_handler__":
+                handler.stream = sys.stderr  # not setStream: it flushes the old one, maybe closed
 
 
 def _forget_dbos() -> None:
