@@ -11,6 +11,8 @@ comparable row by row:
   that breaks that question (its invariant, an unmet ``told:``, a case that never
   finished), so a case that fails on something else does not make "no double effect" fail;
   a case the harness could not judge (an ``error`` with nothing observed) fails them all.
+  The tool-side columns are crash columns here: the tool side failed one call, and the
+  truth the model was told includes ``no_success_without_answer``.
   A case answers the rows of ONE class: the class of the call its crash point names, under
   that call's contract (``CaseRecord.crash_class``, ``harness.core.evals.crashed_call``), so
   a crash on ``send_email`` never answers for ``read_file`` in the same scenario. A clean
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
 from crashmatrix.harness.core.evals import CRASH_QUESTIONS, SEED004_EVALS, crash_eval_id
-from crashmatrix.harness.plan.enumeration import POWER_COLUMN
+from crashmatrix.harness.plan.enumeration import POWER_COLUMN, TOOL_SIDE_COLUMNS
 from crashmatrix.reports.causes import findings, first_reason
 from crashmatrix.reports.results import CaseRecord, Results
 
@@ -51,7 +53,9 @@ COUNTS = (
     "counts in n; one not reached, not applicable, unfinished or not asking it counts in m, "
     "never in n)"
 )
-CRASH_COLUMNS = (*BOUNDARIES, TORN_WRITE, POWER_COLUMN, "recovery")
+# The tool-side columns too: the tool side fails one call and the agent lives on; a case
+# answers for the class of the call the fault hit, as a crash case does.
+CRASH_COLUMNS = (*BOUNDARIES, TORN_WRITE, POWER_COLUMN, "recovery", *TOOL_SIDE_COLUMNS)
 _JUDGED = ("passed", "failed")  # a verdict was reached on the agent (hung/error break "finished")
 
 

@@ -80,8 +80,11 @@ CRASH_QUESTIONS: Mapping[str, CrashQuestion] = {
     "no_double_effect": CrashQuestion(
         "no double effect", frozenset({"non_idempotent_at_most_once"}), frozenset({"non_idempotent"})
     ),
+    # After a tool-side fault the truth is also "no success without an answer".
     "told_the_truth": CrashQuestion(
-        "the model was told the truth", frozenset({"told_the_truth"}), _ALL_CLASSES
+        "the model was told the truth",
+        frozenset({"told_the_truth", "no_success_without_answer"}),
+        _ALL_CLASSES,
     ),
     # Seed 000's order: the running record is durable before the effect, or a crash after
     # the effect leaves "never ran" and "ran" looking alike. Judged on agents whose ledger

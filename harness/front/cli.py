@@ -491,6 +491,7 @@ def _points(args: argparse.Namespace) -> int:
     from crashmatrix.harness.input.scenario import load_scenario
     from crashmatrix.harness.lives.injector import LifeLauncher
     from crashmatrix.harness.lives.postgres import ensure_servers
+    from crashmatrix.harness.plan.enumeration import tool_side_unreachable
 
     scenario = load_scenario(args.file)
     ensure_servers(adapter_for(args.agent))  # before the fork server: its lives inherit the server
@@ -499,6 +500,18 @@ def _points(args: argparse.Namespace) -> int:
         enum = enumerate_points(scenario, launcher, Path(tmp), agent=args.agent)
     for point in enum.points:
         print(point.id)
+    # The tool-side cases (the tool side fails one call, the agent lives on), where a fault
+    # can act on this agent: each kind for each call that reached its tool side.
+    spec = getattr(adapter_for(args.agent), "spec", None)  # adapter_file.ForeignSpec
+    cannot_fail = tool_side_unreachable(
+        args.agent,
+        getattr(spec, "tools", None),
+        getattr(spec, "mcp_transport", "stdio"),
+        getattr(spec, "services", ()),
+    )
+    for point in enum.tool_side:
+        if point.boundary not in cannot_fail:
+            print(point.id)
     # Torn writes and the model's reply alone: the harness makes those points whether or not
     # the agent's boundary rules ever held.
     if all(point.boundary in ("torn_write", "after_model_reply") for point in enum.points):

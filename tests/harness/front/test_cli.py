@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 from crashmatrix.harness.front import cli
 
 from ...scenario_data import email_once
@@ -101,6 +102,10 @@ def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: P
     points = done.stdout.split()
     assert points[:2] == ["after_model_reply[call_1]", "after_tool_call_saved[call_1]"]
     assert {"after_running[call_1]", "torn_write[call_1:running]", "after_tool_result[call_1]"} <= set(points)
+    # Then the tool-side cases: the email's call reached the mock tools, each kind fails it once.
+    assert [p for p in points if p.partition("[")[0] in TOOL_SIDE_KINDS] == [
+        f"{kind}[call_1]" for kind in TOOL_SIDE_KINDS
+    ]
 
 
 def test_points_that_records_no_point_says_why_on_one_line_and_exits_1(tmp_path: Path) -> None:
