@@ -40,6 +40,9 @@ class ReferenceAdapter:
     # In the life's process, each session line through ctx.before_append: two lives resuming
     # one session at once are held at their first step and told apart (double@P).
     double_resume = True
+    # One thread, its tools in process: a clean life paused at a boundary leaves what a kill
+    # there leaves, so first crashes come from its snapshots (harness.lives.snapshots).
+    snapshots = True
     agent_class: type[Agent] = Agent
 
     def build(self, ctx: LifeContext) -> Agent:

@@ -169,10 +169,18 @@ def enumerate_points(
     *,
     agent: str = "reference",
     deadline: float = 30.0,
+    shared: FirstCrashes | None = None,
 ) -> Enumeration:
+    """The clean case, judged, and the points it passed. With ``shared``, the clean case is
+    the session's one run of it (``FirstCrashes.clean``: run by whichever process gets
+    there first, with snapshots its life leaves every point's first crash), judged in a copy
+    in ``work_dir``."""
     started = time.monotonic()
     try:
-        run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
+        if shared is not None:
+            run = own_copy(shared.clean(scenario, launcher, agent=agent, deadline=deadline), work_dir)
+        else:
+            run = run_case(work_dir, scenario, launcher, agent=agent, deadline=deadline)
         observation, verdict = _judged(run, scenario, None, agent)
     except Exception as error:
         _raise_if_disk_full(error, work_dir)

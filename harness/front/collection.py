@@ -114,9 +114,20 @@ def first_crashes(config: pytest.Config) -> FirstCrashes | None:
         if hasattr(config, "workerinput"):  # an xdist worker's basetemp is <session's>/popen-gwN
             base = base.parent
         config.stash[_FIRST_CRASHES_KEY] = FirstCrashes(
-            base / "crashmatrix-first-crashes", record_syncs=power_column(config)
+            base / "crashmatrix-first-crashes", record_syncs=power_column(config), snapshots=snapshots(config)
         )
     return config.stash[_FIRST_CRASHES_KEY]
+
+
+def snapshots(config: pytest.Config) -> bool:
+    """Whether first crashes come from one clean life's snapshots (``--no-snapshots``, or
+    the ini ``crashmatrix_snapshots = false``, runs each as a life killed at its point)."""
+    if config.getoption("no_snapshots", False):
+        return False
+    try:
+        return bool(config.getini("crashmatrix_snapshots"))
+    except ValueError:  # the ini is not registered (a plugin older than the option)
+        return True
 
 
 def power_column(config: pytest.Config) -> bool:
@@ -402,8 +413,15 @@ class ScenarioFile(pytest.File):
         stem = self.path.stem
         where = work_dir(config, f"w{os.getpid()}", stem, "enumerate")
         try:
+            # The session's one clean run of the scenario (every worker's collection and
+            # the items read it), leaving each point's first crash where snapshots apply.
             enum = enumerate_points(
-                scenario, launcher, where, agent=agent_spec, deadline=config.getoption("case_deadline")
+                scenario,
+                launcher,
+                where,
+                agent=agent_spec,
+                deadline=config.getoption("case_deadline"),
+                shared=first_crashes(config),
             )
         except DiskFull as error:
             # No room for a traceback's file: the one line names the disk and what to do.
@@ -498,8 +516,12 @@ class ScenarioFile(pytest.File):
         def has_recovery_item(point: CrashPoint) -> bool:
             return depth_two and point.boundary in RECOVERY_FIRST and point.occurrence == 1
 
+        shared = first_crashes(config)
+        # With snapshots every point's first crash is already made: each item starts there.
+        snapshotting = shared is not None and shared.snapshotting(agent_spec, launcher)
+
         def shares(point: CrashPoint) -> bool:
-            return has_recovery_item(point) or point in powered
+            return snapshotting or has_recovery_item(point) or point in powered
 
         # Every recorded point is an item, reachable or not: a point this agent cannot be
         # killed at is reported "not reachable", never quietly left out or counted as passed.

@@ -108,6 +108,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="no tool-side columns (over MCP: the tool server dies, loses or garbles a response, or errs)",
     )
     group.addoption(
+        "--no-snapshots",
+        action="store_true",
+        help="run each point's first crash as a life killed there, not from the clean life's "
+        "snapshot at the point (for diagnosis; the verdicts are the same)",
+    )
+    group.addoption(
         "--case-deadline", type=float, default=30.0, help="seconds one life may take before it is hung"
     )
     group.addoption("--keep-cases", default=None, metavar="DIR", help="keep every case directory under DIR")
@@ -148,6 +154,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=True,
         help="crashmatrix: the tool-side columns of an agent whose tools are over MCP (default true; "
         "as --no-tool-side-faults when false)",
+    )
+    parser.addini(
+        "crashmatrix_snapshots",
+        type="bool",
+        default=True,
+        help="crashmatrix: first crashes from one clean life's snapshots at each boundary (default "
+        "true; as --no-snapshots when false)",
     )
     parser.addini(
         "crashmatrix_doctor",

@@ -14,6 +14,13 @@ Runs live under a directory every worker of the session sees; one ``flock`` per 
 makes the second item wait for the first instead of running the lives again. A worker that
 dies while holding the lock releases it, and the next item runs the lives itself.
 
+With ``snapshots`` (``harness.lives.snapshots``), life 1 of each point is not run at all:
+the scenario's clean case runs once (``FirstCrashes.clean``, under its own lock: the
+enumeration at collection, in whichever worker collects first, and every item after it),
+its life leaving a first crash at every point it passes, and ``get`` starts each point's
+recovering lives from that point's copy. A point without a faithful copy (the manifest says
+why) runs its life 1 as before.
+
 Once published (``runs.json`` written), a first crash is read only by copying it: every
 item judges its own copy (``own_copy``), never the shared directory. Observing a case opens
 its world's SQLite read-write, and closing the last connection checkpoints the WAL and
@@ -24,11 +31,13 @@ pulled those files from under ``power@P`` copying the same directory in another 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +48,7 @@ from crashmatrix.harness.lives.casedir import clone_case, remove_case
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
 from crashmatrix.harness.lives.tracer import read_trace
 
-__all__ = ["FirstCrash", "FirstCrashes", "first_crash", "own_copy", "power_after"]
+__all__ = ["FirstCrash", "FirstCrashes", "first_crash", "own_copy", "power_after", "read_snapshots"]
 
 
 @dataclass(frozen=True)
@@ -59,17 +68,21 @@ def first_crash(
     agent: str = "reference",
     deadline: float = 30.0,
     record_syncs: bool = False,
+    crashed: CaseRun | None = None,
 ) -> FirstCrash:
-    crashed = run_case(
-        case_dir / "crashed",
-        scenario,
-        launcher,
-        agent=agent,
-        point=point,
-        deadline=deadline,
-        max_lives=1,
-        record_syncs=record_syncs,
-    )
+    """P's first crash and its depth-1 case. ``crashed``: life 1 killed at P already (a
+    clean life's snapshot, ``harness.lives.snapshots``); else life 1 runs here."""
+    if crashed is None:
+        crashed = run_case(
+            case_dir / "crashed",
+            scenario,
+            launcher,
+            agent=agent,
+            point=point,
+            deadline=deadline,
+            max_lives=1,
+            record_syncs=record_syncs,
+        )
     if crashed.lives[-1].status != "crashed":
         return FirstCrash(None, crashed)
     run = run_case(
@@ -80,11 +93,80 @@ def first_crash(
 
 class FirstCrashes:
     """First crashes shared by the items of one session, under ``root``; ``record_syncs``
-    when the session has power-loss items (every first life then records its fsyncs)."""
+    when the session has power-loss items (every first life then records its fsyncs);
+    ``snapshots``: first crashes taken from one clean life per scenario where faithful
+    (the module docstring)."""
 
-    def __init__(self, root: Path, *, record_syncs: bool = False) -> None:
+    def __init__(self, root: Path, *, record_syncs: bool = False, snapshots: bool = False) -> None:
         self.root = root
         self.record_syncs = record_syncs
+        self.snapshots = snapshots
+
+    def _scenario_dir(self, scenario: Scenario, agent: str) -> Path:
+        tag = hashlib.sha256(f"{scenario.path.resolve()}\0{agent}".encode()).hexdigest()[:12]
+        return self.root / f"{scenario.path.stem}-{tag}"
+
+    def snapshotting(self, agent: str, launcher: LifeLauncher) -> bool:
+        """Whether this agent's first crashes come from snapshots here."""
+        from crashmatrix.harness.agents.loading import adapter_for
+        from crashmatrix.harness.lives.snapshots import unfaithful
+
+        return self.snapshots and not unfaithful(adapter_for(agent), launcher.isolation)
+
+    def clean(
+        self,
+        scenario: Scenario,
+        launcher: LifeLauncher,
+        *,
+        agent: str = "reference",
+        deadline: float = 30.0,
+    ) -> CaseRun:
+        """The scenario's clean case, run once for the session (the enumeration's, read by
+        every worker); with snapshots, its life leaves each point's first crash. A published
+        run is only ever copied (``own_copy``)."""
+        where = self._scenario_dir(scenario, agent)
+        where.mkdir(parents=True, exist_ok=True)
+        with _locked(where / "clean.lock"):
+            saved = where / "clean.json"
+            if saved.exists():
+                return _case(where / "clean", json.loads(saved.read_text(encoding="utf-8")))
+            snapshots = where / "snapshots" if self.snapshotting(agent, launcher) else None
+            run = run_case(
+                where / "clean",
+                scenario,
+                launcher,
+                agent=agent,
+                deadline=deadline,
+                record_syncs=self.record_syncs and snapshots is not None,
+                snapshots=snapshots,
+            )
+            if snapshots is not None:
+                crashed, skipped = read_snapshots(snapshots, scenario, agent, deadline)
+                index = {
+                    point: {"dir": run.case_dir.name, "lives": _lives(run)} for point, run in crashed.items()
+                }
+                (where / "snapshots.json").write_text(
+                    json.dumps({"crashed": index, "skipped": skipped}), encoding="utf-8"
+                )
+            saved.write_text(json.dumps(_lives(run)), encoding="utf-8")  # last: published
+            return run
+
+    def _snapshot(
+        self, scenario: Scenario, point: CrashPoint, launcher: LifeLauncher, agent: str, deadline: float
+    ) -> CaseRun | None:
+        """P's first crash from the clean life's snapshot (the clean case run first if no
+        item ran it yet), or None where there is none."""
+        if not self.snapshotting(agent, launcher):
+            return None
+        self.clean(scenario, launcher, agent=agent, deadline=deadline)
+        where = self._scenario_dir(scenario, agent)
+        index = where / "snapshots.json"
+        if not index.exists():
+            return None
+        entry = json.loads(index.read_text(encoding="utf-8"))["crashed"].get(point.id)
+        if entry is None:
+            return None
+        return _case(where / "snapshots" / str(entry["dir"]), entry["lives"])
 
     def get(
         self,
@@ -95,11 +177,10 @@ class FirstCrashes:
         agent: str = "reference",
         deadline: float = 30.0,
     ) -> FirstCrash:
-        tag = hashlib.sha256(f"{scenario.path.resolve()}\0{agent}".encode()).hexdigest()[:12]
-        where = self.root / f"{scenario.path.stem}-{tag}" / point.id
+        snapshot = self._snapshot(scenario, point, launcher, agent, deadline)
+        where = self._scenario_dir(scenario, agent) / point.id
         where.mkdir(parents=True, exist_ok=True)
-        with open(where / "lock", "a+b") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or when this process dies
+        with _locked(where / "lock"):
             saved = where / "runs.json"
             if saved.exists():
                 return _load(where, json.loads(saved.read_text(encoding="utf-8")))
@@ -111,10 +192,64 @@ class FirstCrashes:
                 agent=agent,
                 deadline=deadline,
                 record_syncs=self.record_syncs,
+                crashed=snapshot,
             )
             # Written last: its presence means both runs are complete.
             saved.write_text(json.dumps(_dump(found)), encoding="utf-8")
             return found
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or when this process dies
+        yield
+
+
+def read_snapshots(
+    into: Path, scenario: Scenario, agent: str, deadline: float
+) -> tuple[dict[str, CaseRun], dict[str, str]]:
+    """The copies a clean life left in ``into`` (``harness.lives.snapshots``): point id ->
+    the case stopped after a life 1 that crashed there, its record made as the injector
+    makes a killed life's (``life_record``, from the child's exit status; the adapter's
+    ``after_life`` run on it); and point id -> why it has none (the manifest's reason, or a
+    child that did not die by SIGKILL at the point)."""
+    import signal
+
+    from crashmatrix.harness.agents.loading import adapter_for
+    from crashmatrix.harness.core.boundaries import parse_point
+    from crashmatrix.harness.lives.injector import life_record
+    from crashmatrix.harness.lives.life import LifeSpec
+    from crashmatrix.harness.lives.snapshots import MANIFEST
+
+    runs: dict[str, CaseRun] = {}
+    skipped: dict[str, str] = {}
+    manifest = into / MANIFEST
+    lines = manifest.read_text(encoding="utf-8").splitlines() if manifest.exists() else []
+    after_life = getattr(adapter_for(agent), "after_life", None)
+    for line in lines:
+        entry = json.loads(line)
+        point_id = str(entry["point"])
+        if point_id in runs or point_id in skipped:
+            continue
+        if "skipped" in entry:
+            skipped[point_id] = str(entry["skipped"])
+            continue
+        copy = into / str(entry["dir"])
+        if entry.get("exitcode") != -signal.SIGKILL or not copy.is_dir():
+            skipped[point_id] = f"the snapshot's child ended with {entry.get('exitcode')}, not SIGKILL"
+            continue
+        trace = read_trace(copy)
+        spec = LifeSpec(str(copy), scenario, agent, 1, parse_point(point_id))
+        record = life_record(spec, -signal.SIGKILL, False, float(entry["seconds"]), deadline, trace)
+        if record.status != "crashed":
+            skipped[point_id] = f"the snapshot is no crash at the point ({record.status})"
+            continue
+        record = replace(record, survivors=())  # none were running: ``Snapshotter.why_not``
+        if callable(after_life):
+            after_life(copy, record, trace)
+        runs[point_id] = CaseRun(copy, (record,), read_trace(copy))
+    return runs, skipped
 
 
 def _record(life: dict[str, Any]) -> LifeRecord:
@@ -130,6 +265,8 @@ def _lives(run: CaseRun) -> list[dict[str, object]]:
 def _dump(found: FirstCrash) -> dict[str, object]:
     return {
         "crashed": _lives(found.crashed) if found.crashed else None,
+        # A snapshot's first crash lives where the clean life left it, not in "crashed".
+        "crashed_dir": str(found.crashed.case_dir) if found.crashed else None,
         "run": {"dir": found.run.case_dir.name, "lives": _lives(found.run)},
     }
 
@@ -143,8 +280,11 @@ def _load(where: Path, data: dict[str, object]) -> FirstCrash:
     crashed = data["crashed"]
     run = data["run"]
     assert isinstance(run, dict)
+    crashed_dir = data.get("crashed_dir")
     return FirstCrash(
-        _case(where / "crashed", crashed) if isinstance(crashed, list) else None,
+        _case(Path(str(crashed_dir)) if crashed_dir else where / "crashed", crashed)
+        if isinstance(crashed, list)
+        else None,
         _case(where / str(run["dir"]), run["lives"]),
     )
 

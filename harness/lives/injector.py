@@ -43,7 +43,7 @@ from crashmatrix.harness.lives.forkserver import ForkServer, run_spawned
 from crashmatrix.harness.lives.life import LifeSpec, life_main
 from crashmatrix.harness.lives.tracer import append_event, last_point, read_trace
 
-__all__ = ["PRELOAD", "LifeLauncher", "run_case"]
+__all__ = ["PRELOAD", "LifeLauncher", "life_record", "run_case"]
 
 # Imported once in the fork server. openai loads its chat resources lazily on first use,
 # which would otherwise cost every life ~170 ms. The caller's modules (the adapter's) go
@@ -97,7 +97,7 @@ class LifeLauncher:
             event = {"life": spec.life, "event": "survivors", "processes": list(ended.survivors)}
             append_event(case_dir, event)
         trace = read_trace(case_dir)
-        record = _life_record(spec, ended.code, ended.hung, seconds, deadline, trace)
+        record = life_record(spec, ended.code, ended.hung, seconds, deadline, trace)
         if ended.survivors is None:
             return replace(record, survivors=None), trace
         left = [
@@ -134,13 +134,14 @@ def _stderr_tail(case_dir: Path, life: int) -> str:
         return ""
 
 
-def _life_record(
+def life_record(
     spec: LifeSpec, code: int, hung: bool, seconds: float, deadline: float, trace: Sequence[TraceEvent]
 ) -> LifeRecord:
     """How a life ended, from its exit status and what it wrote to the trace. A life ends
     as planned only when its trace says so (the crash at its point, the exit after the
     agent returned, the error it raised); a process that ended any other way died where
-    nothing planned it: an unplanned death, restarted like a crash."""
+    nothing planned it: an unplanned death, restarted like a crash. (A snapshot's life 1,
+    ``harness.lives.snapshots``, gets its record here too, from its child's exit status.)"""
     crash = spec.crash.id if spec.crash else None
     stderr = _stderr_tail(Path(spec.case_dir), spec.life)
     mine = {str(event.get("event")) for event in trace if event.get("life") == spec.life}
@@ -196,6 +197,7 @@ def run_case(
     record_syncs: bool = False,
     resume: CaseRun | None = None,
     prepare: Callable[[Path], None] | None = None,
+    snapshots: Path | None = None,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
     until a life ends normally. A life that died unplanned is restarted too; one that does
@@ -212,7 +214,10 @@ def run_case(
 
     ``prepare`` is called on the fresh case directory before life 1 (not with ``resume``):
     what the case arms there -- a tool-side fault (``harness.front.cases.run_tool_fault``) --
-    the lives find as they start."""
+    the lives find as they start.
+
+    ``snapshots``: a clean case's life 1 leaves a first crash at every point it passes in
+    this directory (``harness.lives.snapshots``; read by ``harness.lives.first_crash``)."""
     lives: list[LifeRecord] = []
     if resume is None:
         prepare_case(case_dir, scenario)
@@ -238,7 +243,13 @@ def run_case(
         crash = plan[index - 1] if index <= len(plan) else None
         record, trace = launcher.run(
             LifeSpec(
-                str(case_dir), scenario, agent, index, crash, power_loss or (record_syncs and index == 1)
+                str(case_dir),
+                scenario,
+                agent,
+                index,
+                crash,
+                power_loss or (record_syncs and index == 1),
+                str(snapshots) if snapshots is not None and index == 1 and crash is None else "",
             ),
             deadline=deadline,
         )

@@ -72,6 +72,9 @@ class LifeSpec:
     # Record the session's size at every fsync, so that after the crash the injector can
     # drop what was never synced (a power loss, not just a process death).
     power_loss: bool = False
+    # A clean life that leaves a first crash at every point it passes, in this directory
+    # (``harness.lives.snapshots``); "" for none.
+    snapshots: str = ""
     # A double resume's concurrent life: held at its first step until the harness opens
     # this gate (a FIFO; ``harness.lives.gate``); "" for none.
     gate: str = ""
@@ -261,7 +264,12 @@ def life_main(spec: LifeSpec) -> None:
         record_for(spec.agent, case_dir)  # the agent's own session file, if it can (power.py)
     else:
         unsynced_sqlite()
-    tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash)
+    snapshots = None
+    if spec.snapshots and spec.crash is None:
+        from crashmatrix.harness.lives.snapshots import Snapshotter
+
+        snapshots = Snapshotter(case_dir, Path(spec.snapshots), spec.life)
+    tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash, snapshots)
     if spec.gate:
         from crashmatrix.harness.lives.gate import GatedTracer
 

@@ -9,9 +9,12 @@ import signal
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+
+if TYPE_CHECKING:
+    from crashmatrix.harness.lives.snapshots import Snapshotter
 
 __all__ = ["Tracer", "append_event", "append_label", "last_point", "read_trace"]
 
@@ -33,12 +36,17 @@ def append_label(line: bytes) -> tuple[str, str] | None:
 
 
 class Tracer:
-    """Counts boundaries per life and kills the process at the planned point."""
+    """Counts boundaries per life and kills the process at the planned point; or, in a
+    clean life with ``snapshots``, leaves a first crash at every point it passes
+    (``harness.lives.snapshots``)."""
 
-    def __init__(self, trace_path: Path, life: int, crash: CrashPoint | None) -> None:
+    def __init__(
+        self, trace_path: Path, life: int, crash: CrashPoint | None, snapshots: Snapshotter | None = None
+    ) -> None:
         self.path = trace_path
         self.life = life
         self.crash = crash
+        self.snapshots = snapshots
         self.seen: Counter[tuple[str, str, str]] = Counter()
         self._fd = -1  # opened on the first line, kept for the life (~17 lines a life)
 
@@ -75,6 +83,8 @@ class Tracer:
         point = CrashPoint(boundary, tool_call_id, occurrence)
         if self.crash == point:
             self._die(point)
+        elif self.snapshots is not None:
+            self.snapshots.take(point)
 
     def model_request(self) -> None:
         """The agent asked the model (not a crash point: where recovery ends, see
@@ -97,6 +107,8 @@ class Tracer:
             os.write(fd, line[: max(1, len(line) // 2)])
             os.fsync(fd)
             self._die(point)
+        elif self.snapshots is not None:
+            self.snapshots.take(point, (path, line))
 
 
 def read_trace(case_dir: Path) -> list[dict[str, Any]]:

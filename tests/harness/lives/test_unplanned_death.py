@@ -24,7 +24,7 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import LifeRecord, case_status
 from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
-from crashmatrix.harness.lives.injector import LifeLauncher, _life_record, run_case
+from crashmatrix.harness.lives.injector import LifeLauncher, life_record, run_case
 from crashmatrix.harness.lives.life import LifeSpec
 from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.reference_agent.agent import Agent
@@ -233,14 +233,14 @@ def test_a_life_that_exits_zero_without_returning_from_the_agent_died_unplanned(
         {"life": 2, "event": "start"},
         boundary,
     ]
-    record = _life_record(spec, 0, False, 0.1, 30.0, trace)
+    record = life_record(spec, 0, False, 0.1, 30.0, trace)
     assert (record.status, record.error) == (
         "died",
         "unplanned death (exit status 0) after after_approved[call_9#2]",
     )
-    exited = _life_record(spec, 0, False, 0.1, 30.0, [*trace, {"life": 2, "event": "exit"}])
+    exited = life_record(spec, 0, False, 0.1, 30.0, [*trace, {"life": 2, "event": "exit"}])
     assert (exited.status, exited.error) == ("exited", "")
-    never_started = _life_record(spec, 1, False, 0.1, 30.0, trace[:2])
+    never_started = life_record(spec, 1, False, 0.1, 30.0, trace[:2])
     assert (never_started.status, never_started.error) == (
         "error",
         "the life ended (exit status 1) before it started",

@@ -1,0 +1,173 @@
+"""One clean life, a first crash at every boundary it passes (issue 31).
+
+A crash point's first crash is life 1 SIGKILLed at that point. Run once per point, the
+prefix up to it is run again for every point of the scenario (~1.9 lives a case). Instead,
+the clean life of a scenario stops at each crash point it passes (each ``CrashPoint`` the
+enumeration makes of its trace: boundary, call, occurrence, a torn write's label), and
+forks: the child copies the case directory and is SIGKILLed right there, a real process
+death at P, while the life waits for it. A SIGKILL loses nothing the agent handed to the
+operating system (the page cache survives it), so the files as they are at that instant
+ARE what a life killed at P leaves; the copy's trace gets the ``crash`` line the dying life
+writes, and a torn write its half line, synced. The harness then reads each copy as the
+case stopped after a life that crashed at P (``FirstCrashes``: ``first_crash`` and
+``run_case(resume=)`` take it as they take a killed life 1), so recovery lives, power
+cuts and verdicts downstream are unchanged. ``tests/harness/lives/test_snapshots.py`` and
+``benchmarks/snapshot_equivalence.py`` run the built-in suite and the mutants both ways and
+compare every verdict.
+
+The copy is made in the child, not in the life: a process that opens and closes a file
+drops every POSIX lock it holds on it, SQLite's included (the world's database is open in
+the life); the child holds none.
+
+Where a snapshot could not be faithful, the point is not snapshotted and its first crash
+runs as before (a life killed at P), with the reason in the manifest:
+
+* a process the life started is alive at the boundary (a ``run_command`` child inside its
+  effect, a kind-3 agent, an MCP relay or server): a SIGKILL of the life would end its
+  tie with it, and it goes on writing while the copy is made;
+* the case keeps a store on a PostgreSQL server (``postgres.json``): not a file to copy.
+
+And a whole agent is left on the plain path (``unfaithful``): agents whose adapter does not
+declare ``snapshots = True`` (threads of their own may write while the copy is made: a
+kill stops every thread at once, a pause only the one at the boundary), agents that run a
+message's calls at once (``concurrent_calls``), spawned lives (``isolation: spawn``).
+
+With ``record_syncs`` (the power column) the clean life records its fsyncs
+(``harness.lives.power``); each copy takes the recording with it, its files' identities
+renamed to the copy's inodes (the recording names files by inode), so ``power@P`` cuts its
+power loss into the snapshot exactly as into a killed life 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from crashmatrix.harness.core.boundaries import CrashPoint
+
+__all__ = ["MANIFEST", "Snapshotter", "unfaithful"]
+
+# Beside the snapshot directories: one line per crash point the clean life passed.
+MANIFEST = "snapshots.jsonl"
+
+
+def _append(path: Path, record: Mapping[str, Any]) -> None:
+    """One line in one ``write()``: it survives a kill of the life that follows."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
+_IDENTITY = re.compile(r'"(\d+(?:\.\d+)?)"')
+
+
+def _rename_identities(source: Path, copy: Path) -> None:
+    """The power recording names files by identity (inode and birth time); in ``copy``,
+    rewritten to the copy's files, path by path, so ``cut_power`` finds them there."""
+    from crashmatrix.harness.lives.power import SYNC_LOG, _identity
+
+    log = copy / SYNC_LOG
+    if not log.exists():
+        return
+    renamed: dict[str, str] = {}
+    for top, dirs, files in os.walk(source):
+        for name in (*dirs, *files):
+            old = Path(top) / name
+            new = copy / old.relative_to(source)
+            with contextlib.suppress(OSError):  # gone from the copy: nothing to name
+                renamed[_identity(old)] = _identity(new)
+    with contextlib.suppress(OSError):
+        renamed[_identity(source)] = _identity(copy)
+    text = log.read_text(encoding="utf-8")
+    log.write_text(
+        _IDENTITY.sub(lambda m: f'"{renamed.get(m.group(1), m.group(1))}"', text), encoding="utf-8"
+    )
+
+
+def _left_running() -> list[int]:
+    from crashmatrix.harness.lives.descendants import _children
+
+    return _children(os.getpid())
+
+
+class Snapshotter:
+    """Inside the clean life: at each crash point, a copy of the case directory made by a
+    child killed there (see the module docstring). ``into`` gets the copies (``0001``, ...)
+    and the manifest."""
+
+    def __init__(self, case_dir: Path, into: Path, life: int) -> None:
+        self.case_dir = case_dir
+        self.into = into
+        self.life = life
+        self.started = time.monotonic()
+        self.count = 0
+        into.mkdir(parents=True, exist_ok=True)
+
+    def why_not(self) -> str:
+        """Why a copy made now would not be the state a kill leaves ("" when it would)."""
+        from crashmatrix.harness.lives import postgres
+
+        if (self.case_dir / postgres.RECORD).exists():
+            return "the case keeps a store on a PostgreSQL server: no file to copy at the boundary"
+        running = _left_running()
+        if running:
+            return f"processes the life started were running at the boundary ({len(running)})"
+        return ""
+
+    def take(self, point: CrashPoint, tear: tuple[Path, bytes] | None = None) -> None:
+        self.count += 1
+        name = f"{self.count:04d}"
+        why = self.why_not()
+        if why:
+            _append(self.into / MANIFEST, {"point": point.id, "skipped": why})
+            return
+        copy = self.into / name
+        crash = (json.dumps({"life": self.life, "event": "crash", "point": point.id}) + "\n").encode()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child dies by SIGKILL; tested through its copies
+            try:
+                from crashmatrix.harness.lives.parent_death import die_with_parent
+
+                die_with_parent(parent)
+                shutil.copytree(self.case_dir, copy, symlinks=True)
+                _rename_identities(self.case_dir, copy)
+                if tear is not None:  # the dying writer's half line, as Tracer.before_append tears it
+                    path, line = tear
+                    fd = os.open(copy / path.relative_to(self.case_dir), os.O_WRONLY | os.O_APPEND)
+                    os.write(fd, line[: max(1, len(line) // 2)])
+                    os.fsync(fd)
+                    os.close(fd)
+                fd = os.open(copy / "trace.jsonl", os.O_WRONLY | os.O_APPEND)
+                os.write(fd, crash)
+                os.kill(os.getpid(), signal.SIGKILL)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    (self.into / f"{name}.error").write_text(traceback.format_exc(), encoding="utf-8")
+            os._exit(1)
+        _, status = os.waitpid(pid, 0)
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        seconds = time.monotonic() - self.started
+        _append(self.into / MANIFEST, {"point": point.id, "dir": name, "exitcode": code, "seconds": seconds})
+
+
+def unfaithful(adapter: object, isolation: str) -> str:
+    """Why this agent's first crashes are not taken from snapshots ("" when they are)."""
+    if isolation != "fork":
+        return "spawned lives (isolation: spawn)"
+    if getattr(adapter, "concurrent_calls", False):
+        return "the agent runs a message's calls at once: a pause stops one thread, a kill all"
+    if not getattr(adapter, "snapshots", False):
+        return f"adapter {getattr(adapter, 'name', '?')} does not declare snapshots = True"
+    return ""

@@ -1,0 +1,255 @@
+"""Issue 31's proof: first crashes from one clean life's snapshots give the verdicts that lives
+killed at each point give, case by case (``harness.lives.snapshots``).
+
+Two runs of ``pytest SCENARIOS`` in this process, with and without ``--no-snapshots``: every
+case of one is a case of the other with the same status, the same failed invariants and
+expectation keys, the same observed outcome, ledger, codes and world, and the same number of
+lives. ``SLICE`` is a deterministic slice of the built-in suite for CI's time (every column:
+boundaries, torn writes, power loss, recovery; a multi-step effect, a command, two calls in
+one message, approvals, a fault); ``benchmarks/snapshot_equivalence.py`` runs the whole suite
+and every mutant's kill matrix both ways with ``compare`` from here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.input.suite import BUILTIN_SUITE
+from crashmatrix.harness.lives import postgres
+from crashmatrix.harness.lives.snapshots import MANIFEST, Snapshotter, unfaithful
+from crashmatrix.reports.results import CaseRecord, Results, load_results
+
+from ...pytest_runs import run_inprocess
+
+pytest_plugins = ["pytester"]
+
+SLICE = (
+    "create_order/keyed_once.yaml",
+    "write_file/write_file_recovery.yaml",
+    "run_command/compound_two_appends.yaml",
+    "multi_call/two_calls_one_message.yaml",
+)
+
+
+# ``atomic_write``'s temporary file is named at random (``tempfile``): a crash inside the
+# write leaves it under a name no two runs share.
+_TEMPORARY = re.compile(r"\.[A-Za-z0-9_]{8}\.tmp\b")
+
+
+def verdict_of(case: CaseRecord) -> dict[str, Any]:
+    """What must be the same with and without snapshots: a case's verdict and what it saw."""
+    observed = _TEMPORARY.sub(".XXXXXXXX.tmp", json.dumps(case.observed, sort_keys=True, default=str))
+    return {
+        "status": case.status,
+        "lives": case.lives,
+        "violations": sorted(str(v.get("invariant")) for v in case.violations),
+        "mismatches": sorted(str(m.get("field")) for m in case.mismatches),
+        "observed": json.loads(observed),
+        "recovery": sorted((str(p.get("point")), str(p.get("status"))) for p in case.recovery_points),
+    }
+
+
+def _key(case: CaseRecord) -> str:
+    """A case by its scenario file's name and its id, wherever the file was."""
+    return f"{Path(case.node_id.partition('::')[0]).name}::{case.point}"
+
+
+def compare(plain: Results, snapshots: Results) -> list[str]:
+    """Every case whose verdict differs between the two runs, one line each (pure)."""
+    ours = {_key(case): verdict_of(case) for case in plain.cases}
+    theirs = {_key(case): verdict_of(case) for case in snapshots.cases}
+    out: list[str] = []
+    for node in sorted(ours.keys() | theirs.keys()):
+        a, b = ours.get(node), theirs.get(node)
+        if a is None or b is None:
+            out.append(f"{node}: only in the {'plain' if b is None else 'snapshot'} run")
+            continue
+        differs = [key for key in a if a[key] != b[key]]
+        if differs:
+            said = "; ".join(f"{key}: {a[key]!r} without snapshots, {b[key]!r} with" for key in differs)
+            out.append(f"{node}: {said}"[:600])
+    return out
+
+
+def run(pytester: pytest.Pytester, name: str, scenarios: list[Path], *args: str) -> Results:
+    folder = pytester.path / name
+    folder.mkdir()
+    for path in scenarios:
+        (folder / path.name).write_bytes(path.read_bytes())
+    report = pytester.path / f"report-{name}"
+    result = run_inprocess(
+        pytester,
+        *(str(folder / p.name) for p in scenarios),
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+        f"--report-dir={report}",
+        f"--basetemp={pytester.path / f'tmp-{name}'}",
+        *args,
+    )
+    results = load_results(report / "matrix.json")
+    assert results.cases, result.stdout.str()
+    return results
+
+
+@pytest.mark.slow
+def test_snapshots_give_every_case_of_the_slice_the_verdict_a_killed_life_gives(
+    pytester: pytest.Pytester,
+) -> None:
+    scenarios = [BUILTIN_SUITE / name for name in SLICE]
+    # The tool-side columns start from no first crash: the same path both ways, left out.
+    plain = run(pytester, "plain", scenarios, "--no-snapshots", "--no-tool-side-faults")
+    snapshotted = run(pytester, "snapshots", scenarios, "--no-tool-side-faults")
+    assert compare(plain, snapshotted) == []
+    # It proves something: the snapshot run took its first crashes from snapshots (a manifest
+    # per scenario, one copy per point it passed), and the slice has red cells too.
+    manifests = list((pytester.path / "tmp-snapshots").rglob(MANIFEST))
+    assert len(manifests) == len(SLICE)
+    assert not list((pytester.path / "tmp-plain").rglob(MANIFEST))
+    copies = [json.loads(line) for m in manifests for line in m.read_text().splitlines()]
+    assert sum("dir" in c for c in copies) > 30
+    assert len(plain.cases) > 100
+
+
+def _in_a_child(body: Callable[[], None]) -> None:
+    """Run ``body`` in a forked child of this test (a process with no children of its own:
+    the test process may have fork servers from earlier tests, which ``why_not`` would see)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            body()
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _case(tmp_path: Path) -> Path:
+    case = tmp_path / "case"
+    (case / "world" / "workspace").mkdir(parents=True)
+    (case / "world" / "workspace" / "notes.txt").write_text("kept\n")
+    (case / "trace.jsonl").write_text('{"life": 1, "event": "start"}\n')
+    return case
+
+
+def _manifest(into: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (into / MANIFEST).read_text().splitlines()]
+
+
+def test_a_snapshot_is_the_case_directory_at_the_point_left_by_a_child_killed_there(tmp_path: Path) -> None:
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+    session = case / "world" / "workspace" / "session.jsonl"
+    session.write_bytes(b'{"line": 1}\n')
+
+    def clean_life() -> None:
+        snapshots = Snapshotter(case, into, 1)
+        snapshots.take(parse_point("after_running[call_1]"))
+        # What the life does after the point is no part of the point's snapshot.
+        (case / "world" / "workspace" / "notes.txt").write_text("changed later\n")
+        snapshots.take(
+            parse_point("torn_write[call_1:succeeded]"), (session, b'{"line": 2, "pad": "xxxxxx"}\n')
+        )
+
+    _in_a_child(clean_life)
+    first, torn = _manifest(into)
+    assert first["point"] == "after_running[call_1]" and first["exitcode"] == -signal.SIGKILL
+    copy = into / first["dir"]
+    assert (copy / "world" / "workspace" / "notes.txt").read_text() == "kept\n"
+    assert json.loads((copy / "trace.jsonl").read_text().splitlines()[-1]) == {
+        "life": 1,
+        "event": "crash",
+        "point": "after_running[call_1]",
+    }
+    assert torn["exitcode"] == -signal.SIGKILL
+    torn_copy = into / torn["dir"]
+    assert (torn_copy / "world" / "workspace" / "notes.txt").read_text() == "changed later\n"
+    written = (torn_copy / "world" / "workspace" / "session.jsonl").read_bytes()
+    assert written.startswith(b'{"line": 1}\n{"line": 2,') and not written.endswith(b"\n")
+    assert session.read_bytes() == b'{"line": 1}\n'  # the clean life's own file is whole
+
+
+def test_a_point_passed_while_a_process_of_the_life_runs_is_left_to_a_killed_life(tmp_path: Path) -> None:
+    """A child of the life alive at the boundary (a real shell's command, a kind-3 agent, an
+    MCP server) goes on writing while a copy is made, and a kill of the life would end its
+    tie with it: no snapshot there, and the manifest says why."""
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+
+    def clean_life() -> None:
+        read, write = os.pipe()
+        helper = os.fork()
+        if helper == 0:
+            os.close(write)
+            os.read(read, 1)  # alive until the life lets it go
+            os._exit(0)
+        os.close(read)
+        Snapshotter(case, into, 1).take(parse_point("during_side_effect[call_1]"))
+        os.close(write)
+        os.waitpid(helper, 0)
+        Snapshotter(case, into, 1).take(parse_point("after_side_effect[call_1]"))
+
+    _in_a_child(clean_life)
+    skipped, taken = _manifest(into)
+    assert skipped == {
+        "point": "during_side_effect[call_1]",
+        "skipped": "processes the life started were running at the boundary (1)",
+    }
+    assert taken["exitcode"] == -signal.SIGKILL
+
+
+def test_a_case_with_a_postgres_store_is_not_snapshotted(tmp_path: Path) -> None:
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+    (case / postgres.RECORD).write_text("{}")
+    _in_a_child(lambda: Snapshotter(case, into, 1).take(parse_point("after_running[call_1]")))
+    assert "PostgreSQL" in _manifest(into)[0]["skipped"]
+
+
+def test_agents_off_the_snapshot_path_say_why() -> None:
+    class Plain:
+        name = "plain"
+
+    class Threads:
+        name = "threads"
+        snapshots = True
+        concurrent_calls = True
+
+    class Ours:
+        name = "ours"
+        snapshots = True
+
+    assert "does not declare" in unfaithful(Plain(), "fork")
+    assert "at once" in unfaithful(Threads(), "fork")
+    assert "spawn" in unfaithful(Ours(), "spawn")
+    assert unfaithful(Ours(), "fork") == ""
+
+
+def test_a_different_verdict_is_named_case_by_case() -> None:
+    def case(point: str, status: str, lives: int = 2) -> CaseRecord:
+        column = point.partition("[")[0]
+        return CaseRecord(
+            "a.yaml::" + point, "a", "a.yaml", (), (), point, column, status, False, 0.0, lives, ""
+        )
+
+    plain = Results(agent="reference", cases=(case("clean", "passed"), case("after_running[c]", "passed")))
+    snapshotted = Results(
+        agent="reference", cases=(case("clean", "passed"), case("after_running[c]", "failed", lives=3))
+    )
+    assert compare(plain, snapshotted) == [
+        "a.yaml::after_running[c]: status: 'passed' without snapshots, 'failed' with; "
+        "lives: 2 without snapshots, 3 with"
+    ]
+    assert compare(plain, Results(agent="reference", cases=plain.cases[:1])) == [
+        "a.yaml::after_running[c]: only in the plain run"
+    ]
