@@ -1,12 +1,17 @@
-"""What the MCP relay costs (issue 28): its start, over stdio and streamable HTTP, and the time
-one tool call takes through it against the same call without MCP. Prints figures, asserts
-nothing.
+"""What the MCP relay costs (issues 28, 31): its start, cold and warm, over stdio and streamable
+HTTP, and the time one tool call takes through it against the same call without MCP. Prints
+figures, asserts nothing.
 
     python benchmarks/mcp_relay.py [--starts 5] [--calls 30]
 
 * close: a stdio client's close, which waits for the relay to exit;
 * start: from spawning the relay (stdio: the client spawns it, as an agent does; HTTP: the
-  life starts it on its socket) until the client's ``initialize`` has its answer;
+  life starts it on its socket) until the client's ``initialize`` has its answer. Cold: a new
+  interpreter imports the ``mcp`` SDK (``crashmatrix mcp-serve``, what every relay was before
+  issue 31). Warm: the client spawns the launcher (``{mcp_command}``, stdlib only), whose relay
+  is forked by a warm server (``harness.agents.mcp_warm``; a life forks its server from the
+  fork server, with the SDK preloaded, here it is spawned once: ``warm server start``, from
+  spawning it until its first relay answered ``initialize``, the SDK's import included);
 * per call: ``send_email`` through the official ``mcp`` client and the relay (each call its
   four round trips to the life: begin, execute, end, sent), against the same mock tool
   through the loopback server's plain ``POST /tools/<name>`` (one round trip) and in process.
@@ -34,6 +39,7 @@ import httpx
 from crashmatrix.harness.agents.loopback import LoopbackServer, McpLife
 from crashmatrix.harness.agents.mcp_relay import HttpRelay, relay_command
 from crashmatrix.harness.agents.mcp_tools import mcp_tools
+from crashmatrix.harness.agents.mcp_warm import WarmRelays
 from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.mock_tools.registry import catalogue
@@ -63,7 +69,9 @@ def _life(folder: Path) -> tuple[LoopbackServer, MockToolbox]:
     return server, toolbox
 
 
-async def _session(stack: AsyncExitStack, server: LoopbackServer, url: str) -> Any:
+async def _session(
+    stack: AsyncExitStack, server: LoopbackServer, url: str, warm: WarmRelays | None = None
+) -> Any:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
@@ -71,7 +79,9 @@ async def _session(stack: AsyncExitStack, server: LoopbackServer, url: str) -> A
     if url:
         streams = await stack.enter_async_context(streamable_http_client(url))
     else:
-        command = relay_command(server.base_url)
+        command = (
+            relay_command(server.base_url) if warm is None else warm.command(["--life", server.base_url])
+        )
         params = StdioServerParameters(command=command[0], args=command[1:])
         streams = await stack.enter_async_context(stdio_client(params))
     session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
@@ -103,8 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     folder = Path(tempfile.mkdtemp(prefix="crashmatrix-mcp-bench-"))
     server, toolbox = _life(folder)
-    starts: dict[str, list[float]] = {"stdio": [], "http": []}
-    closes: list[float] = []
+    starts: dict[str, list[float]] = {
+        "stdio, cold": [],
+        "http, cold": [],
+        "stdio, warm": [],
+        "http, warm": [],
+        "warm server start (SDK imported)": [],
+    }
+    closes: dict[str, list[float]] = {"cold": [], "warm": []}
     calls: dict[str, list[float]] = {}
 
     async def measure() -> None:
@@ -112,23 +128,58 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             async with AsyncExitStack() as stack:
                 await _session(stack, server, "")
-                starts["stdio"].append(time.perf_counter() - started)
+                starts["stdio, cold"].append(time.perf_counter() - started)
                 closing = time.perf_counter()
-            closes.append(time.perf_counter() - closing)
+            closes["cold"].append(time.perf_counter() - closing)
             relay = HttpRelay(server.base_url, folder / "relay.stderr", lambda event: None)
             started = time.perf_counter()
             relay.start()
             try:
                 async with AsyncExitStack() as stack:
                     await _session(stack, server, relay.url)
-                    starts["http"].append(time.perf_counter() - started)
+                    starts["http, cold"].append(time.perf_counter() - started)
             finally:
                 relay.close()
+        for number in range(args.starts):
+            # A new warm server each round for its own start; then its relays, warm.
+            started = time.perf_counter()
+            warm = WarmRelays.spawned()
+            try:
+                async with AsyncExitStack() as stack:
+                    await _session(stack, server, "", warm)
+                starts["warm server start (SDK imported)"].append(time.perf_counter() - started)
+                for _ in range(1 if number else 3):
+                    started = time.perf_counter()
+                    async with AsyncExitStack() as stack:
+                        await _session(stack, server, "", warm)
+                        starts["stdio, warm"].append(time.perf_counter() - started)
+                        closing = time.perf_counter()
+                    closes["warm"].append(time.perf_counter() - closing)
+                relay = HttpRelay(server.base_url, folder / "relay.stderr", lambda event: None, warm=warm)
+                started = time.perf_counter()
+                relay.start()
+                try:
+                    async with AsyncExitStack() as stack:
+                        await _session(stack, server, relay.url)
+                        starts["http, warm"].append(time.perf_counter() - started)
+                finally:
+                    relay.close()
+            finally:
+                warm.close()
         async with AsyncExitStack() as stack:
             session = await _session(stack, server, "")
             calls["MCP, stdio relay"] = await _timed(
                 lambda: session.call_tool("send_email", EMAIL), args.calls
             )
+        warm = WarmRelays.spawned()
+        try:
+            async with AsyncExitStack() as stack:
+                session = await _session(stack, server, "", warm)
+                calls["MCP, stdio relay, warm"] = await _timed(
+                    lambda: session.call_tool("send_email", EMAIL), args.calls
+                )
+        finally:
+            warm.close()
         relay = HttpRelay(server.base_url, folder / "relay.stderr", lambda event: None)
         relay.start()
         try:
@@ -160,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     print("relay start (spawn to initialize answered):")
     for transport, seconds in starts.items():
         print(_line(transport, seconds))
-    print(_line("stdio: close (the client waits for its exit)", closes))
+    for kind, seconds in closes.items():
+        print(_line(f"stdio, {kind}: close (waits for its exit)", seconds))
     print("one send_email call:")
     for label, seconds in calls.items():
         print(_line(label, seconds))

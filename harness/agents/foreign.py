@@ -60,6 +60,9 @@ from crashmatrix.harness.agents.foreign_session import (
 from crashmatrix.harness.agents.loopback import LoopbackServer, McpLife
 from crashmatrix.harness.agents.mcp_relay import HttpRelay, kill_stdio_relay, relay_command, sdk_problem
 from crashmatrix.harness.agents.mcp_tools import mcp_tools, takes_key
+from crashmatrix.harness.agents.mcp_warm import PRELOAD as MCP_PRELOAD
+from crashmatrix.harness.agents.mcp_warm import WarmRelays
+from crashmatrix.harness.agents.mcp_warm import available as warm_relays
 from crashmatrix.harness.agents.preload import imports_of
 from crashmatrix.harness.agents.protocol import LifeContext
 from crashmatrix.harness.agents.python_agent import (
@@ -105,6 +108,12 @@ _LOOPBACK_EDGES = ("after_running", "after_side_effect")
 
 
 # -- the adapter ---------------------------------------------------------------------------
+
+
+def _mcp_preload(spec: ForeignSpec) -> tuple[str, ...]:
+    """``tools: mcp``: the SDK, imported once by the fork server, so that each life's warm
+    relay server (``harness.agents.mcp_warm``) is forked with it."""
+    return MCP_PRELOAD if spec.tools == "mcp" and warm_relays() else ()
 
 
 def _libraries_of(spec: ForeignSpec) -> tuple[str, ...]:
@@ -188,7 +197,7 @@ class ForeignAdapter:
             self.boundaries = _ordered(set(self.loopback_edges))
         # What the fork server imports once for this agent: the libraries a kind-2 agent
         # imports (its own code runs in each life, after the life's environment is set).
-        self.preload = _libraries_of(spec) if spec.kind == "python" else ()
+        self.preload = (*(_libraries_of(spec) if spec.kind == "python" else ()), *_mcp_preload(spec))
         # Torn writes: a supervisor can cut the last line of a JSONL session after a kill
         # (see _tear_moment). Why not, for every other session (reports show it where they
         # list what this agent cannot be killed at).
@@ -215,7 +224,7 @@ class ForeignAdapter:
         inside = {"during_side_effect"} if spec.intercepts or spec.tools == "harness" or served_mcp else set()
         self.boundaries = _ordered(native | mapped | inside | self.loopback_edges)
         self.unreachable = {b: why for b, why in info.unreachable.items() if b not in self.boundaries}
-        self.preload = (*info.preload, *_libraries_of(spec))
+        self.preload = (*info.preload, *_libraries_of(spec), *_mcp_preload(spec))
         self.torn_write_unreachable = info.why_not_torn or _why_not_torn(spec)
         self.tears_writes = False
         facts = framework.check(spec) if hasattr(framework, "check") else AgentFacts()
@@ -653,6 +662,10 @@ class ForeignAdapter:
                 on_sync = self._on_session_sync(ctx, watch, scratch)
             else:
                 on_request = self._on_request_tearing(ctx, watch, scratch, on_request, holder)
+        # tools: mcp: every relay of this life is forked from its warm server, itself forked
+        # here, before the loopback server's threads run (harness.agents.mcp_warm).
+        warm = WarmRelays.forked() if self.spec.tools == "mcp" and warm_relays() else None
+        self._warm = warm
         server = LoopbackServer(
             model,
             # Proxy mode: the team's own MCP server runs the tools, never the mock ones.
@@ -687,10 +700,14 @@ class ForeignAdapter:
         # Proxy mode: the relay passes the calls on to the team's server (mcp.proxy, filled in).
         proxy = self.spec.mcp_proxy
         upstream = [] if proxy is None else proxy.formatted(values, here=str(self.spec.here)).relay_args()
-        values["mcp_command"] = shlex.join([*relay_command(server.base_url), *upstream])
+        values["mcp_command"] = shlex.join(
+            [*relay_command(server.base_url), *upstream]
+            if warm is None
+            else warm.command(["--life", server.base_url, *upstream])
+        )
         if self.spec.tools == "mcp" and self.spec.mcp_transport == "http":
             stderr = ctx.case_dir / f"mcp-relay-{ctx.life}.stderr"
-            relays.append(HttpRelay(server.base_url, stderr, ctx.trace, upstream=upstream))
+            relays.append(HttpRelay(server.base_url, stderr, ctx.trace, upstream=upstream, warm=warm))
             values["mcp_url"] = relays[0].url
         env = {
             **client_env(server.model_url),
@@ -718,8 +735,10 @@ class ForeignAdapter:
                 self._run_command(ctx, server, env, cwd, conversation, values, holder, messages)
         finally:
             server.close()
-            for relay in relays:
-                relay.close()
+            for http_relay in relays:
+                http_relay.close()
+            if warm is not None:
+                warm.close()
         if server.errors:
             raise HarnessError(f"loopback server failed: {server.errors[0]}")
         probe.probe(f"end of life {ctx.life}")
@@ -967,8 +986,11 @@ class ForeignAdapter:
         pump.start()
         try:
             code = process.wait()
-            # The life's HTTP MCP relay is the harness's, not something the agent left.
-            _left_behind(ctx.trace, [relay.pid for relay in self._relays if relay.pid is not None])
+            # The life's MCP relays are the harness's, not something the agent left: its HTTP
+            # relay, and the warm server with every relay forked there (the agent's own child
+            # is the launcher it spawned, harness.agents.mcp_launch).
+            own = [relay.pid for relay in self._relays if relay.pid is not None]
+            _left_behind(ctx.trace, own if self._warm is None else [*own, self._warm.pid])
         finally:
             # Whatever it left running in its group goes with it.
             with contextlib.suppress(ProcessLookupError):

@@ -24,6 +24,11 @@ A real process means "the MCP server died" is a real SIGKILL of it. The relay di
 parent (the agent that spawned it, or the life), and in a process group of its own, so that
 stopping the agent's group never stops the relay that must write the agent its answer.
 
+In a life the relay is started warm (``harness.agents.mcp_warm``): forked by a server that
+imported the SDK once, ``{mcp_command}`` a stdlib launcher handing it the agent's pipes
+(``harness.agents.mcp_launch``); ``serve`` is the relay proper in both. Started as above
+(``crashmatrix mcp-serve``), it imports the SDK itself: 1-6 s.
+
 The response is shaped on the wire, after the SDK produced it: the SDK validates what a
 handler returns, so a malformed result and a dropped one are made where the JSON-RPC response
 is written (stdio: the line to stdout; HTTP: the SSE event in the POST's response).
@@ -33,10 +38,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -46,12 +53,26 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from io import TextIOWrapper
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, cast
 
 import anyio
 import httpx
 
-__all__ = ["HttpRelay", "ToolBackend", "kill_stdio_relay", "main", "relay_command", "sdk_problem"]
+if TYPE_CHECKING:
+    from crashmatrix.harness.agents.mcp_warm import RelayHandle, WarmRelays
+
+__all__ = [
+    "HttpRelay",
+    "ToolBackend",
+    "at_exit",
+    "kill_stdio_relay",
+    "main",
+    "parser",
+    "relay_command",
+    "sdk_problem",
+    "serve",
+    "warm_up",
+]
 
 # Seconds a call to the life may take: the life may hold it at an edge while it decides, and a
 # stopped agent makes nothing faster. A dead life refuses the connection at once.
@@ -78,12 +99,14 @@ class HttpRelay:
     """The life's streamable HTTP relay (``mcp: {transport: http}``): started before the
     agent, killed by ``tool_server_died`` and started again on the same port.
 
-    The life binds the port and keeps it: each relay serves the listening socket it inherits
-    (``--http-fd``), so the port is listening from the start (an agent connecting before the
-    relay is up waits in the backlog, never refused), and a restart cannot lose the port to
-    another process. Relays are started from one thread of their own, which lives as long as
-    the life: a relay dies with the thread that started it (``die_with_parent``), and a
-    request thread of the loopback server ends with its request."""
+    The life binds the port and keeps it: each relay serves the listening socket it is given,
+    so the port is listening from the start (an agent connecting before the relay is up waits
+    in the backlog, never refused), and a restart cannot lose the port to another process.
+    With ``warm`` (the life's ``harness.agents.mcp_warm`` server) each relay is forked there,
+    the socket handed over; without, each is a new process (``--http-fd``), started from one
+    thread of its own, which lives as long as the life: a relay dies with the thread that
+    started it (``die_with_parent``), and a request thread of the loopback server ends with
+    its request."""
 
     def __init__(
         self,
@@ -92,11 +115,13 @@ class HttpRelay:
         trace: Callable[[Mapping[str, Any]], None],
         *,
         upstream: Sequence[str] = (),
+        warm: WarmRelays | None = None,
     ) -> None:
         self._life_url = life_url
         self._upstream = tuple(upstream)  # proxy mode: --upstream-command/--upstream-url
         self._stderr = stderr
         self._trace = trace
+        self._warm = warm
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
         self._sock.listen(64)
@@ -104,7 +129,7 @@ class HttpRelay:
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/mcp"
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-relay")
         self._lock = threading.Lock()
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | RelayHandle | None = None
 
     @property
     def pid(self) -> int | None:
@@ -113,10 +138,19 @@ class HttpRelay:
             return None if self._process is None else self._process.pid
 
     def start(self) -> None:
-        process = self._starter.submit(self._spawn).result()
+        process = self._forked() if self._warm is not None else self._starter.submit(self._spawn).result()
         with self._lock:
             self._process = process
         self._trace({"event": "mcp_relay", "pid": process.pid, "url": self.url})
+
+    def _forked(self) -> RelayHandle:
+        assert self._warm is not None
+        with open(self._stderr, "ab") as stderr:
+            return self._warm.start(
+                ["--life", self._life_url, *self._upstream],
+                listening=self._sock.fileno(),
+                stderr=stderr.fileno(),
+            )
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         fd = self._sock.fileno()
@@ -137,16 +171,23 @@ class HttpRelay:
         with self._lock:
             process = self._process
         if process is not None and process.pid == pid:
-            process.wait()
+            process.wait()  # gone: no longer accepting on the port
+            if not isinstance(process, subprocess.Popen):
+                process.close()
             self.start()
 
     def close(self) -> None:
         with self._lock:
             process, self._process = self._process, None
-        if process is not None:
+        if isinstance(process, subprocess.Popen):
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             process.wait()
+        elif process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            process.wait()
+            process.close()
         self._starter.shutdown(wait=True)
         self._sock.close()
 
@@ -157,13 +198,30 @@ def kill_stdio_relay(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's default context, made once: loading the CA bundle took 90 ms of every relay's
+    start, and a warm relay inherits the one its server made (``warm_up``)."""
+    return httpx.create_ssl_context()
+
+
+def warm_up() -> None:
+    """What a relay would otherwise do first at each start, done once by the warm server
+    before it forks relays (``harness.agents.mcp_warm``): httpx's transport imports httpcore
+    on first use, the SSL context, anyio's asyncio backend."""
+    import anyio._backends._asyncio  # noqa: F401
+    import httpcore  # noqa: F401
+
+    _tls()
+
+
 class _Life:
     """The life's ``/mcp/*`` routes. A life that is gone ends the relay: its case is over."""
 
     def __init__(self, url: str) -> None:
         self.url = url.rstrip("/")
         self.pid = os.getpid()
-        self._client = httpx.AsyncClient(timeout=LIFE_TIMEOUT)
+        self._client = httpx.AsyncClient(timeout=LIFE_TIMEOUT, verify=_tls())
 
     async def get(self, step: str) -> dict[str, Any]:
         return await self._ask(self._client.get(f"{self.url}/mcp/{step}"))
@@ -179,7 +237,7 @@ class _Life:
         except httpx.TransportError:
             # The life died (a crash point killed it) or it dropped this request on purpose
             # (it killed this relay as it answered): nothing is left to serve.
-            os._exit(0)
+            _exit(0)
 
 
 class _Served:
@@ -446,7 +504,8 @@ async def _run(args: argparse.Namespace, sock: socket.socket | None) -> None:
             await _serve_http(server, wire, sock)
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The relay's options (``crashmatrix mcp-serve``, and a warm relay's request)."""
     parser = argparse.ArgumentParser(
         prog="crashmatrix mcp-serve",
         description="Serve a crashmatrix case's tools over MCP (stdio, or streamable HTTP with --http).",
@@ -482,7 +541,7 @@ def sdk_problem() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     problem = sdk_problem()
     if problem:
         print(f"crashmatrix mcp-serve: {problem}", file=sys.stderr)
@@ -494,16 +553,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
     die_with_parent(os.getppid())
-    sock = _listening(args.http, args.http_fd)
+    serve(args, _listening(args.http, args.http_fd))
+
+
+def serve(args: argparse.Namespace, sock: socket.socket | None) -> NoReturn:
+    """Serve until the client closes the session (stdio) or the relay is killed, then exit
+    this process: over stdio, or streamable HTTP on the listening ``sock``."""
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(_run, args, sock)
-    # The client closed the session (or the server was stopped): nothing is left to write or
-    # keep. Tearing the interpreter down (the SDK's modules, the threads it started) took
-    # ~1.5 s, which every agent's MCP client waits out when it closes (measured:
+    _exit(0)
+
+
+_AT_EXIT: list[Callable[[int], None]] = []
+
+
+def at_exit(hook: Callable[[int], None]) -> None:
+    """Run ``hook(status)`` as the relay exits on its own (a warm relay tells its launcher)."""
+    _AT_EXIT.append(hook)
+
+
+def _exit(status: int) -> NoReturn:
+    # The client closed the session (or the life is gone): nothing is left to write or keep.
+    # Tearing the interpreter down (the SDK's modules, the threads it started) took ~1.5 s,
+    # which every agent's MCP client waits out when it closes (measured:
     # benchmarks/mcp_relay.py's exit line).
+    for hook in _AT_EXIT:
+        hook(status)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,21 @@
 """harness.agents.mcp_relay + the loopback server's /mcp/* routes, end to end with the official
 ``mcp`` client: the edges a call passes in order, and each tool-side fault acting for real (the
 relay's pid dies, the HTTP relay comes back on the same port, the response is dropped, isError,
-a result the client refuses), read from the trace's events and the world's counts."""
+a result the client refuses), read from the trace's events and the world's counts.
+
+Relays are started as a life starts them, warm (harness.agents.mcp_warm: one server for the
+module, the client spawning the launcher); the launcher's ties are tested for real (its relay
+goes when it is killed or its agent dies, it dies with a killed relay). One stdio and one HTTP
+test start the relay cold (``crashmatrix mcp-serve``), as a team may run it by hand."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -19,6 +28,7 @@ import pytest
 from crashmatrix.harness.agents.loopback import LoopbackServer, McpLife
 from crashmatrix.harness.agents.mcp_relay import HttpRelay, kill_stdio_relay, relay_command
 from crashmatrix.harness.agents.mcp_tools import mcp_tools, takes_key
+from crashmatrix.harness.agents.mcp_warm import WarmRelays
 from crashmatrix.harness.agents.tool_faults import ToolSideFault, arm, take
 from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.mock_tools.order_api import OrderAPI
@@ -40,6 +50,7 @@ class Life:
     case: Path
     server: LoopbackServer
     world: World
+    warm: WarmRelays | None
     trace: list[Mapping[str, Any]] = field(default_factory=list)
     relays: list[HttpRelay] = field(default_factory=list)
 
@@ -50,8 +61,16 @@ class Life:
         return [event for event in self.trace if event.get("event") == name]
 
 
+@pytest.fixture(scope="module")
+def warm() -> Iterator[WarmRelays]:
+    """One warm relay server for the module (its start imports the SDK once)."""
+    server = WarmRelays.spawned()
+    yield server
+    server.close()
+
+
 @pytest.fixture
-def life(tmp_path: Path) -> Iterator[Life]:
+def life(tmp_path: Path, warm: WarmRelays) -> Iterator[Life]:
     World.create(tmp_path / "world")
     world = World(tmp_path / "world")
     trace: list[Mapping[str, Any]] = []
@@ -80,7 +99,7 @@ def life(tmp_path: Path) -> Iterator[Life]:
         ),
     )
     server.start()
-    here = Life(tmp_path, server, world, trace, relays)
+    here = Life(tmp_path, server, world, warm, trace, relays)
     yield here
     for relay in relays:
         relay.close()
@@ -102,12 +121,19 @@ async def _calls(session: Any, *calls: tuple[str, dict[str, Any], str]) -> list[
     return out
 
 
+def _command(life: Life) -> list[str]:
+    """The agent's ``{mcp_command}``: the launcher of a warm relay, or the cold relay."""
+    if life.warm is None:
+        return relay_command(life.server.base_url)
+    return life.warm.command(["--life", life.server.base_url])
+
+
 def _stdio(life: Life, *calls: tuple[str, dict[str, Any], str]) -> tuple[list[Any], list[int]]:
     """The calls over a stdio relay the client spawns (as an agent does); the relays' pids."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    command = relay_command(life.server.base_url)
+    command = _command(life)
 
     async def run() -> list[Any]:
         async with AsyncExitStack() as stack:
@@ -129,7 +155,7 @@ def _http(life: Life, *calls: tuple[str, dict[str, Any], str]) -> list[Any]:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    relay = HttpRelay(life.server.base_url, life.case / "relay.stderr", life.trace.append)
+    relay = HttpRelay(life.server.base_url, life.case / "relay.stderr", life.trace.append, warm=life.warm)
     life.relays.append(relay)
     relay.start()
 
@@ -162,7 +188,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_a_call_passes_running_effect_and_sent_in_order_and_tells_the_attribution(life: Life) -> None:
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_a_call_passes_running_effect_and_sent_in_order_and_tells_the_attribution(
+    life: Life, start: str
+) -> None:
+    if start == "cold":
+        life.warm = None
     (result,) = _stdio(life, ("send_email", EMAIL, "call_mail"))[0]
     assert not result.is_error and result.structured_content["ok"] is True
     assert _edges(life) == [
@@ -212,7 +243,10 @@ def test_tool_result_malformed_acts_after_the_effect_and_the_client_refuses_it(l
     assert [e["fault"] for e in life.events("fault")] == ["tool_result_malformed"]
 
 
-def test_the_http_relay_dies_and_comes_back_on_the_same_port(life: Life) -> None:
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_the_http_relay_dies_and_comes_back_on_the_same_port(life: Life, start: str) -> None:
+    if start == "cold":
+        life.warm = None
     arm(life.case, ToolSideFault("tool_server_died", "call_1"))
     died, after = _http(life, ("send_email", EMAIL, "call_1"), ("send_email", EMAIL, "call_2"))
     assert isinstance(died, Exception)
@@ -241,3 +275,104 @@ def test_an_http_call_passes_the_same_edges(life: Life) -> None:
     assert not result.is_error
     assert [b for b, _ in _edges(life)] == ["after_running", "after_side_effect"]
     assert os.path.exists(life.case / "relay.stderr")
+
+
+# -- the launcher ({mcp_command}) and its warm relay: the agent's view of its child ----------
+
+INITIALIZE = (
+    b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": '
+    b'"2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}\n'
+)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as listing:
+            return [int(child) for child in listing.read().split()]
+    except OSError:
+        return []
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _launched(life: Life) -> tuple[subprocess.Popen[bytes], int]:
+    """The launcher, spawned as an agent spawns its server and answering ``initialize``, and
+    the pid of the relay serving it (the warm server's one new child)."""
+    assert life.warm is not None
+    before = set(_children(life.warm.pid))
+    launcher = subprocess.Popen(_command(life), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert launcher.stdin is not None and launcher.stdout is not None
+    launcher.stdin.write(INITIALIZE)
+    launcher.stdin.flush()
+    assert b'"id":1' in launcher.stdout.readline().replace(b" ", b"")
+    [relay] = set(_children(life.warm.pid)) - before
+    return launcher, relay
+
+
+def test_a_killed_relay_is_end_of_file_to_the_agent_and_its_launcher_dies_killed(life: Life) -> None:
+    launcher, relay = _launched(life)
+    kill_stdio_relay(relay)  # tool_server_died
+    assert launcher.stdout is not None and launcher.stdout.read() == b""  # no one else holds the pipe
+    assert launcher.wait(10) == -signal.SIGKILL  # the server process the agent knows died killed
+    assert _gone(relay)
+
+
+def test_closing_the_launchers_stdin_ends_the_relay_and_the_launcher_exits_0(life: Life) -> None:
+    launcher, relay = _launched(life)
+    assert launcher.stdin is not None
+    launcher.stdin.close()  # the agent's MCP client closes the session
+    assert launcher.wait(10) == 0
+    assert _gone(relay)
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_a_launcher_the_agent_kills_takes_its_relay(life: Life, how: signal.Signals) -> None:
+    launcher, relay = _launched(life)
+    launcher.send_signal(how)
+    launcher.wait(10)
+    assert _gone(relay), "the relay outlived the launcher its agent killed"
+
+
+def test_an_agent_killed_leaves_neither_its_launcher_nor_its_relay(life: Life) -> None:
+    assert life.warm is not None
+    before = set(_children(life.warm.pid))
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "p = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"
+            "print(p.pid, flush=True)\n"
+            "time.sleep(120)\n",
+            *_command(life),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert agent.stdout is not None
+    launcher = int(agent.stdout.readline())
+    deadline = time.monotonic() + 30
+    while not set(_children(life.warm.pid)) - before and time.monotonic() < deadline:
+        time.sleep(0.01)  # the relay is forked once the launcher asked for it
+    [relay] = set(_children(life.warm.pid)) - before
+    agent.kill()
+    agent.wait()
+    assert _gone(launcher) and _gone(relay)
+
+
+def test_a_warm_server_that_dies_takes_its_relays(life: Life) -> None:
+    """A life that dies takes its warm server (PR_SET_PDEATHSIG), which takes every relay."""
+    own = WarmRelays.spawned()
+    life.warm = own
+    try:
+        launcher, relay = _launched(life)
+    finally:
+        own.close()
+    assert _gone(relay)
+    assert launcher.wait(10) == -signal.SIGKILL  # its agent sees its server die
