@@ -44,6 +44,7 @@ from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery, run_tool_fault
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.input.suite import scenario_files
+from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import (
     POWER_BOUNDARIES,
@@ -313,6 +314,9 @@ class _Runner:
     deadline: float
     reference: str
     progress: Callable[[str], None]
+    # First crashes from each clean life's snapshots (``harness.lives.snapshots``); None:
+    # each case runs its own first life (``--no-snapshots``).
+    shared: FirstCrashes | None = None
     _reference_results: dict[tuple[str, str], bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -331,6 +335,7 @@ class _Runner:
                 case_dir,
                 agent=agent,
                 deadline=self.deadline,
+                shared=self.shared,
             )
         result = run_point(
             scenario,
@@ -340,6 +345,7 @@ class _Runner:
             agent=agent,
             deadline=self.deadline,
             power_loss=case.kind == POWER,
+            shared=self.shared,  # not for a power case: it runs whole, its life 1 recording
         )
         return result
 
@@ -351,7 +357,12 @@ class _Runner:
         case_dir = self.work_dir / "reference" / scenario.path.stem / _safe(case.case_id)
         if case.kind == "clean":
             passed = enumerate_points(
-                scenario, self.launcher, case_dir, agent=self.reference, deadline=self.deadline
+                scenario,
+                self.launcher,
+                case_dir,
+                agent=self.reference,
+                deadline=self.deadline,
+                shared=self.shared,
             ).clean_verdict.passed
         else:
             passed = self.run(scenario, case, self.reference, case_dir).passed
@@ -385,7 +396,12 @@ class _Runner:
             label = _label(scenario)
             base = self.work_dir / name / scenario.path.stem
             enum = enumerate_points(
-                scenario, self.launcher, base / "clean", agent=mutant, deadline=self.deadline
+                scenario,
+                self.launcher,
+                base / "clean",
+                agent=mutant,
+                deadline=self.deadline,
+                shared=self.shared,
             )
             runs += 1
             points = [
@@ -463,14 +479,19 @@ def run_kill_matrix(
     progress: Callable[[str], None] | None = None,
     invariants_only: bool = False,
     tool_side: bool = True,
+    snapshots: bool = True,
 ) -> KillMatrix:
     """Run the kill matrix. ``mutants`` are agent specs (``module:factory``); ``deadline``
     is per life, as everywhere else. Mutants run ``workers`` at a time (each case is its
     own processes, so threads only wait). ``invariants_only``: a case failed by the
-    scenario's expectations alone is noted, not counted, and the search goes on."""
+    scenario's expectations alone is noted, not counted, and the search goes on.
+    ``snapshots``: each (agent, scenario)'s clean life leaves every point's first crash, and
+    the cases start there (``harness.lives.snapshots``; the same kill matrix, proven by
+    ``benchmarks/snapshot_equivalence.py``)."""
     started = time.monotonic()
     scenarios = [load_scenario(p) for p in scenario_paths]
-    runner = _Runner(launcher, power, work_dir, deadline, reference, progress or (lambda _: None))
+    shared = FirstCrashes(work_dir / "first-crashes", snapshots=True) if snapshots else None
+    runner = _Runner(launcher, power, work_dir, deadline, reference, progress or (lambda _: None), shared)
 
     def row(mutant: str) -> MutantRow:
         return runner.mutant_row(
@@ -527,6 +548,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep", type=Path, help="keep case directories here")
     parser.add_argument("--json", type=Path, help="also write the matrix as JSON here")
     parser.add_argument("--case-deadline", type=float, default=30.0)
+    parser.add_argument(
+        "--no-snapshots",
+        action="store_true",
+        help="each first crash a life killed at its point, not the clean life's snapshot there",
+    )
     return parser
 
 
@@ -566,6 +592,7 @@ def main_mutants(argv: Sequence[str]) -> int:
             progress=lambda line: print(line, flush=True),
             invariants_only=args.invariants,
             tool_side=not args.no_tool_side_faults,
+            snapshots=not args.no_snapshots,
         )
     except CrashmatrixError as error:
         print(f"crashmatrix: {error}", file=sys.stderr)
