@@ -142,8 +142,8 @@ STDIO_KEEPS_RESPONSES = (
 # none of its calls crossed to a tool side the harness serves.
 NOTHING_REACHED = (
     "no call of the clean run reached a tool side crashmatrix serves (every call was refused "
-    "before it ran, or ran where the harness has no seam: an intercepted function, the agent's "
-    "own code)"
+    "before it ran, or its tools run where no tool side is wired: an intercepted function, a "
+    "framework adapter's own wrapper of the mock tools, the agent's own code)"
 )
 # Why a team's own tool functions cannot take a tool-side fault (``tools: agent``, no services).
 OWN_FUNCTIONS = (
