@@ -71,25 +71,28 @@ def test_a_dbos_agent_reaches_dboss_step_rows_and_loads_again_in_one_process() -
     assert "before_tool_result" not in plain.boundaries
 
 
+# Slow tests, one scenario each (the whole matrix is docs/frameworks.md's measured run): the
+# email sent twice by the docs' agent; the order kept one by the fixed one's keyed step (its
+# keyed email step is the golden tests/golden/test_pydantic_ai_dbos.py's).
+
+
 @pytest.mark.slow
 def test_the_dbos_agents_recovered_run_sends_again_past_the_effect_and_only_there(
     pytester: pytest.Pytester,
 ) -> None:
-    cases = case_outcomes(pytester, TEAM / "adapter_dbos.yaml", SCENARIOS, "--no-recovery-crashes")
-    for stem, call in CALLS.items():
-        outcomes = {case: outcome for case, (outcome, _) in cases[stem].items()}
-        assert outcomes[f"after_side_effect[{call}]"] == "failed", (stem, outcomes)
-        assert [case for case, outcome in outcomes.items() if outcome == "failed"] == [
-            f"after_side_effect[{call}]"
-        ], (stem, outcomes)
-        for point in ("clean", f"after_tool_call_saved[{call}]", f"after_running[{call}]"):
-            assert outcomes[point] == "passed", (stem, point, outcomes)
+    cases = case_outcomes(pytester, TEAM / "adapter_dbos.yaml", SCENARIOS[:1], "--no-recovery-crashes")
+    outcomes = {case: outcome for case, (outcome, _) in cases["send_once"].items()}
+    assert [case for case, outcome in outcomes.items() if outcome == "failed"] == [
+        "after_side_effect[call_mail]"
+    ], outcomes
+    for point in ("clean", "after_tool_call_saved[call_mail]", "after_running[call_mail]"):
+        assert outcomes[point] == "passed", (point, outcomes)
 
 
 @pytest.mark.slow
 def test_the_dbos_agent_with_keyed_steps_is_green_at_every_first_crash(pytester: pytest.Pytester) -> None:
-    cases = case_outcomes(pytester, TEAM / "adapter_dbos_fixed.yaml", SCENARIOS, "--no-recovery-crashes")
-    for stem, call in CALLS.items():
+    cases = case_outcomes(pytester, TEAM / "adapter_dbos_fixed.yaml", SCENARIOS[1:], "--no-recovery-crashes")
+    for stem, call in list(CALLS.items())[1:]:
         outcomes = {case: outcome for case, (outcome, _) in cases[stem].items()}
         assert "failed" not in outcomes.values(), (stem, outcomes)
         # The step's effect made, its row not committed (DBOS runs it again), and committed
