@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import tempfile
 from pathlib import Path
 
 from crashmatrix.harness.lives.forkserver import in_server, warming
+from crashmatrix.harness.lives.janitor import temporary_directory
 from crashmatrix.harness.lives.life import mocks
 
 __all__ = ["throwaway_life", "warm_framework"]
@@ -55,13 +55,16 @@ model:
 
 def throwaway_life(agent: str) -> None:
     """One clean life of ``agent`` on the two-call scenario, in this process, in a temporary
-    directory removed after it. Raises what the life raises."""
+    directory removed after it (``janitor``: even if the server is killed meanwhile). Raises
+    what the life raises."""
     from crashmatrix.harness.input.scenario import load_scenario
     from crashmatrix.harness.lives.casedir import fresh_case
     from crashmatrix.harness.lives.life import LifeSpec, run_life
     from crashmatrix.harness.lives.tracer import Tracer
 
-    with tempfile.TemporaryDirectory(prefix="crashmatrix-warmup-") as tmp:
+    # Removed when the life ends, and also when the server is SIGKILLed during it (the
+    # harness stopping early: a SIGTERM, a Ctrl-C, a CI timeout).
+    with temporary_directory("crashmatrix-warmup-") as tmp:
         path = Path(tmp) / "warmup.yaml"
         path.write_text(_SCENARIO, encoding="utf-8")
         scenario = load_scenario(path)
