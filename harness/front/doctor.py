@@ -35,6 +35,7 @@ import dataclasses
 import fcntl
 import functools
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -101,6 +102,7 @@ from crashmatrix.harness.verdict.invariants import not_applicable as checks_not_
 from crashmatrix.harness.verdict.verdict import evidence, judge
 
 __all__ = [
+    "beside_adapter",
     "blind_checks",
     "cache_dir",
     "cached_coverage",
@@ -145,10 +147,13 @@ class _Cannot(CannotPlant):
 def doctor_scenarios(adapter: AgentAdapter, suite: Path = BUILTIN_SUITE) -> Iterator[Scenario]:
     """The scenarios of the suite that apply to the agent as it is, in the doctor's order: no
     fault, no edit between lives, no approval answered no (the doctor plants its own faults)."""
-    capabilities = capabilities_of(adapter)
     paths = scenario_files(suite)
-    ranked = sorted(paths, key=lambda p: (_rank(p, suite), str(p)))
-    for path in ranked:
+    yield from _applying(adapter, sorted(paths, key=lambda p: (_rank(p, suite), str(p))))
+
+
+def _applying(adapter: AgentAdapter, paths: Sequence[Path]) -> Iterator[Scenario]:
+    capabilities = capabilities_of(adapter)
+    for path in paths:
         scenario = load_scenario(path)
         answers = [*scenario.approvals.values(), *scenario.approvals_again.values()]
         if scenario.faults or scenario.between_lives or any(str(a).lower() in _SAY_NO for a in answers):
@@ -158,13 +163,38 @@ def doctor_scenarios(adapter: AgentAdapter, suite: Path = BUILTIN_SUITE) -> Iter
 
 
 def doctor_scenario(adapter: AgentAdapter, suite: Path = BUILTIN_SUITE) -> Scenario:
-    """The first scenario of the suite that applies to the agent as it is (``doctor_scenarios``)."""
+    """The first scenario of the suite that applies to the agent as it is (``doctor_scenarios``);
+    for an agent that has none of the suite's tools (its own MCP server's, in proxy mode), the
+    first that applies of the scenarios beside its adapter file (``beside_adapter``)."""
     for scenario in doctor_scenarios(adapter, suite):
+        return scenario
+    for scenario in _applying(adapter, beside_adapter(adapter)):
         return scenario
     raise InputError(
         f"doctor: no scenario of {suite} applies to agent {adapter.name!r} "
-        "(it has none of the suite's tools); give one with --scenario FILE"
+        "(it has none of the suite's tools), nor does one beside its adapter file; "
+        "give one with --scenario FILE"
     )
+
+
+_SCENARIO_SCHEMA = re.compile(r"\$schema=\S*scenario\.schema\.json")
+
+
+def beside_adapter(adapter: AgentAdapter) -> list[Path]:
+    """The scenario files in the folder of the agent's adapter YAML: those that declare the
+    scenario schema in their leading comments (as ``crashmatrix explore`` and the examples
+    write them; an adapter or a contract beside them declares its own), sorted."""
+    here = getattr(getattr(adapter, "spec", None), "here", None)
+    if not isinstance(here, Path) or not here.is_dir():
+        return []
+    found = []
+    for path in sorted(here.glob("*.y*ml")):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            comments = itertools.takewhile(lambda line: line.lstrip().startswith("#"), lines)
+            if any(_SCENARIO_SCHEMA.search(line) for line in comments):
+                found.append(path)
+    return found
 
 
 def _rank(path: Path, suite: Path) -> int:

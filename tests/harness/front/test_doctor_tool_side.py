@@ -1,5 +1,7 @@
 """``crashmatrix doctor`` on an agent whose tools are on crashmatrix's MCP server (``tools: mcp``):
-each tool-side column is proven to act on it, or named blind or n.a. with why.
+each tool-side column is proven to act on it, or named blind or n.a. with why; and a proxy-mode
+agent (its own MCP server's tools, none of the suite's) is doctored on the scenario beside its
+adapter instead of refused.
 
 The tool-side columns reach such an agent only through its own configuration (the server it
 starts or connects to): an agent that talks to a server of its own passes every tool-side case
@@ -10,6 +12,7 @@ and catches the plain mcp-SDK agent pointed at a server of its own.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import pytest
 
 from crashmatrix.harness.agents.loading import fork_preload, load_adapter
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.front import doctor
 from crashmatrix.harness.front.doctor import tool_side_plan
 from crashmatrix.harness.input.scenario import load_scenario
@@ -73,6 +77,21 @@ def test_an_agent_whose_tool_side_is_the_harnesss_own_code_has_no_tool_side_proo
     # configuration stands between its calls and the harness's faults.
     assert tool_side_plan(load_adapter("reference"), _reached("call_mail")) == []
     assert tool_side_plan(load_adapter(str(ROOT / "examples" / "desk_agent" / "adapter.yaml")), []) == []
+
+
+def test_a_proxy_agent_with_none_of_the_suites_tools_is_doctored_on_the_scenario_beside_its_adapter(
+    tmp_path: Path,
+) -> None:
+    example = ROOT / "examples" / "mcp_filesystem"
+    adapter = load_adapter(str(example / "adapter.yaml"))
+    assert doctor.beside_adapter(adapter) == [example / "scenario.yaml"]  # not the adapters beside it
+    assert doctor.doctor_scenario(adapter).path == example / "scenario.yaml"
+    # Without one, the one line says where it looked and what to do.
+    shutil.copytree(example / "contracts", tmp_path / "contracts")
+    shutil.copy(example / "adapter.yaml", tmp_path / "adapter.yaml")
+    alone = load_adapter(str(tmp_path / "adapter.yaml"))
+    with pytest.raises(InputError, match="nor does one beside its adapter file; give one with --scenario"):
+        doctor.doctor_scenario(alone)
 
 
 # -- slow: real MCP agents -------------------------------------------------------------------
