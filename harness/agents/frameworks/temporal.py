@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import re
 import sqlite3
 import sys
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -70,6 +71,7 @@ __all__ = [
     "load",
     "read_records",
     "read_turns",
+    "session_records",
     "steps_before",
     "turn_of",
 ]
@@ -215,6 +217,108 @@ def read_records(workspace: Path) -> list[Mapping[str, Any]]:
 
 def _history(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [dict(record["message"]) for record in records]
+
+
+_COMPLETIONS = (
+    "activity_task_completed_event_attributes",
+    "activity_task_failed_event_attributes",
+    "activity_task_timed_out_event_attributes",
+)
+
+
+class HistoryNodes:
+    """Where ``crashmatrix doctor`` plants its faults (``harness.agents.session_records``): the
+    activity completions in the server's ``history_node`` rows behind the chat records
+    ``read_records`` gives (record n is its n-th), rewritten as the server writes them (a
+    ``History`` batch, its payloads in Temporal's default JSON encoding)."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.path = workspace / DB_NAME
+
+    def name(self) -> str:
+        return f"{DB_NAME} history_node"
+
+    def _record(self, number: int) -> tuple[Mapping[str, Any], tuple[str, int]]:
+        from crashmatrix.harness.agents.frameworks.dbos import _sourced
+        from crashmatrix.harness.agents.session_records import CannotPlant
+
+        record, source = _sourced(read_turns(self.path))[number - 1]
+        if source is None:
+            raise CannotPlant("a user's message is the workflow's input, not an activity's completion")
+        return record, source
+
+    def get(self, number: int) -> bytes:
+        return json.dumps(self._record(number)[0]["message"], ensure_ascii=False).encode()
+
+    def again(self, number: int) -> str:
+        from crashmatrix.harness.agents.session_records import CannotPlant
+
+        raise CannotPlant(
+            "the server completes a scheduled activity once (a second completion is refused): never a "
+            "second result for one call",
+            not_applicable=True,
+        )
+
+    def _rewrite(self, workflow_id: str, scheduled: int, change: Callable[[Any], bool]) -> None:
+        """Apply ``change`` to the completion event of activity ``scheduled`` (False: drop it)
+        in the newest write of its history node."""
+        from temporalio.api.history.v1 import History
+
+        with contextlib.closing(sqlite3.connect(self.path, timeout=30.0)) as db, db:
+            [(run_id,)] = db.execute(
+                "SELECT run_id FROM current_executions WHERE workflow_id = ?", (workflow_id,)
+            ).fetchall()
+            rows = db.execute(
+                "SELECT node_id, txn_id, data FROM history_node WHERE tree_id = ?"
+                " ORDER BY node_id, txn_id DESC",
+                (run_id,),
+            ).fetchall()
+            newest: dict[int, tuple[int, bytes]] = {}
+            for node_id, txn_id, data in rows:
+                newest[int(node_id)] = (int(txn_id), bytes(data))
+            for node_id, (txn_id, data) in newest.items():
+                batch = History.FromString(data)
+                for index, event in enumerate(batch.events):
+                    kind = event.WhichOneof("attributes")
+                    if kind in _COMPLETIONS and getattr(event, kind).scheduled_event_id == scheduled:
+                        if not change(event):
+                            del batch.events[index]
+                        db.execute(
+                            "UPDATE history_node SET data = ?"
+                            " WHERE tree_id = ? AND node_id = ? AND txn_id = ?",
+                            (batch.SerializeToString(), run_id, node_id, txn_id),
+                        )
+                        return
+
+    def replace(self, number: int, text: bytes) -> None:
+        from temporalio.converter import default
+
+        record, (workflow_id, scheduled) = self._record(number)
+        new = json.loads(text)
+
+        def rewrite(event: Any) -> bool:
+            attributes = event.activity_task_completed_event_attributes
+            [value] = _values(attributes.result.payloads) or [None]
+            if record["message"]["role"] == "tool":
+                value = new.get("content")
+            elif isinstance(value, Mapping):
+                value = {**value, "tool_calls": new.get("tool_calls") or [], "content": new.get("content")}
+            del attributes.result.payloads[:]
+            attributes.result.payloads.extend(default().payload_converter.to_payloads([value]))
+            return True
+
+        self._rewrite(workflow_id, scheduled, rewrite)
+
+    def tear(self, number: int) -> str:
+        """SQLite commits a write whole: one cut short is the completion never recorded."""
+        _, (workflow_id, scheduled) = self._record(number)
+        self._rewrite(workflow_id, scheduled, lambda event: False)
+        return f"{self.name()}: the completion of {workflow_id}'s activity {scheduled} never recorded"
+
+
+def session_records(workspace: Path) -> HistoryNodes:
+    """The doctor's store: the server's history of each turn."""
+    return HistoryNodes(workspace)
 
 
 # -- a life -----------------------------------------------------------------------------------------

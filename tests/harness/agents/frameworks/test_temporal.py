@@ -7,6 +7,7 @@ built as Temporal's protobuf messages, the server's SQLite rows by hand."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from temporalio.converter import default
 
 from crashmatrix.harness.agents.frameworks import temporal as t
 from crashmatrix.harness.agents.frameworks.dbos import chat_records, running_call
+from crashmatrix.harness.agents.session_records import CannotPlant
 from crashmatrix.harness.errors import InputError
 
 USER = [{"role": "user", "content": "Email alice"}]
@@ -195,3 +197,26 @@ def test_the_agent_value_form_says_in_one_line_to_write_an_adapter_yaml() -> Non
         "'framework: temporal' and 'factory: team.agent:build' in one, with its effects: "
         '(docs/frameworks.md "Temporal")'
     )
+
+
+def test_the_doctor_rewrites_and_tears_an_activitys_completion_where_the_reader_reads_it(
+    tmp_path: Path, history: _History
+) -> None:
+    h = history
+    h.completed(h.scheduled("ask_model"), _reply(("call_a", "send_email")))
+    h.completed(h.scheduled("send_email"), "Email sent to alice.")
+    run = b"\x01" * 16
+    _database(tmp_path / t.DB_NAME, [("turn-1", run, 1, -1, History(events=h.events).SerializeToString())])
+    store = t.session_records(tmp_path)
+    assert json.loads(store.get(3)) == {
+        "role": "tool",
+        "tool_call_id": "call_a",
+        "content": "Email sent to alice.",
+    }
+    store.replace(3, json.dumps({"role": "tool", "tool_call_id": "call_a", "content": "planted"}).encode())
+    assert t.read_records(tmp_path)[2]["message"]["content"] == "planted"
+    assert "never recorded" in store.tear(3)
+    assert [r["message"]["role"] for r in t.read_records(tmp_path)] == ["user", "assistant"]
+    with pytest.raises(CannotPlant) as caught:
+        store.again(3)
+    assert caught.value.not_applicable
