@@ -2,12 +2,17 @@
 
     python benchmarks/matrix.py                 # everything, ~2-4 minutes on 2 cores
     python benchmarks/matrix.py --quick         # a few scenarios only
+    python benchmarks/matrix.py --no-snapshots  # each first crash a life killed at its point
 
 Figures:
 * the built-in matrix (every scenario's clean case and crash points, no recovery@ items),
-  run case by case in this process with forked lives: cases, lives, wall time, cases per
-  second, per-case median and p95, peak memory, and this process's RSS before, halfway and
-  after (the second half's growth is what accumulates per case);
+  run case by case in this process with forked lives: cases, lives (the lives actually
+  started, per case), wall time, cases per second, per-case median and p95, peak memory,
+  and this process's RSS before, halfway and after (the second half's growth is what
+  accumulates per case). By default as the pytest plugin runs it (issue 31): each
+  scenario's clean case is one clean life that leaves a first crash at every point it
+  passes (``harness.lives.snapshots``), and each point's case starts from its snapshot;
+  with ``--no-snapshots`` each case runs its own first life up to its crash point;
 * the same sample of cases with forked lives and with a fresh interpreter per life
   (``--isolation=spawn``), and the ratio between them, from this one run;
 * one clean life run in this process (no fork): the agent's own work per life;
@@ -17,8 +22,10 @@ Figures:
   timed where it happens; the median case's), and how far the per-case median is from it;
 * optionally (``--memory``) the matrix again under tracemalloc: how much the Python heap
   grew over each half;
-* optionally (``--pytest``) the wall time of ``pytest scenarios/ -n 2`` as CI runs it, and
-  without its power column (``--no-power-loss``): what the power@P items add.
+* optionally (``--pytest``) the wall time of ``pytest scenarios/ -n 2`` as CI runs it and
+  with ``--no-snapshots``, in the same minutes, with the peak RSS of its controller and of
+  each worker (and each one's RSS after collection and at the end: flat or not); with
+  ``--power-column`` also without the power column (``--no-power-loss``).
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.front.cases import enumerate_points, run_point
 from crashmatrix.harness.input.scenario import load_scenario
+from crashmatrix.harness.lives.first_crash import FirstCrashes
 from crashmatrix.harness.lives.injector import LifeLauncher
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,16 +69,37 @@ def _pct(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+class Counted:
+    """The lives a launcher started (each ``run`` is one forked life)."""
+
+    def __init__(self, launcher: LifeLauncher) -> None:
+        self.lives = 0
+        run = launcher.run
+
+        def counted(*args: object, **kwargs: object) -> object:
+            self.lives += 1
+            return run(*args, **kwargs)  # type: ignore[arg-type]
+
+        launcher.run = counted  # type: ignore[method-assign]
+
+
 def _cases(
-    paths: Sequence[Path], launcher: LifeLauncher, work: Path
-) -> list[tuple[Scenario, CrashPoint | None]]:
+    paths: Sequence[Path], launcher: LifeLauncher, work: Path, shared: FirstCrashes | None = None
+) -> tuple[list[tuple[Scenario, CrashPoint | None]], list[float]]:
+    """Every scenario's cases, and with ``shared`` the seconds of each scenario's clean case:
+    its one clean life (the enumeration), which leaves every point's first crash."""
     cases: list[tuple[Scenario, CrashPoint | None]] = []
+    cleans: list[float] = []
     for index, path in enumerate(paths):
         scenario = load_scenario(path)
-        enum = enumerate_points(scenario, launcher, work / f"enum-{index}")
-        cases.append((scenario, None))
+        started = time.perf_counter()
+        enum = enumerate_points(scenario, launcher, work / f"enum-{index}", shared=shared)
+        if shared is not None:
+            cleans.append(time.perf_counter() - started)  # the clean case is this run
+        else:
+            cases.append((scenario, None))
         cases += [(scenario, p) for p in enum.points if scenario.covers(p)]
-    return cases
+    return cases, cleans
 
 
 @dataclass
@@ -90,6 +119,7 @@ def _run(
     launcher: LifeLauncher,
     work: Path,
     floor: Floor | None = None,
+    shared: FirstCrashes | None = None,
 ) -> tuple[list[float], int, int]:
     """Run the cases one at a time. With ``floor``, after each case: the fsyncs it made
     (every one, in its lives and in this process, timed where it happened by
@@ -100,7 +130,7 @@ def _run(
     lives = failed = 0
     for index, (scenario, point) in enumerate(cases):
         started = time.perf_counter()
-        result = run_point(scenario, point, launcher, work / f"c{index}")
+        result = run_point(scenario, point, launcher, work / f"c{index}", shared=shared)
         seconds.append(time.perf_counter() - started)
         lives += result.lives
         failed += not result.passed
@@ -162,6 +192,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spawn-sample", type=int, default=12, help="cases run both forked and spawned")
     parser.add_argument("--pytest", action="store_true", help="also time `pytest scenarios/ -n 2`")
     parser.add_argument(
+        "--no-snapshots", action="store_true", help="each first crash a life killed at its point (as before)"
+    )
+    parser.add_argument(
+        "--power-column", action="store_true", help="with --pytest: also time it with --no-power-loss"
+    )
+    parser.add_argument(
         "--memory",
         action="store_true",
         help="also run the matrix again under tracemalloc (Python heap growth)",
@@ -187,28 +223,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     fsync_probe.install(str(log_path))
     log = log_path.open(encoding="utf-8")
 
+    counted = Counted(fork)
+    shared = None if args.no_snapshots else FirstCrashes(work / "first-crashes", snapshots=True)
     started = time.perf_counter()
-    cases = _cases(paths, fork, work / "enumerate")
+    cases, cleans = _cases(paths, fork, work / "enumerate", shared)
     enumerate_s = time.perf_counter() - started
+    log.read()  # the enumeration's syncs: no case's (with snapshots, the clean cases')
+    enumeration_lives = counted.lives
     rss_before = _rss_kib()
     started = time.perf_counter()
-    log.read()  # the enumeration's syncs are no case's
     measured = Floor(log=log)
     # In two halves, every other case each, so that both meet (nearly) every scenario: the
     # first pays the one-time costs (a template per scenario, first-use caches), and what
     # the second adds is what accumulates per case.
-    seconds, lives, failed = _run(cases[::2], fork, work / "fork-1", measured)
+    seconds, lives, failed = _run(cases[::2], fork, work / "fork-1", measured, shared)
     rss_half = _rss_kib()
-    more = _run(cases[1::2], fork, work / "fork-2", measured)
+    more = _run(cases[1::2], fork, work / "fork-2", measured, shared)
     seconds, lives, failed = seconds + more[0], lives + more[1], failed + more[2]
+    # The lives actually started, not those a case's record names (a point's case names
+    # the first crash it starts from, which its snapshot made without a life of its own).
+    lives = counted.lives - enumeration_lives
+    if shared is not None:
+        seconds += cleans  # each scenario's clean case: its one clean life, snapshots and all
+        lives += enumeration_lives
+        cases += [(load_scenario(p), None) for p in paths]
+        wall_extra = enumerate_s  # the fsync figures below are the point cases'
+    else:
+        wall_extra = 0.0
     fsync_probe.uninstall()  # the lives' server keeps its probe; nothing else needs one
     log.close()
     del os.environ[fsync_probe.LOG_VARIABLE]
-    wall = time.perf_counter() - started
+    wall = time.perf_counter() - started + wall_extra
     rss_after = _rss_kib()
     median, p95 = statistics.median(seconds), _pct(seconds, 0.95)
-    print(f"matrix: {len(paths)} scenarios, {len(cases)} cases, {lives} lives, {failed} failed")
-    print(f"  enumeration (one clean run per scenario): {enumerate_s:.1f} s")
+    how = "first crashes from each clean life's snapshots" if shared else "--no-snapshots"
+    print(
+        f"matrix ({how}): {len(paths)} scenarios, {len(cases)} cases, {lives} lives started, {failed} failed"
+    )
+    print(f"  lives per case: {lives / len(cases):.2f} (target at most 1.25)")
+    print(
+        f"  enumeration (one clean run per scenario): {enumerate_s:.1f} s"
+        + (", the clean cases themselves (in the wall time below)" if shared else ", not a case")
+    )
     print(f"  forked lives, one case at a time: {wall:.1f} s, {len(cases) / wall:.1f} cases/s")
     print(
         f"  per case: median {median * 1000:.0f} ms, p95 {p95 * 1000:.0f} ms; per life {wall / lives * 1000:.0f} ms"
@@ -220,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     step = max(1, len(cases) // args.spawn_sample)
     sample = cases[::step][: args.spawn_sample]
-    fork_s, fork_lives, _ = _run(sample, fork, work / "sample-fork")
+    fork_s, fork_lives, _ = _run(sample, fork, work / "sample-fork")  # each case whole, both ways
     spawn_s, spawn_lives, _ = _run(sample, LifeLauncher("spawn"), work / "sample-spawn")
     print(
         f"isolation, same {len(sample)} cases: fork {sum(fork_s):.1f} s ({fork_lives} lives), spawn {sum(spawn_s):.1f} s ({spawn_lives} lives)"
@@ -243,7 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  a case needs {lives_per_case:.2f} lives and makes {statistics.mean(measured.fsyncs):.1f} fsyncs"
         f" (session, directories, the tools' files); the median case's took {fsync_s * 1000:.1f} ms"
     )
-    print(f"  floor per case {floor * 1000:.0f} ms; median case is {median / floor:.1f}x the floor")
+    print(
+        f"  floor per case {floor * 1000:.0f} ms; median case is {median / floor:.1f}x the floor"
+        " (target at most 3x)"
+    )
     scenario = next(s for s, p in cases if p is not None and p.boundary == "after_running")
     warm = _warm_life(scenario, work / "warm")
     print(
@@ -263,10 +322,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
     if args.pytest:
-        # With the power column (the default) and without it, in the same minutes: issue 19's
-        # target is that power@P items add at most 30% (they reuse P's first crash).
+        # As CI runs it and with --no-snapshots, in the same minutes (issue 31: under 35 s on a
+        # quiet machine); with --power-column also without the power column (issue 19's
+        # target: power@P items add at most 30%, they reuse P's first crash).
         walls: dict[str, float] = {}
-        for label, extra in (("without the power column", ["--no-power-loss"]), ("as CI runs it", [])):
+        runs = [("as CI runs it", []), ("with --no-snapshots", ["--no-snapshots"])]
+        if args.power_column:
+            runs.append(("without the power column", ["--no-power-loss"]))
+        rss_log = work / "rss.log"
+        env = dict(os.environ, CRASHMATRIX_RSS_LOG=str(rss_log), PYTHONPATH=str(ROOT / "benchmarks"))
+        for label, extra in runs:
+            rss_log.write_text("")
             started = time.perf_counter()
             done = subprocess.run(
                 [
@@ -280,17 +346,31 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "-p",
                     "no:cacheprovider",
                     "--no-report",
+                    "-p",
+                    "rss_probe",
                     *extra,
                 ],
                 cwd=ROOT,
                 capture_output=True,
                 text=True,
+                env=env,
             )
             walls[label] = time.perf_counter() - started
             last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-200:]
             print(f"pytest scenarios/ -n 2 {label}: {walls[label]:.0f} s wall ({last})")
-        base, full = walls["without the power column"], walls["as CI runs it"]
-        print(f"  the power column adds {100 * (full - base) / base:+.0f}% wall time (target: at most +30%)")
+            for line in sorted(rss_log.read_text().splitlines()):
+                role, pid, collected, end, peak = line.split()
+                print(
+                    f"  {role} {pid}: RSS {int(collected) / 1024:.0f} MiB after collection,"
+                    f" {int(end) / 1024:.0f} MiB at the end; peak {int(peak) / 1024:.0f} MiB"
+                )
+        full, plain = walls["as CI runs it"], walls["with --no-snapshots"]
+        print(f"  snapshots take {100 * (full - plain) / plain:+.0f}% wall time against --no-snapshots")
+        if "without the power column" in walls:
+            base = walls["without the power column"]
+            print(
+                f"  the power column adds {100 * (full - base) / base:+.0f}% wall time (target: at most +30%)"
+            )
         # Without a bytecode cache every process compiles the project from source (and
         # pytest rewrites it): the first run on a fresh clone, or PYTHONDONTWRITEBYTECODE=1.
         cached = any((ROOT / "harness" / "__pycache__").glob("*.pyc"))
