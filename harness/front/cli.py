@@ -35,6 +35,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -264,6 +265,14 @@ def _run(args: argparse.Namespace) -> int:
         templates_under(base / "templates")  # one directory to remove, however the run ends
         try:
             return _run_in(args, scenario, crash, second, base)
+        except KeyboardInterrupt:
+            # Its lives run on until their fork server stops (at exit), writing into the case
+            # directories removed below: a file made behind the removal's walk kept the run's
+            # directory in $TMPDIR (1 in 12 SIGTERMs). Stopped first, they die with it.
+            from crashmatrix.harness.lives.forkserver import stop_all
+
+            stop_all()
+            raise
         finally:
             _discard(base)
 
@@ -274,7 +283,13 @@ def _discard(base: Path) -> None:
     from crashmatrix.harness.lives.postgres import drop_case_databases
 
     drop_case_databases(base)
-    shutil.rmtree(base, ignore_errors=True)
+    # A life killed just now may still finish the one call it was making (a file created
+    # behind the walk): walked again until nothing is left, for a few seconds at most.
+    for _ in range(50):
+        shutil.rmtree(base, ignore_errors=True)
+        if not base.exists():
+            return
+        time.sleep(0.05)
 
 
 def _run_in(

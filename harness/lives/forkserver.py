@@ -53,7 +53,7 @@ from typing import Any, ClassVar
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.harness.lives import descendants
 
-__all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve", "warming"]
+__all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve", "stop_all", "warming"]
 
 _LEN = struct.Struct("!Q")
 _PID = struct.Struct("!q")
@@ -415,7 +415,10 @@ class ForkServer:
 
 
 @atexit.register
-def _stop_all() -> None:
+def stop_all() -> None:
+    """Stop every shared server, and with it every life it forked (they die with it:
+    ``parent_death``). At exit; and before an interrupted run removes its case directories,
+    which its lives would otherwise go on writing into (``harness.front.cli``)."""
     for server in list(ForkServer._shared.values()):
         server.stop()
 
