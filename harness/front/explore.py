@@ -5,7 +5,8 @@ one or two user turns, one or two assistant messages per turn, one or several to
 message drawn from the contract catalogue (every mock tool, each ``run_command`` class,
 keyed and unkeyed orders, generic YAML tools), approval answers (fresh and again), faults
 that are not crashes, and a crash schedule: a point the clean run recorded, optionally a
-second crash while the restarted agent recovers, optionally a power loss.
+second crash while the restarted agent recovers, optionally a power loss, or two lives
+resuming the crash at once (``double@P``, where the agent's two lives can be told apart).
 
 A generated conversation is built as the same data a scenario file holds, rendered to YAML
 and loaded with ``load_scenario``: it passes the very checks a hand-written file passes, so
@@ -16,8 +17,8 @@ leave at most N emails).
 
 When a case fails, Hypothesis shrinks it, and ``write_found`` writes the shrunk case as
 ``found_<hash>.yaml``: ``cover:`` names the failing point, tags carry the rest of the
-schedule (``second:<point id>``, ``power_loss``), and ``crashmatrix run FILE --crash POINT``
-fails the same way.
+schedule (``second:<point id>``, ``power_loss``, ``double_resume``), and ``crashmatrix run
+FILE --crash POINT`` fails the same way.
 """
 
 from __future__ import annotations
@@ -42,12 +43,13 @@ from hypothesis import strategies as st
 
 from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint, parse_point
+from crashmatrix.harness.core.double_resume import DOUBLE_COLUMN, DOUBLE_PREFIX
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, InputError
-from crashmatrix.harness.front.cases import run_point
+from crashmatrix.harness.front.cases import run_double, run_point
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
-from crashmatrix.harness.plan.enumeration import points_from_trace
+from crashmatrix.harness.plan.enumeration import double_points, points_from_trace
 from crashmatrix.harness.plan.schedule import repro_command
 from crashmatrix.harness.verdict.verdict import Verdict
 
@@ -148,11 +150,15 @@ class Schedule:
     point: CrashPoint | None
     second: CrashPoint | None = None
     power_loss: bool = False
+    # Two lives resume the crash at ``point`` at once (``double@P``; no second crash, no power).
+    double: bool = False
 
     @property
     def case_id(self) -> str:
         if self.point is None:
             return "clean"
+        if self.double:
+            return f"{DOUBLE_PREFIX}{self.point.id}"
         name = f"power@{self.point.id}" if self.power_loss else self.point.id
         return f"{name}+{self.second.id}" if self.second else name
 
@@ -483,6 +489,10 @@ class _Runner:
             self._points[key] = (scenario, points, result.verdict)
         return self._points[key]
 
+    def doubles(self) -> bool:
+        """Whether this agent gets ``double@P`` cases (``enumeration.double_unreachable``)."""
+        return bool(getattr(load_adapter(self.agent), "double_resume", False))
+
     def second_points(
         self, scenario: Scenario, key: str, point: CrashPoint, power_loss: bool
     ) -> tuple[CrashPoint, ...]:
@@ -517,6 +527,10 @@ class _Runner:
         if schedule.point is None and clean is not None:
             return clean
         case_dir = self._dir(schedule.case_id)
+        if schedule.double and schedule.point is not None:
+            return run_double(
+                scenario, schedule.point, self.launcher, case_dir, agent=agent, deadline=self.deadline
+            ).verdict
         # With a second crash, run_point judges as cases.run_recovery does: the ledger
         # sequence of a double crash is not scripted.
         return run_point(
@@ -631,6 +645,11 @@ def _draw_schedule(
     boundary = data.draw(st.sampled_from(sorted({p.boundary for p in crashable})), label="boundary")
     point = data.draw(st.sampled_from([p for p in crashable if p.boundary == boundary]), label="point")
     power = data.draw(st.booleans(), label="power loss") if point.boundary != TORN_WRITE else False
+    # Two lives resuming the crash at once, where the agent's two lives can be told apart:
+    # drawn only without a power loss, so the draws of every other schedule stay as they were.
+    doubled = not power and point in double_points([point]) and runner.doubles()
+    if doubled and data.draw(st.booleans(), label="double resume"):
+        return Schedule(point, double=True)
     if data.draw(st.booleans(), label="second crash"):
         seconds = runner.second_points(scenario, key, point, power)
         if seconds:
@@ -679,6 +698,8 @@ def found_document(finding: Finding) -> dict[str, Any]:
         tags.append(f"second:{schedule.second.id}")
     if schedule.power_loss:
         tags.append("power_loss")
+    if schedule.double:
+        tags.append(DOUBLE_COLUMN)
     doc["tags"] = tags
     doc["description"] = f"Found by crashmatrix explore against {finding.agent}: {finding.reason}"[:500]
     # Keep the key order of a hand-written file: name, description, tags first.
@@ -706,6 +727,7 @@ def repro_line(path: Path, finding: Finding) -> str:
     if schedule.point is None:
         return repro_command(path, "clean", keep=None, agent=finding.agent)
     point = f"power@{schedule.point.id}" if schedule.power_loss else schedule.point.id
+    point = schedule.case_id if schedule.double else point
     second = schedule.second.id if schedule.second is not None else None
     return repro_command(path, point, keep=None, agent=finding.agent, second=second)
 
@@ -720,6 +742,8 @@ def write_found(finding: Finding, out_dir: Path) -> Path:
         f"why: {finding.reason}"[:300],
         f"rerun: {repro_line(path, finding)}",
     ]
+    if schedule.double:
+        header.append(f"The schedule: two lives resume the crash at once (tag {DOUBLE_COLUMN}).")
     if schedule.second is not None or schedule.power_loss:
         header.append(
             "The schedule also has "
@@ -738,7 +762,7 @@ def schedule_of(scenario: Scenario) -> Schedule:
     """The crash schedule a found file records (``cover`` + ``second:``/``power_loss`` tags)."""
     point = parse_point(scenario.cover[0]) if scenario.cover else None
     second = next((parse_point(t.partition(":")[2]) for t in scenario.tags if t.startswith("second:")), None)
-    return Schedule(point, second, "power_loss" in scenario.tags)
+    return Schedule(point, second, "power_loss" in scenario.tags, DOUBLE_COLUMN in scenario.tags)
 
 
 def reproduce(

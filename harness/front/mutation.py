@@ -4,7 +4,8 @@ A harness is worth what it catches. ``run_kill_matrix`` runs scenarios against e
 (an agent with one known bug) through the same cases as the suite (``harness.front.cases``): the
 clean run, a SIGKILL at every recorded point, a power loss at the points where lost session
 lines let a side effect be redone, the tool side failing each call that reached it (the
-tool-side columns, ``harness.core.tool_side``), and with ``full`` the depth-2 recovery cases.
+tool-side columns, ``harness.core.tool_side``), two lives resuming one crash at once where the
+agent's lives can be told apart (``double@P``), and with ``full`` the depth-2 recovery cases.
 
 A mutant is *killed* by a scenario when one of its cases fails (``failed``, ``error`` or
 ``hung``) AND the reference agent passes that same case: a case the reference fails too is
@@ -39,9 +40,16 @@ from typing import Any
 
 from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.double_resume import DOUBLE_PREFIX
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.errors import CrashmatrixError, InputError
-from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery, run_tool_fault
+from crashmatrix.harness.front.cases import (
+    enumerate_points,
+    run_double,
+    run_point,
+    run_recovery,
+    run_tool_fault,
+)
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.input.suite import scenario_files
 from crashmatrix.harness.lives.first_crash import FirstCrashes
@@ -49,6 +57,7 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import (
     POWER_BOUNDARIES,
     RECOVERY_FIRST,
+    double_points,
     power_points,
     selected,
     tool_side_unreachable,
@@ -74,6 +83,7 @@ FAILING = ("failed", "error", "hung")
 # its running line (after_running/after_side_effect) or its receipt (after_tool_result).
 POWER = "power"
 TOOL_SIDE = "tool_side"
+DOUBLE = "double"
 KILLED, SURVIVED, NOT_RUN = "K", ".", "-"
 # --invariants: the scenario failed the mutant only through its expectations.
 EXPECTATION_ONLY = "E"
@@ -242,6 +252,8 @@ def case_score(case: _Case, hints: Sequence[str]) -> int:
     score = 0
     if case.kind == POWER and "power_loss" in hints:
         score += 2
+    if case.kind == DOUBLE and "double_resume" in hints:
+        score += 2
     if case.point is not None and case.point.boundary in hints:
         score += 1
     return score
@@ -250,7 +262,7 @@ def case_score(case: _Case, hints: Sequence[str]) -> int:
 @dataclass(frozen=True, slots=True)
 class _Case:
     case_id: str
-    kind: str  # clean | crash | power | recovery | tool_side
+    kind: str  # clean | crash | power | recovery | tool_side | double
     point: CrashPoint | None
 
 
@@ -261,8 +273,11 @@ def _cases(
     recovery: bool,
     power: bool,
     tool_side: Sequence[CrashPoint] = (),
+    double: bool = False,
 ) -> list[_Case]:
     cases = [_Case(p.id, "crash", p) for p in points]
+    if double:  # two lives resuming one crash at once (harness/lives/double_resume.py)
+        cases += [_Case(f"{DOUBLE_PREFIX}{p.id}", DOUBLE, p) for p in double_points(points)]
     if power:
         cases += [_Case(f"{POWER}@{p.id}", POWER, p) for p in power_points(points)]
     # The tool side fails one call while the agent lives on (harness/core/tool_side.py).
@@ -325,6 +340,17 @@ class _Runner:
             assert case.point is not None
             return run_tool_fault(
                 scenario, case.point, self.launcher, case_dir, agent=agent, deadline=self.deadline
+            )
+        if case.kind == DOUBLE:
+            assert case.point is not None
+            return run_double(
+                scenario,
+                case.point,
+                self.launcher,
+                case_dir,
+                agent=agent,
+                deadline=self.deadline,
+                shared=self.shared,
             )
         if case.kind == "recovery":
             assert case.point is not None
@@ -413,7 +439,10 @@ class _Runner:
             # agent: every call that reached its mock tools).
             cannot = tool_side_unreachable(mutant, getattr(getattr(adapter, "spec", None), "tools", None))
             faults = [p for p in enum.tool_side if p.boundary not in cannot] if tool_side else []
-            cases = _cases(points, scenario, recovery=recovery, power=self.power, tool_side=faults)
+            double = bool(getattr(adapter, "double_resume", False))
+            cases = _cases(
+                points, scenario, recovery=recovery, power=self.power, tool_side=faults, double=double
+            )
             cases.sort(key=lambda c: -case_score(c, hints))
             cells[label] = SURVIVED
             noted: Kill | None = None  # a kill by expectations alone, under invariants_only
