@@ -178,6 +178,7 @@ def test_adapters_md_says_what_each_check_needs_and_quotes_the_codes_reasons() -
         "no_ledger_in_prompt",
         "no_success_without_answer",
         "reads_report_real_content",
+        "loser_stops_cleanly",
     }
     for name, why in reasons:
         said = invariants[name]
