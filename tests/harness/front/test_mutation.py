@@ -191,6 +191,16 @@ def test_every_mutant_is_killed_by_a_built_in_scenario(gate: KillMatrix) -> None
 
 
 @pytest.mark.slow
+def test_no_mutant_is_killed_by_a_scenarios_expectations_alone(gate: KillMatrix) -> None:
+    # Issue 32: a team's own scenario states few expectations, if any; each bug the suite
+    # catches must fail an invariant (or hang), so that scenario catches it too. The gate
+    # holds first kills only, so a first kill by expectations fails here even where an
+    # invariant kills elsewhere: `crashmatrix mutants --invariants` says which; then point the
+    # mutant's hints at that case, or write the invariant that states the rule.
+    assert not gate.by_expectations_only, gate.render()
+
+
+@pytest.mark.slow
 def test_no_kill_rests_on_a_case_the_reference_agent_fails_too(gate: KillMatrix) -> None:
     # run_kill_matrix counts a kill only when the reference passes that case; a case both
     # fail is recorded as unconfirmed, which would mean a broken scenario.
