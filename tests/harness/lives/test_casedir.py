@@ -170,3 +170,63 @@ def test_crashmatrix_run_ended_by_sigterm_mid_case_leaves_nothing_in_tmpdir(tmp_
     assert run.returncode == 130, output.decode(errors="replace")
     assert b"crashmatrix: interrupted" in output
     assert _left(tmpdir) == []
+
+
+# An agent that, once given its turn, writes files into its workspace without end: whenever the
+# run stops, a life is writing into a case directory.
+SCRIBBLER = """\
+import itertools
+import sys
+
+print("> ", end="", flush=True)
+sys.stdin.readline()
+for n in itertools.count():
+    with open(f"scribble-{n % 500}.txt", "w") as out:
+        out.write("x")
+"""
+SCRIBBLER_ADAPTER = """\
+name: scribbler
+command: ["{python}", "-u", "{here}/agent.py"]
+cwd: workspace
+tools: harness
+input: {prompt: "> "}
+results: crashmatrix
+catalogue: {send_email: {}}
+"""
+
+
+@pytest.mark.slow
+def test_crashmatrix_run_ended_by_sigterm_while_a_life_writes_into_its_case_leaves_nothing_in_tmpdir(
+    tmp_path: Path,
+) -> None:
+    """The run's lives are stopped before its scratch directory is removed: a life left running
+    created files behind the removal's walk and kept crashmatrix-run-* (every time with this
+    agent; 1 in 12 SIGTERMs of the test above under load)."""
+    import signal
+
+    from ...waiting import wait_until
+
+    (tmp_path / "agent.py").write_text(SCRIBBLER, encoding="utf-8")
+    (tmp_path / "adapter.yaml").write_text(SCRIBBLER_ADAPTER, encoding="utf-8")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    crashmatrix = Path(sys.executable).with_name("crashmatrix")
+    command = [str(crashmatrix), "run", str(SCENARIO), "--agent", str(tmp_path / "adapter.yaml")]
+    run = subprocess.Popen(
+        command, env={**os.environ, "TMPDIR": str(tmpdir)}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        # The clean case's life writes on (until its deadline): the signal lands mid-write.
+        def scribbling() -> bool:  # os.walk: directories may go while it looks
+            made = sum(name.startswith("scribble-") for _, _, files in os.walk(tmpdir) for name in files)
+            return run.poll() is not None or made >= 100
+
+        scribbled = wait_until(scribbling, within=SUBPROCESS_TIMEOUT)
+        assert scribbled and run.poll() is None, _left(tmpdir)
+        run.send_signal(signal.SIGTERM)
+        output, _ = run.communicate(timeout=SUBPROCESS_TIMEOUT)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, output.decode(errors="replace")
+    assert _left(tmpdir) == []
