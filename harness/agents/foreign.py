@@ -662,9 +662,9 @@ class ForeignAdapter:
                 on_sync = self._on_session_sync(ctx, watch, scratch)
             else:
                 on_request = self._on_request_tearing(ctx, watch, scratch, on_request, holder)
-        # tools: mcp: every relay of this life is forked from its warm server, itself forked
-        # here, before the loopback server's threads run (harness.agents.mcp_warm).
-        warm = WarmRelays.forked() if self.spec.tools == "mcp" and warm_relays() else None
+        # tools: mcp: every relay of this life is forked from its warm server, bound here, forked
+        # below before the loopback server's threads run (harness.agents.mcp_warm).
+        warm = WarmRelays() if self.spec.tools == "mcp" and warm_relays() else None
         self._warm = warm
         server = LoopbackServer(
             model,
@@ -725,6 +725,8 @@ class ForeignAdapter:
         }
         cwd = workspace if self.spec.cwd == "workspace" else (self.spec.here / self.spec.cwd)
         try:
+            if warm is not None:
+                warm.fork()
             for relay in relays:
                 relay.start()  # before the agent, which may connect at once
             if self.spec.kind == "python":
@@ -990,7 +992,9 @@ class ForeignAdapter:
             # relay, and the warm server with every relay forked there (the agent's own child
             # is the launcher it spawned, harness.agents.mcp_launch).
             own = [relay.pid for relay in self._relays if relay.pid is not None]
-            _left_behind(ctx.trace, own if self._warm is None else [*own, self._warm.pid])
+            if self._warm is not None and self._warm.pid is not None:
+                own.append(self._warm.pid)
+            _left_behind(ctx.trace, own)
         finally:
             # Whatever it left running in its group goes with it.
             with contextlib.suppress(ProcessLookupError):

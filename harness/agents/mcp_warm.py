@@ -3,7 +3,7 @@
 Importing the SDK took a relay 1 s on a quiet machine, 3-6 s under load, and every MCP case
 started at least one relay per life (benchmarks/mcp_relay.py). Here it is imported once: the
 fork server preloads it for an agent with ``tools: mcp`` (``PRELOAD``), each life forks its
-warm server (``WarmRelays.forked``) before its agent starts, and every relay of the life is a
+warm server (``WarmRelays.fork``) before its agent starts, and every relay of the life is a
 fork of that: a stdio relay for each ``{mcp_command}`` the agent runs (a stdlib launcher,
 ``harness.agents.mcp_launch``, hands the server its pipes), the HTTP relay on the life's port
 and each restart of it.
@@ -87,38 +87,57 @@ class RelayHandle:
 class WarmRelays:
     """A life's warm relay server: ``command`` is the launcher an agent spawns, ``start`` a
     relay on given descriptors (the life's HTTP relay), ``close`` ends the server and, by
-    their parent-death ties, every relay it forked."""
+    their parent-death ties, every relay it forked.
 
-    def __init__(self, address: str, pid: int, process: subprocess.Popen[bytes] | None = None) -> None:
-        self.address = address  # "@name": an abstract unix socket
-        self.pid = pid
-        self._process = process
+    Made in two steps: the socket is bound at once (its address goes into ``{mcp_command}``;
+    a launcher connecting before the server runs waits in the backlog, never refused), the
+    server is started by ``fork`` or ``spawn``, inside the block whose end closes it."""
+
+    def __init__(self) -> None:
+        name = f"crashmatrix-mcp-{os.getpid()}-{secrets.token_hex(6)}"
+        self.address = f"@{name}"  # an abstract unix socket
+        self._listener: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._listener.bind(unix_address(self.address))
+        self._listener.listen(64)
+        self.pid: int | None = None
+        self._process: subprocess.Popen[bytes] | None = None
 
     @classmethod
-    def forked(cls) -> WarmRelays:
-        """The server, forked from this process (a life: the SDK is in memory already when
-        the fork server preloaded it). Call it before this process starts threads."""
-        listener, address = _listener()
+    def spawned(cls) -> WarmRelays:
+        """A server spawned at once (a test process, the benchmark)."""
+        warm = cls()
+        warm.spawn()
+        return warm
+
+    def fork(self) -> None:
+        """Start the server as a fork of this process (a life: the SDK is in memory already
+        when the fork server preloaded it). Call it before this process starts threads."""
+        listener = self._take()
         me = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the server's side; tested through its relays
             _serve(listener, parent=me)
         listener.close()
-        return cls(address, pid)
+        self.pid = pid
 
-    @classmethod
-    def spawned(cls) -> WarmRelays:
-        """The server as a new process that imports the SDK itself (a test process, the
-        benchmark: one import for all their relays, nothing forked from their threads)."""
-        listener, address = _listener()
+    def spawn(self) -> None:
+        """Start the server as a new process that imports the SDK itself (one import for all
+        the relays of a test process, nothing forked from its threads)."""
+        listener = self._take()
         code = "from crashmatrix.harness.agents.mcp_warm import _main; _main()"
-        process = subprocess.Popen(
+        self._process = subprocess.Popen(
             [sys.executable, "-c", code, str(listener.fileno()), str(os.getpid())],
             pass_fds=(listener.fileno(),),
             stdin=subprocess.DEVNULL,
         )
         listener.close()
-        return cls(address, process.pid, process)
+        self.pid = self._process.pid
+
+    def _take(self) -> socket.socket:
+        listener, self._listener = self._listener, None
+        if listener is None:
+            raise RuntimeError("this warm relay server was started already")
+        return listener
 
     def command(self, relay_args: Sequence[str]) -> list[str]:
         """``{mcp_command}``: the launcher, asking this server for a relay with ``relay_args``
@@ -131,6 +150,11 @@ class WarmRelays:
         return RelayHandle(connection, pid)
 
     def close(self) -> None:
+        if self._listener is not None:  # never started
+            self._listener.close()
+            self._listener = None
+        if self.pid is None:
+            return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
@@ -138,16 +162,6 @@ class WarmRelays:
                 self._process.wait()
             else:
                 os.waitpid(self.pid, 0)
-
-
-def _listener() -> tuple[socket.socket, str]:
-    """Bound and listening before the server runs: a launcher that connects early waits in
-    the backlog, never refused."""
-    name = f"crashmatrix-mcp-{os.getpid()}-{secrets.token_hex(6)}"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(unix_address(f"@{name}"))
-    listener.listen(64)
-    return listener, f"@{name}"
 
 
 def _main() -> None:  # pragma: no cover - the spawned server's entry
