@@ -376,3 +376,13 @@ def test_a_warm_server_that_dies_takes_its_relays(life: Life) -> None:
         own.close()
     assert _gone(relay)
     assert launcher.wait(10) == -signal.SIGKILL  # its agent sees its server die
+
+
+def test_a_launcher_run_outside_its_life_says_so_in_one_line(tmp_path: Path) -> None:
+    # An {mcp_command} copied out of a case and run by hand: its life, and its server, are gone.
+    gone = WarmRelays()
+    command = gone.command(["--life", "http://127.0.0.1:9"])
+    gone.close()
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert ran.returncode == 1
+    assert ran.stderr.count("\n") == 1 and gone.address in ran.stderr and "inside the life" in ran.stderr
