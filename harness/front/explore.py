@@ -7,6 +7,9 @@ keyed and unkeyed orders, generic YAML tools), approval answers (fresh and again
 that are not crashes, and a crash schedule: a point the clean run recorded, optionally a
 second crash while the restarted agent recovers, optionally a power loss, or two lives
 resuming the crash at once (``double@P``, where the agent's two lives can be told apart).
+Each conversation whose calls reached a tool side also gets one tool-side case
+(``tool_server_died[c1]``: the tool side fails that call, the agent lives on), picked from
+the conversation rather than drawn, so the drawn schedules are those of a run without it.
 
 A generated conversation is built as the same data a scenario file holds, rendered to YAML
 and loaded with ``load_scenario``: it passes the very checks a hand-written file passes, so
@@ -45,6 +48,7 @@ from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint, parse_point
 from crashmatrix.harness.core.double_resume import DOUBLE_COLUMN, DOUBLE_PREFIX
 from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.front.cases import run_double, run_point
 from crashmatrix.harness.input.scenario import load_scenario
@@ -460,6 +464,8 @@ class _Runner:
     _points: dict[str, tuple[Scenario, tuple[CrashPoint, ...], Verdict]] = field(default_factory=dict)
     _verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)
     _seconds: dict[str, tuple[CrashPoint, ...]] = field(default_factory=dict)
+    # Per conversation: the tool-side cases its clean run can take (each kind, each call).
+    tool_sides: dict[str, tuple[CrashPoint, ...]] = field(default_factory=dict)
 
     def _dir(self, label: str) -> Path:
         self.cases += 1
@@ -487,6 +493,7 @@ class _Runner:
                 if p.boundary in adapter.boundaries or p.boundary == TORN_WRITE
             )
             self._points[key] = (scenario, points, result.verdict)
+            self.tool_sides[key] = _tool_side_cases(self.agent, read_trace(case_dir / "case"), points)
         return self._points[key]
 
     def doubles(self) -> bool:
@@ -527,6 +534,12 @@ class _Runner:
         if schedule.point is None and clean is not None:
             return clean
         case_dir = self._dir(schedule.case_id)
+        if schedule.point is not None and schedule.point.boundary in TOOL_SIDE_KINDS:
+            from crashmatrix.harness.front.cases import run_tool_fault
+
+            return run_tool_fault(
+                scenario, schedule.point, self.launcher, case_dir, agent=agent, deadline=self.deadline
+            ).verdict
         if schedule.double and schedule.point is not None:
             return run_double(
                 scenario, schedule.point, self.launcher, case_dir, agent=agent, deadline=self.deadline
@@ -610,6 +623,13 @@ def explore(
                 _draw_schedule(data, runner, scenario, key, crashable)
                 for _ in range(data.draw(st.integers(1, per_example), label="schedules"))
             ]
+        side = runner.tool_sides.get(key, ())
+        if clean.status not in FAILING and side:
+            # The tool side failing one call (a tool-side column's case): picked from the
+            # conversation itself, not drawn, so the crash schedules Hypothesis draws stay what
+            # they were; run after them.
+            pick = int(hashlib.sha256(key.encode("utf-8")).hexdigest(), 16) % len(side)
+            schedules.append(Schedule(side[pick]))
         tools = ", ".join(scenario.tools)
         for schedule in schedules:
             verdict = runner.verdict(scenario, key, schedule, clean)
@@ -657,6 +677,27 @@ def _draw_schedule(
     return Schedule(point, None, power)
 
 
+# A found file's tag naming its tool-side case (``tool_side:tool_server_died[c1]``).
+TOOL_SIDE_TAG = "tool_side:"
+
+
+def _tool_side_cases(
+    agent: str, trace: Sequence[Mapping[str, Any]], points: Sequence[CrashPoint]
+) -> tuple[CrashPoint, ...]:
+    """The tool-side cases a clean run offers this agent: each kind for each call that
+    reached its tool side, where the kind can act on it (``enumeration.tool_side_unreachable``)."""
+    from crashmatrix.harness.plan.enumeration import tool_side_points, tool_side_unreachable
+
+    spec = getattr(load_adapter(agent), "spec", None)
+    cannot = tool_side_unreachable(
+        agent,
+        getattr(spec, "tools", None),
+        getattr(spec, "mcp_transport", "stdio"),
+        getattr(spec, "services", ()),
+    )
+    return tuple(p for p in tool_side_points(trace, points) if p.boundary not in cannot)
+
+
 def _crashable(doc: Mapping[str, Any], points: Sequence[CrashPoint]) -> list[CrashPoint]:
     """With a tampered call, only crashes before its Tool Result: editing a call whose result
     is already published makes that result wrong, which no agent could prevent (the suite's
@@ -692,7 +733,9 @@ def found_document(finding: Finding) -> dict[str, Any]:
     doc["name"] = f"found_{finding.digest}"
     schedule = finding.schedule
     tags = ["explored", "found"]
-    if schedule.point is not None:
+    if schedule.point is not None and schedule.point.boundary in TOOL_SIDE_KINDS:
+        tags.append(f"{TOOL_SIDE_TAG}{schedule.point.id}")  # cover takes crash points only
+    elif schedule.point is not None:
         doc["cover"] = [schedule.point.id]
     if schedule.second is not None:
         tags.append(f"second:{schedule.second.id}")
@@ -761,6 +804,8 @@ def write_found(finding: Finding, out_dir: Path) -> Path:
 def schedule_of(scenario: Scenario) -> Schedule:
     """The crash schedule a found file records (``cover`` + ``second:``/``power_loss`` tags)."""
     point = parse_point(scenario.cover[0]) if scenario.cover else None
+    named = [t.removeprefix(TOOL_SIDE_TAG) for t in scenario.tags if t.startswith(TOOL_SIDE_TAG)]
+    point = parse_point(named[0]) if named else point  # a tool-side finding's case
     second = next((parse_point(t.partition(":")[2]) for t in scenario.tags if t.startswith("second:")), None)
     return Schedule(point, second, "power_loss" in scenario.tags, DOUBLE_COLUMN in scenario.tags)
 
