@@ -39,6 +39,7 @@ OUTSIDE = {
     "rm_rf_destructive": "call_rm calls run_bash with cmd 'rm -rf dist'",
     "compound_ls_rm_destructive": "call_clean calls run_bash with cmd 'ls; rm -rf src'",
     "compound_read_only_replay": "call_count calls run_bash with cmd 'ls src | wc -l'",
+    "two_classes_one_message": "call_list calls run_bash with cmd 'ls src'",
 }
 NPM_REASON = (
     "not applicable: the scenario needs npm (needs:), which crashmatrix's simulated shell provides; "
