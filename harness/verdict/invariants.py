@@ -1372,8 +1372,8 @@ def _contents_by_path(evidence: Evidence) -> dict[str, set[str] | None]:
         if hashes is not None:
             hashes.add(digest)
 
-    for path, text in evidence.seed_files.items():
-        add(path, _sha256(text))
+    for seeded, text in evidence.seed_files.items():
+        add(seeded, _sha256(text))
     for scope in _scopes(evidence.entries):
         call = scope.site.call
         if evidence.suite(call.name) != "write_file":
@@ -1381,21 +1381,21 @@ def _contents_by_path(evidence: Evidence) -> dict[str, set[str] | None]:
         contract = evidence.contract(call.name)
         renamed = evidence.argument_names.get(call.name, {})
         arguments = {renamed.get(name, name): value for name, value in call.parsed_arguments().items()}
-        path, content = arguments.get(contract.path_argument), arguments.get(contract.content_argument)
-        if isinstance(path, str) and isinstance(content, str):
-            add(path, _sha256(content))
-    for path, text in (evidence.files or {}).items():
-        if text is not None:
-            add(path, _sha256(text))
+        asked, content = arguments.get(contract.path_argument), arguments.get(contract.content_argument)
+        if isinstance(asked, str) and isinstance(content, str):
+            add(asked, _sha256(content))
+    for there, now in (evidence.files or {}).items():
+        if now is not None:
+            add(there, _sha256(now))
     for event in evidence.events:
-        path = event.detail.get("path") if isinstance(event.detail, Mapping) else None
-        after = event.detail.get("after_sha256") if isinstance(event.detail, Mapping) else None
-        if not isinstance(path, str):
+        detail = event.detail if isinstance(event.detail, Mapping) else {}
+        touched, after = detail.get("path"), detail.get("after_sha256")
+        if not isinstance(touched, str):
             continue
         if event.kind in ("file_write", "external_write") and isinstance(after, str):
-            add(path, after)
+            add(touched, after)
         elif _is_side_effect(event) or event.kind == "external_write":
-            known[posixpath.normpath(path)] = None
+            known[posixpath.normpath(touched)] = None
     return known
 
 
