@@ -190,14 +190,17 @@ class _Manager:
         return process, port
 
     def stop(self, key: str, only: subprocess.Popen[bytes] | None = None) -> None:
-        """Stop the server on ``key`` (``only``: if it is still that one, not a later life's)."""
+        """Stop the server on ``key`` (``only``: if it is still that one, not a later life's).
+        Under the lock, kill and journal recovery included: a stop asked while another is
+        under way (the life's closed connection, then its ``after_life``) returns only once the
+        file is readable (it answered at once, and the harness met the hot journal)."""
         with self.lock:
             process = self.servers.get(key)
             if process is None or (only is not None and process is not only):
                 return
             del self.servers[key]
-        _kill(process)
-        _recover(Path(key))
+            _kill(process)
+            _recover(Path(key))
 
     def stop_all(self) -> None:
         if os.getpid() != self.owner:

@@ -8,7 +8,10 @@ built as Temporal's protobuf messages, the server's SQLite rows by hand."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -220,3 +223,42 @@ def test_the_doctor_rewrites_and_tears_an_activitys_completion_where_the_reader_
     with pytest.raises(CannotPlant) as caught:
         store.again(3)
     assert caught.value.not_applicable
+
+
+def test_a_stop_asked_while_another_is_under_way_returns_once_the_file_is_readable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The life's closed connection stops its server; its after_life asks again at once. The
+    # second stop answered before the first had rolled back the killed server's journal, and
+    # the harness read a hot journal ("attempt to write a readonly database").
+    from crashmatrix.harness.agents.frameworks import temporal_server as ts
+
+    events: list[str] = []
+    killing = threading.Event()
+
+    class Dying:
+        def poll(self) -> None:
+            return None
+
+        def kill(self) -> None:
+            events.append("killed")
+            killing.set()
+
+        def wait(self) -> None:
+            time.sleep(0.2)  # the process going down: the other stop must not answer meanwhile
+            events.append("reaped")
+
+    monkeypatch.setattr(ts, "_recover", lambda db: events.append("recovered"))
+    manager = ts._Manager("test")
+    try:
+        db = str(tmp_path / t.DB_NAME)
+        manager.servers[db] = Dying()  # type: ignore[assignment]
+        first = threading.Thread(target=manager.stop, args=(db,))
+        first.start()
+        assert killing.wait(30)
+        manager.stop(db)
+        events.append("second stop answered")
+        first.join(30)
+    finally:
+        shutil.rmtree(manager.directory, ignore_errors=True)
+    assert events == ["killed", "reaped", "recovered", "second stop answered"]
