@@ -72,24 +72,52 @@ def _append(path: Path, record: Mapping[str, Any]) -> None:
 _IDENTITY = re.compile(r'"(\d+(?:\.\d+)?)"')
 
 
+def _copy_case(source: Path, copy: Path) -> None:
+    """The case directory as it is now. The power recording's copies of synced files are
+    written once each and never changed (``power._Recorder._copy``): linked, not copied, so
+    a snapshot costs the same at the last point as at the first (the recording grows with
+    every sync of the life)."""
+    from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG
+
+    record = source / RECORD_DIR
+    shutil.copytree(
+        source, copy, symlinks=True, ignore=lambda where, names: [RECORD_DIR] if Path(where) == source else []
+    )
+    if not record.is_dir():
+        return
+    (copy / RECORD_DIR).mkdir()
+    log = Path(SYNC_LOG).name
+    for entry in os.scandir(record):
+        target = copy / RECORD_DIR / entry.name
+        if entry.name != log and entry.is_file(follow_symlinks=False):
+            os.link(entry.path, target)
+        elif entry.is_dir(follow_symlinks=False):
+            shutil.copytree(entry.path, target, symlinks=True)
+        else:
+            shutil.copy2(entry.path, target, follow_symlinks=False)
+
+
 def _rename_identities(source: Path, copy: Path) -> None:
     """The power recording names files by identity (inode and birth time); in ``copy``,
-    rewritten to the copy's files, path by path, so ``cut_power`` finds them there."""
+    rewritten to the copy's files, path by path, so ``cut_power`` finds them there. Only
+    the recording's roots are walked (its start line names them): nothing else is named."""
     from crashmatrix.harness.lives.power import SYNC_LOG, _identity
 
     log = copy / SYNC_LOG
     if not log.exists():
         return
-    renamed: dict[str, str] = {}
-    for top, dirs, files in os.walk(source):
-        for name in (*dirs, *files):
-            old = Path(top) / name
-            new = copy / old.relative_to(source)
-            with contextlib.suppress(OSError):  # gone from the copy: nothing to name
-                renamed[_identity(old)] = _identity(new)
-    with contextlib.suppress(OSError):
-        renamed[_identity(source)] = _identity(copy)
     text = log.read_text(encoding="utf-8")
+    start = json.loads(text.partition("\n")[0])
+    renamed: dict[str, str] = {}
+    for root in start.get("roots", ()):
+        top = source / str(root["path"])
+        with contextlib.suppress(OSError):
+            renamed[_identity(top)] = _identity(copy / str(root["path"]))
+        for here, dirs, files in os.walk(top):
+            for name in (*dirs, *files):
+                old = Path(here) / name
+                with contextlib.suppress(OSError):  # gone from the copy: nothing to name
+                    renamed[_identity(old)] = _identity(copy / old.relative_to(source))
     log.write_text(
         _IDENTITY.sub(lambda m: f'"{renamed.get(m.group(1), m.group(1))}"', text), encoding="utf-8"
     )
@@ -141,7 +169,7 @@ class Snapshotter:
                 from crashmatrix.harness.lives.parent_death import die_with_parent
 
                 die_with_parent(parent)
-                shutil.copytree(self.case_dir, copy, symlinks=True)
+                _copy_case(self.case_dir, copy)
                 _rename_identities(self.case_dir, copy)
                 if tear is not None:  # the dying writer's half line, as Tracer.before_append tears it
                     path, line = tear

@@ -181,6 +181,32 @@ def test_a_snapshot_is_the_case_directory_at_the_point_left_by_a_child_killed_th
     assert session.read_bytes() == b'{"line": 1}\n'  # the clean life's own file is whole
 
 
+def test_a_snapshot_takes_the_power_recording_with_it_named_by_the_copy_s_inodes(tmp_path: Path) -> None:
+    """``power@P`` cuts its loss into P's snapshot: the recording (files named by inode) must
+    name the copy's files, and its copies of synced bytes come along (linked: written once)."""
+    from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity, record_tree, roots_for
+
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+    notes = case / "world" / "workspace" / "notes.txt"
+
+    def clean_life() -> None:
+        record_tree(case, roots_for(case, case / "world" / "workspace" / "session.jsonl"))
+        with open(notes, "a") as stream:
+            stream.write("synced\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        Snapshotter(case, into, 1).take(parse_point("after_side_effect[call_1]"))
+
+    _in_a_child(clean_life)
+    copy = into / _manifest(into)[0]["dir"]
+    synced = [json.loads(line) for line in (copy / SYNC_LOG).read_text().splitlines() if '"sync"' in line]
+    assert [record["sync"] for record in synced] == [_identity(copy / "world" / "workspace" / "notes.txt")]
+    assert (case / SYNC_LOG).read_text() != (copy / SYNC_LOG).read_text()  # the life's own is as it was
+    kept = copy / RECORD_DIR / synced[0]["copy"]
+    assert kept.read_text() == "kept\nsynced\n"
+    assert os.stat(kept).st_ino == os.stat(case / RECORD_DIR / synced[0]["copy"]).st_ino
+
+
 def test_a_point_passed_while_a_process_of_the_life_runs_is_left_to_a_killed_life(tmp_path: Path) -> None:
     """A child of the life alive at the boundary (a real shell's command, a kind-3 agent, an
     MCP server) goes on writing while a copy is made, and a kill of the life would end its
