@@ -239,5 +239,9 @@ def render_markdown(matrix: Matrix, *, max_bytes: int | None = None) -> str:
         text = _assemble(matrix, detail=False, cells=False, failures=keep)
         if len(text.encode()) <= max_bytes:
             return text
+    # Not even the scorecard fits (it grows with the columns): the headline, and how many
+    # failures matrix.json has.
     head = f"## crashmatrix: {matrix.headline}\n"
+    if matrix.failing:
+        head += f"\n- … and {len(matrix.failing)} more failures (see matrix.json)\n"
     return head if len(head.encode()) <= max_bytes else ""
