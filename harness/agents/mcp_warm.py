@@ -27,6 +27,7 @@ started cold, as ``crashmatrix mcp-serve``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -185,6 +186,9 @@ def _serve(listener: socket.socket, *, parent: int) -> NoReturn:  # pragma: no c
         from crashmatrix.harness.agents.mcp_relay import warm_up
 
         warm_up()
+        # What is in memory now is every relay's, unchanged: kept out of the collector's
+        # passes, which would write to (and so copy) its pages in each relay.
+        gc.freeze()
         me = os.getpid()
         while True:
             connection, _ = listener.accept()
