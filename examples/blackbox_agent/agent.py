@@ -10,7 +10,8 @@ Its session ($CRASHMATRIX_SESSION_PATH) is JSONL with its own vocabulary: lines 
 succeeded / failed / uncertain). Recovery: a call whose saved arguments no longer match its
 steps' inputHash (someone edited the session) is neither sent nor replayed: ARGUMENTS_MISMATCH.
 A step left "started" becomes "uncertain" and is retried with the SAME idempotency key, which
-the order service deduplicates.
+the order service deduplicates. A tool request whose answer never came back whole (the tools
+server gone mid-call, the answer cut off or not JSON) is "uncertain" too, and said so.
 
 ``BLACKBOX_AGENT_BUG`` plants one bug, for the tests of a crash harness:
 blind_retry_after_unknown (a step left started is retried as if it never ran: a new key, so the
@@ -20,6 +21,7 @@ service cannot tell it from a new order).
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import sys
@@ -45,6 +47,31 @@ def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) 
             return dict(json.load(response))
     except urllib.error.HTTPError as error:
         raise SystemExit(f"{url}: HTTP {error.code}: {error.read()[:300]!r}") from error
+
+
+def run_tool(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """(ledger status, result) of one tool request. The tools server going away mid-call is
+    no reason to die: an error answer means nothing ran (failed); a request sent whose answer
+    never came back whole -- the connection dropped, cut off, a body that is not JSON -- may
+    have placed the order (uncertain: said so, never retried here)."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            result = json.loads(response.read())
+        if not isinstance(result, dict):
+            raise ValueError(f"a JSON {type(result).__name__}, not the result object")
+    except urllib.error.HTTPError as error:
+        return "failed", {"ok": False, "code": f"HTTP_{error.code}", "content": repr(error.read()[:300])}
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        why = f"{type(error).__name__}: {error}"
+        return "uncertain", {
+            "ok": False,
+            "code": "SIDE_EFFECT_UNCERTAIN",
+            "content": f"no readable answer ({why}); it may have happened: check before doing it again",
+        }
+    return ("succeeded" if result.get("ok") else "failed"), dict(result)
 
 
 def append(record: dict[str, Any]) -> None:
@@ -128,10 +155,10 @@ def execute(call: dict[str, Any], key: str, *, again: bool = False, planned: boo
     ledger(call, step, "approved", key)
     ledger(call, step, "started", key)
     headers = {"X-Tool-Call-Id": call["id"], "X-Execution-Id": step, "Idempotency-Key": key}
-    result = post(
+    status, result = run_tool(
         f"{TOOLS_URL}/{call['function']['name']}", json.loads(call["function"]["arguments"]), headers
     )
-    ledger(call, step, "succeeded" if result.get("ok") else "failed", key, result)
+    ledger(call, step, status, key, result)
     append(
         {
             "kind": "message",
