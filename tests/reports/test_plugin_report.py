@@ -97,6 +97,7 @@ def failing_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pytest.
     args = (
         "scenarios",
         "--no-power-loss",
+        "--no-double-resume",
         "-p",
         "no:cacheprovider",
         "--report-dir",
@@ -145,7 +146,15 @@ def test_the_terminal_table_gives_a_long_scenario_name_the_terminals_width(
     name = "a_scenario_whose_name_is_much_longer_than_thirty_characters"
     pytester.makefile(".yaml", **{f"scenarios/{name}": PASSING})
     monkeypatch.setenv("COLUMNS", "200")  # what pytest's terminal writer reads for its width
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
+    result = run_inprocess(
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-double-resume",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+    )
     result.assert_outcomes(passed=3)
     [row] = [line for line in result.outlines if name[:20] in line and "3/3" in line]
     assert f"{name} " in row  # whole, not cut to fit 80 columns
@@ -166,7 +175,15 @@ def test_no_report_is_written_with_no_report_or_when_no_crash_case_ran(pytester:
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
     assert (
-        run_inprocess(pytester, "scenarios", "--no-power-loss", "--no-report", "-p", "no:cacheprovider").ret
+        run_inprocess(
+            pytester,
+            "scenarios",
+            "--no-power-loss",
+            "--no-double-resume",
+            "--no-report",
+            "-p",
+            "no:cacheprovider",
+        ).ret
         == 0
     )
     assert not (pytester.path / "reports").exists()
@@ -186,6 +203,7 @@ def test_the_github_step_summary_gets_the_markdown(
         pytester,
         "scenarios",
         "--no-power-loss",
+        "--no-double-resume",
         "-p",
         "no:cacheprovider",
         "--crash-boundary",
@@ -200,7 +218,9 @@ def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_inco
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": FAILING})
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-x", "-p", "no:cacheprovider")
+    result = run_inprocess(
+        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-x", "-p", "no:cacheprovider"
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert results.incomplete
@@ -215,7 +235,12 @@ def test_a_run_stopped_early_writes_the_cases_that_ran_and_marks_the_report_inco
 
 def test_a_complete_run_is_not_marked_incomplete(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    assert run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider").ret == 0
+    assert (
+        run_inprocess(
+            pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider"
+        ).ret
+        == 0
+    )
     assert not load_results(pytester.path / "reports" / "latest" / "matrix.json").incomplete
 
 
@@ -226,17 +251,21 @@ def test_items_left_out_by_pytests_own_selection_are_deselected_not_not_reached(
     # that runs, whichever it is.
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     result = run_inprocess(pytester, "scenarios", "-k", "after_side_effect", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, deselected=3)  # after_side_effect and its power loss ran
+    # after_side_effect and its power loss ran; clean, after_running, its power loss and its
+    # double resume were deselected
+    result.assert_outcomes(passed=2, deselected=4)
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     deselected = {gap.boundary: gap for gap in results.not_run if gap.state == "deselected"}
     assert deselected["clean"].points == ("clean",)
     assert deselected["after_running"].points == ("after_running[call_1]",)
     assert deselected["power_loss"].points == ("power@after_running[call_1]",)
+    assert deselected["double_resume"].points == ("double@after_running[call_1]",)
     assert "pytest's selection (-k" in deselected["after_running"].why
     assert "after_side_effect" not in deselected or "--crash-boundary" in deselected["after_side_effect"].why
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     row = next(line for line in markdown.splitlines() if line.startswith("| email"))
-    # clean, running, its power loss, and 6 by cover; during_side_effect is empty (one step);
+    # clean, running, its power loss, its double resume, and 6 by cover; during_side_effect is
+    # empty (one step);
     # after_tool_call_pending is not reachable by the reference agent, nor are the four tool-side
     # columns (its tools are in its own process, not over MCP)
-    assert row.count("⏭ deselected") == 9 and row.count("⬜") == 1 and row.count("🚫 not reachable") == 5
+    assert row.count("⏭ deselected") == 10 and row.count("⬜") == 1 and row.count("🚫 not reachable") == 5

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.front.cases import enumerate_points, run_point
+from crashmatrix.harness.front.cases import enumerate_points, run_double, run_point
 from crashmatrix.harness.front.mutation import (
     Kill,
     KillMatrix,
@@ -221,7 +221,10 @@ def test_the_reference_agent_passes_every_case_that_killed_a_mutant(
             assert enum.clean_verdict.passed, (row.mutant, enum.clean_verdict)
             continue
         point = next(p for p in enum.points if p.id == point_id)
-        result = run_point(scenario, point, launcher, case_dir / "case", power_loss=kind == "power")
+        if kind == "double":  # two lives resuming that crash at once
+            result = run_double(scenario, point, launcher, case_dir / "case")
+        else:
+            result = run_point(scenario, point, launcher, case_dir / "case", power_loss=kind == "power")
         assert result.passed, (row.mutant, row.first_kill, result.verdict)
 
 

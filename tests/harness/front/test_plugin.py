@@ -39,7 +39,9 @@ def scenario(
 
 def test_ids_are_point_ids_and_a_passing_matrix_passes(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": scenario("side_effect_uncertain")})
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-v", "-p", "no:cacheprovider")
+    result = run_inprocess(
+        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-v", "-p", "no:cacheprovider"
+    )
     result.stdout.fnmatch_lines(["*email.yaml::clean PASSED*", "*email.yaml::after_running?call_1? PASSED*"])
     result.assert_outcomes(passed=2)
 
@@ -48,7 +50,9 @@ def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command
     pytester: pytest.Pytester,
 ) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": scenario("replayed")})
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider")
+    result = run_inprocess(
+        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider"
+    )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -69,7 +73,9 @@ def test_a_broken_scenario_is_a_one_line_collection_error_for_that_file_only(
     pytester.makefile(
         ".yaml", **{"scenarios/broken": broken, "scenarios/good": scenario("side_effect_uncertain")}
     )
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider")
+    result = run_inprocess(
+        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider"
+    )
     result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
     # The broken file is an error for that file only: the good one still ran, the run fails.
     result.assert_outcomes(passed=2, errors=1)
@@ -84,7 +90,9 @@ def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
         "side_effect_uncertain", cover=["after_running", "after_approved"], approvals={"send_email": "no"}
     )
     pytester.makefile(".yaml", **{"scenarios/never": never})
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider")
+    result = run_inprocess(
+        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider"
+    )
     result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])
     result.assert_outcomes(errors=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -102,6 +110,7 @@ def _black_box_run(pytester: pytest.Pytester, *, extra: str = "") -> pytest.RunR
         pytester,
         "scenarios",
         "--no-power-loss",
+        "--no-double-resume",
         "-p",
         "no:cacheprovider",
         "--no-recovery-crashes",
@@ -154,6 +163,7 @@ class Limited(ReferenceAdapter):
         pytester,
         "scenarios",
         "--no-power-loss",
+        "--no-double-resume",
         "-rs",
         "-p",
         "no:cacheprovider",
@@ -181,6 +191,7 @@ def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is
         pytester,
         "scenarios",
         "--no-power-loss",
+        "--no-double-resume",
         "-p",
         "no:cacheprovider",
         "--keep-cases",
@@ -216,7 +227,9 @@ def test_the_power_column_of_pytest_scenarios_catches_an_agent_whose_lines_are_n
         ]
     )
     result.assert_outcomes(passed=2, failed=1)
-    without = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", agent)
+    without = run_inprocess(
+        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider", agent
+    )
     without.assert_outcomes(passed=2)
 
 
