@@ -521,7 +521,8 @@ class ScenarioFile(pytest.File):
         snapshotting = shared is not None and shared.snapshotting(agent_spec, launcher)
 
         def shares(point: CrashPoint) -> bool:
-            return snapshotting or has_recovery_item(point) or point in powered
+            # double@P starts from P's first crash too: P then judges the recovery it runs.
+            return snapshotting or has_recovery_item(point) or point in powered or point in doubled
 
         # Every recorded point is an item, reachable or not: a point this agent cannot be
         # killed at is reported "not reachable", never quietly left out or counted as passed.
