@@ -131,15 +131,23 @@ class FirstCrashes:
             if saved.exists():
                 return _case(where / "clean", json.loads(saved.read_text(encoding="utf-8")))
             snapshots = where / "snapshots" if self.snapshotting(agent, launcher) else None
-            run = run_case(
-                where / "clean",
-                scenario,
-                launcher,
-                agent=agent,
-                deadline=deadline,
-                record_syncs=self.record_syncs and snapshots is not None,
-                snapshots=snapshots,
-            )
+            try:
+                run = run_case(
+                    where / "clean",
+                    scenario,
+                    launcher,
+                    agent=agent,
+                    deadline=deadline,
+                    record_syncs=self.record_syncs and snapshots is not None,
+                    snapshots=snapshots,
+                )
+            except BaseException:
+                # Nothing half made stays (a full disk: it would only keep the disk full);
+                # the next process to ask runs the clean case again.
+                for made in (where / "clean", where / "snapshots"):
+                    shutil.rmtree(made, ignore_errors=True)
+                (where / "clean.lock").unlink(missing_ok=True)
+                raise
             if snapshots is not None:
                 crashed, skipped = read_snapshots(snapshots, scenario, agent, deadline)
                 index = {
