@@ -40,7 +40,14 @@ def scenario(
 def test_ids_are_point_ids_and_a_passing_matrix_passes(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": scenario("side_effect_uncertain")})
     result = run_inprocess(
-        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-v", "-p", "no:cacheprovider"
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-double-resume",
+        "--no-tool-side-faults",
+        "-v",
+        "-p",
+        "no:cacheprovider",
     )
     result.stdout.fnmatch_lines(["*email.yaml::clean PASSED*", "*email.yaml::after_running?call_1? PASSED*"])
     result.assert_outcomes(passed=2)
@@ -51,7 +58,13 @@ def test_a_failed_case_is_explained_without_a_traceback_and_with_a_repro_command
 ) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": scenario("replayed")})
     result = run_inprocess(
-        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider"
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-double-resume",
+        "--no-tool-side-faults",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
@@ -74,7 +87,13 @@ def test_a_broken_scenario_is_a_one_line_collection_error_for_that_file_only(
         ".yaml", **{"scenarios/broken": broken, "scenarios/good": scenario("side_effect_uncertain")}
     )
     result = run_inprocess(
-        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider"
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-double-resume",
+        "--no-tool-side-faults",
+        "-p",
+        "no:cacheprovider",
     )
     result.stdout.fnmatch_lines(["*broken.yaml:3:1: turnz: unknown key 'turnz'; allowed keys: *"])
     # The broken file is an error for that file only: the good one still ran, the run fails.
@@ -91,7 +110,13 @@ def test_a_covered_boundary_the_clean_run_never_reaches_fails_collection_loudly(
     )
     pytester.makefile(".yaml", **{"scenarios/never": never})
     result = run_inprocess(
-        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider"
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-double-resume",
+        "--no-tool-side-faults",
+        "-p",
+        "no:cacheprovider",
     )
     result.stdout.fnmatch_lines(["*never.yaml:*: cover: 'after_running' is never reached by the clean run*"])
     result.assert_outcomes(errors=1)
@@ -111,6 +136,7 @@ def _black_box_run(pytester: pytest.Pytester, *, extra: str = "") -> pytest.RunR
         "scenarios",
         "--no-power-loss",
         "--no-double-resume",
+        "--no-tool-side-faults",
         "-p",
         "no:cacheprovider",
         "--no-recovery-crashes",
@@ -164,6 +190,7 @@ class Limited(ReferenceAdapter):
         "scenarios",
         "--no-power-loss",
         "--no-double-resume",
+        "--no-tool-side-faults",
         "-rs",
         "-p",
         "no:cacheprovider",
@@ -192,6 +219,7 @@ def test_the_clean_item_is_the_judged_enumeration_run_and_still_fails_when_it_is
         "scenarios",
         "--no-power-loss",
         "--no-double-resume",
+        "--no-tool-side-faults",
         "-p",
         "no:cacheprovider",
         "--keep-cases",
@@ -218,7 +246,9 @@ def test_the_power_column_of_pytest_scenarios_catches_an_agent_whose_lines_are_n
         ".yaml", **{"scenarios/email": scenario("side_effect_uncertain", cover=("after_side_effect",))}
     )
     agent = f"--agent=crashmatrix.reference_agent.mutants:{mutant}"
-    result = run_inprocess(pytester, "scenarios", "-v", "-p", "no:cacheprovider", agent)
+    result = run_inprocess(
+        pytester, "scenarios", "-v", "-p", "no:cacheprovider", "--no-tool-side-faults", agent
+    )
     result.stdout.fnmatch_lines(
         [
             "*email.yaml::after_side_effect?call_1? PASSED*",
@@ -228,7 +258,14 @@ def test_the_power_column_of_pytest_scenarios_catches_an_agent_whose_lines_are_n
     )
     result.assert_outcomes(passed=2, failed=1)
     without = run_inprocess(
-        pytester, "scenarios", "--no-power-loss", "--no-double-resume", "-p", "no:cacheprovider", agent
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-double-resume",
+        "--no-tool-side-faults",
+        "-p",
+        "no:cacheprovider",
+        agent,
     )
     without.assert_outcomes(passed=2)
 
