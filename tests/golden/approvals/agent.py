@@ -26,6 +26,7 @@ then the tool runs anyway and its result is passed on.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
 import urllib.error
@@ -58,6 +59,26 @@ def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) 
             return dict(json.load(response))
     except urllib.error.HTTPError as error:
         raise SystemExit(f"{url}: HTTP {error.code}: {error.read()[:300]!r}") from error
+
+
+def run_tool(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """(ledger status, result) of one tool request: an error answer ran nothing (failed); a
+    request sent whose answer never came back whole (the tools server gone mid-call, cut off,
+    not a JSON object) may have run (uncertain, said so)."""
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            result = json.loads(response.read())
+        if not isinstance(result, dict):
+            raise ValueError(f"a JSON {type(result).__name__}, not the result object")
+    except urllib.error.HTTPError as error:
+        return "failed", {"ok": False, "code": f"HTTP_{error.code}", "content": repr(error.read()[:300])}
+    except (OSError, http.client.HTTPException, ValueError) as error:
+        why = f"no readable answer ({type(error).__name__}: {error}); it may have run: check first"
+        return "uncertain", {"ok": False, "code": "SIDE_EFFECT_UNCERTAIN", "content": why}
+    return ("succeeded" if result.get("ok") else "failed"), result
 
 
 def sync_directory(path: Path) -> None:
@@ -160,8 +181,8 @@ def run(call: dict[str, Any], step: str, key: str) -> None:
     headers = {"X-Tool-Call-Id": call["id"], "X-Execution-Id": step, "Idempotency-Key": key}
     arguments = json.loads(call["function"]["arguments"])
     endpoint = f"{os.environ['CRASHMATRIX_TOOLS_URL'].rstrip('/')}/{ENDPOINTS[call['function']['name']]}"
-    result = post(endpoint, arguments, headers)
-    ledger(call, step, "succeeded" if result.get("ok") else "failed", key, result)
+    status, result = run_tool(endpoint, arguments, headers)
+    ledger(call, step, status, key, result)
     tell(call, result)
 
 

@@ -124,7 +124,16 @@ def test_a_harness_error_in_one_case_is_red_in_every_view_and_no_traceback(
         },
     )
     _failing_observe(monkeypatch, "after_running[")
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
+    result = run_inprocess(
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-tool-side-faults",
+        "--no-double-resume",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+    )
     out = result.stdout.str()
     # pytest fails the run, and says why in the domain's words, without a traceback.
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -165,7 +174,17 @@ def test_crashmatrix_run_goes_on_past_a_harness_error_in_one_case(
     scenario = tmp_path / "email.yaml"
     scenario.write_text(email_once(recovery_crashes=False, cover=["after_running", "after_side_effect"]))
     _failing_observe(monkeypatch, "after_running[")
-    code = cli.main(["run", str(scenario), "--no-power-loss", "--keep", str(tmp_path / "kept")])
+    code = cli.main(
+        [
+            "run",
+            str(scenario),
+            "--no-power-loss",
+            "--no-tool-side-faults",
+            "--no-double-resume",
+            "--keep",
+            str(tmp_path / "kept"),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1
     assert "email.yaml::after_running[call_1] ... error" in out
@@ -195,7 +214,16 @@ def test_a_case_pytest_fails_outside_its_verdict_is_an_error_in_the_report(
             )
         },
     )
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
+    result = run_inprocess(
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-tool-side-faults",
+        "--no-double-resume",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert {c.point: c.status for c in results.cases} == {
@@ -219,7 +247,16 @@ def test_a_harness_error_in_the_clean_run_of_collection_is_one_line_and_a_red_ro
 ) -> None:
     pytester.makefile(".yaml", **{"scenarios/email": email_once(recovery_crashes=False)})
     _failing_observe(monkeypatch, "enumerate")
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
+    result = run_inprocess(
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-tool-side-faults",
+        "--no-double-resume",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+    )
     out = result.stdout.str()
     assert result.ret != pytest.ExitCode.OK
     assert "Traceback" not in out and "cases.py" not in out, out
@@ -259,6 +296,8 @@ def pytest_runtest_call(item):
         "-n",
         "1",
         "--no-power-loss",
+        "--no-tool-side-faults",
+        "--no-double-resume",
         "-p",
         "no:cacheprovider",
         "--no-doctor",
@@ -332,7 +371,16 @@ def test_a_harness_error_after_the_verdict_is_one_line_and_the_case_an_error(
             )
         },
     )
-    result = run_inprocess(pytester, "scenarios", "--no-power-loss", "-p", "no:cacheprovider", "--no-doctor")
+    result = run_inprocess(
+        pytester,
+        "scenarios",
+        "--no-power-loss",
+        "--no-tool-side-faults",
+        "--no-double-resume",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+    )
     out = result.stdout.str()
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "Traceback" not in out and "collection.py" not in out, out
