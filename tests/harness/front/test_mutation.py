@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crashmatrix.harness.front.cases import enumerate_points, run_double, run_point
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
+from crashmatrix.harness.front.cases import enumerate_points, run_double, run_point, run_tool_fault
 from crashmatrix.harness.front.mutation import (
     Kill,
     KillMatrix,
@@ -219,6 +220,10 @@ def test_the_reference_agent_passes_every_case_that_killed_a_mutant(
         kind, _, point_id = row.first_kill.case.rpartition("@")
         if point_id == "clean":
             assert enum.clean_verdict.passed, (row.mutant, enum.clean_verdict)
+            continue
+        if point_id.partition("[")[0] in TOOL_SIDE_KINDS:  # the tool side failed that call
+            fault = next(p for p in enum.tool_side if p.id == point_id)
+            assert run_tool_fault(scenario, fault, launcher, case_dir / "case").passed, (row.mutant, fault)
             continue
         point = next(p for p in enum.points if p.id == point_id)
         if kind == "double":  # two lives resuming that crash at once
