@@ -56,6 +56,7 @@ def _run(where: Path, scenarios: Sequence[Path], agent: str, workers: int) -> tu
         [
             sys.executable, "-m", "pytest", "scenarios", f"--agent={agent}", "-n", str(workers),
             "-p", "no:cacheprovider", "--no-doctor", "-q", f"--basetemp={where / 'basetemp'}",
+            "--no-double-resume",  # the reference agent's alone (test_mcp_equivalence.run)
         ],
         cwd=where,
         stdin=subprocess.DEVNULL,
