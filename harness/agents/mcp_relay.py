@@ -53,16 +53,15 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from io import TextIOWrapper
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, cast
+from typing import Any, NoReturn, Protocol, cast
 
 import anyio
 import httpx
 
-if TYPE_CHECKING:
-    from crashmatrix.harness.agents.mcp_warm import RelayHandle, WarmRelays
-
 __all__ = [
+    "ForkedRelay",
     "HttpRelay",
+    "RelayForks",
     "ToolBackend",
     "at_exit",
     "kill_stdio_relay",
@@ -73,6 +72,20 @@ __all__ = [
     "serve",
     "warm_up",
 ]
+
+
+# The warm relay server as HttpRelay uses it (``harness.agents.mcp_warm.WarmRelays`` and its
+# ``RelayHandle``): a protocol here, so that the relay does not import the server that imports it.
+class ForkedRelay(Protocol):
+    pid: int
+
+    def wait(self) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+class RelayForks(Protocol):
+    def start(self, relay_args: Sequence[str], *, listening: int, stderr: int) -> ForkedRelay: ...
 
 # Seconds a call to the life may take: the life may hold it at an edge while it decides, and a
 # stopped agent makes nothing faster. A dead life refuses the connection at once.
@@ -115,7 +128,7 @@ class HttpRelay:
         trace: Callable[[Mapping[str, Any]], None],
         *,
         upstream: Sequence[str] = (),
-        warm: WarmRelays | None = None,
+        warm: RelayForks | None = None,
     ) -> None:
         self._life_url = life_url
         self._upstream = tuple(upstream)  # proxy mode: --upstream-command/--upstream-url
@@ -129,7 +142,7 @@ class HttpRelay:
         self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/mcp"
         self._starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-relay")
         self._lock = threading.Lock()
-        self._process: subprocess.Popen[bytes] | RelayHandle | None = None
+        self._process: subprocess.Popen[bytes] | ForkedRelay | None = None
 
     @property
     def pid(self) -> int | None:
@@ -143,7 +156,7 @@ class HttpRelay:
             self._process = process
         self._trace({"event": "mcp_relay", "pid": process.pid, "url": self.url})
 
-    def _forked(self) -> RelayHandle:
+    def _forked(self) -> ForkedRelay:
         assert self._warm is not None
         with open(self._stderr, "ab") as stderr:
             return self._warm.start(
