@@ -6,8 +6,8 @@ each case's verdict compared; prints the figures and every difference (exit 1 if
     python benchmarks/snapshot_equivalence.py --no-mutants   # the suite only
     python benchmarks/snapshot_equivalence.py --workers 1 --scenarios scenarios/send_email
 
-The suite: ``python -m pytest SCENARIOS -n W`` as CI runs it, twice (``--no-snapshots`` the
-second time), the two ``matrix.json`` files compared by ``tests/harness/lives/
+The suite: ``python -m pytest SCENARIOS -n W`` as CI runs it, twice (``-o
+crashmatrix_snapshots=true`` the first time, ``--no-snapshots`` the second), the two ``matrix.json`` files compared by ``tests/harness/lives/
 test_snapshots.compare`` (status, lives, failed invariants and expectation keys, what was
 observed, the second crashes). The mutants: ``crashmatrix mutants`` over the suite with and
 without ``--no-snapshots``, its kill matrix (every cell of every mutant, and the case that
@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="crashmatrix-snapshot-equivalence-"))
     differences: list[str] = []
-    on, on_s = _pytest(work / "on", args.scenarios, args.workers)
+    # Off by default under pytest (docs/performance.md): turned on by the ini for this run.
+    on, on_s = _pytest(work / "on", args.scenarios, args.workers, "-o", "crashmatrix_snapshots=true")
     off, off_s = _pytest(work / "off", args.scenarios, args.workers, "--no-snapshots")
     plain, snapshotted = load_results(off), load_results(on)
     found = compare(plain, snapshotted)
