@@ -9,14 +9,19 @@ import signal
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
 
-if TYPE_CHECKING:
-    from crashmatrix.harness.lives.snapshots import Snapshotter
-
 __all__ = ["Tracer", "append_event", "append_label", "last_point", "read_trace"]
+
+
+
+class SnapshotTaker(Protocol):
+    """What the tracer asks of a clean life's snapshots (``harness.lives.snapshots``, which
+    imports the power recording, which imports this module: a protocol, not an import)."""
+
+    def take(self, point: CrashPoint, tear: tuple[Path, bytes] | None = None) -> None: ...
 
 
 def append_label(line: bytes) -> tuple[str, str] | None:
@@ -41,7 +46,7 @@ class Tracer:
     (``harness.lives.snapshots``)."""
 
     def __init__(
-        self, trace_path: Path, life: int, crash: CrashPoint | None, snapshots: Snapshotter | None = None
+        self, trace_path: Path, life: int, crash: CrashPoint | None, snapshots: SnapshotTaker | None = None
     ) -> None:
         self.path = trace_path
         self.life = life
