@@ -400,6 +400,9 @@ class ForeignAdapter:
         harness's write (``harness_wrote``), and a line the writer never finished was never an
         effect, should the session also be an effect source. The probe comes first (a tear
         moment follows a probe, with nothing written since: it finds only the dead life's)."""
+        ended = getattr(self.framework, "after_life", None)
+        if callable(ended):
+            ended(case_dir)  # the framework's own end of a life (Temporal: its server stopped)
         if self.spec.effects:
             mine = [event for event in trace if event.get("life") == life.life]
             probes = [int(e["bytes"]) for e in mine if e.get("event") == "probe"]
@@ -412,9 +415,6 @@ class ForeignAdapter:
         if life.status == "crashed" and (life.crash or "").startswith(f"{TORN_WRITE}["):
             self._tear(case_dir, life)
             self.harness_wrote(case_dir, TORN_WRITE, erases=True)
-        ended = getattr(self.framework, "after_life", None)
-        if callable(ended):
-            ended(case_dir)  # the framework's own end of a life (Temporal: its server stopped)
 
     def harness_wrote(self, case_dir: Path, by: str, *, erases: bool = False) -> None:
         """In the harness's process, right after the harness wrote to the agent's world (a
