@@ -98,6 +98,7 @@ def failing_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pytest.
         "scenarios",
         "--no-power-loss",
         "--no-double-resume",
+        "--no-tool-side-faults",
         "-p",
         "no:cacheprovider",
         "--report-dir",
@@ -117,7 +118,7 @@ def test_failures_are_shown_first_and_junit_xml_carries_crash_point_and_outcome(
     result.stdout.fnmatch_lines(
         [
             "crashmatrix: 2/3 cases passed, 1 scenarios, agent reference "
-            "(1 failed, 5 cells not reachable by this agent, 8 cells deselected)",
+            "(1 failed, 1 cells not reachable by this agent, 13 cells deselected)",
             "failures (1):",
             # fnmatch: [...] is a character class, so brackets are matched with ?
             "  ✗ email.yaml::after_running?call_1? failed: outcome?call_1?: *",
@@ -151,6 +152,7 @@ def test_the_terminal_table_gives_a_long_scenario_name_the_terminals_width(
         "scenarios",
         "--no-power-loss",
         "--no-double-resume",
+        "--no-tool-side-faults",
         "-p",
         "no:cacheprovider",
         "--no-doctor",
@@ -251,21 +253,21 @@ def test_items_left_out_by_pytests_own_selection_are_deselected_not_not_reached(
     # that runs, whichever it is.
     pytester.makefile(".yaml", **{"scenarios/email": PASSING})
     result = run_inprocess(pytester, "scenarios", "-k", "after_side_effect", "-p", "no:cacheprovider")
-    # after_side_effect and its power loss ran; clean, after_running, its power loss and its
-    # double resume were deselected
-    result.assert_outcomes(passed=2, deselected=4)
+    # after_side_effect and its power loss ran; clean, after_running, its power loss, its
+    # double resume and the call's four tool-side faults were deselected
+    result.assert_outcomes(passed=2, deselected=8)
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     deselected = {gap.boundary: gap for gap in results.not_run if gap.state == "deselected"}
     assert deselected["clean"].points == ("clean",)
     assert deselected["after_running"].points == ("after_running[call_1]",)
     assert deselected["power_loss"].points == ("power@after_running[call_1]",)
     assert deselected["double_resume"].points == ("double@after_running[call_1]",)
+    assert deselected["tool_server_died"].points == ("tool_server_died[call_1]",)
     assert "pytest's selection (-k" in deselected["after_running"].why
     assert "after_side_effect" not in deselected or "--crash-boundary" in deselected["after_side_effect"].why
     markdown = (pytester.path / "reports" / "latest" / "matrix.md").read_text(encoding="utf-8")
     row = next(line for line in markdown.splitlines() if line.startswith("| email"))
-    # clean, running, its power loss, its double resume, and 6 by cover; during_side_effect is
-    # empty (one step);
-    # after_tool_call_pending is not reachable by the reference agent, nor are the four tool-side
-    # columns (its tools are in its own process, not over MCP)
-    assert row.count("⏭ deselected") == 10 and row.count("⬜") == 1 and row.count("🚫 not reachable") == 5
+    # clean, running, its power loss, its double resume, the four tool-side faults and 6 by
+    # cover; during_side_effect is empty (one step); after_tool_call_pending is not reachable
+    # by the reference agent
+    assert row.count("⏭ deselected") == 14 and row.count("⬜") == 1 and row.count("🚫 not reachable") == 1
