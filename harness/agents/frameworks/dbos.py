@@ -48,11 +48,22 @@ import re
 import sqlite3
 import sys
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crashmatrix.harness.agents.frameworks.durable_steps import (
+    TURN,
+    Step,
+    Turn,
+    calls_of,
+    chat_records,
+    history,
+    plain,
+    running_call,
+    sourced,
+)
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
 from crashmatrix.harness.errors import InputError
@@ -89,7 +100,6 @@ DB_NAME = "dbos.sqlite"  # the system database, in the case's workspace: copied 
 STORE_NAME = "dbos-store.txt"  # in the case directory: sqlite or postgres (options: {store: ...})
 STORES = ("sqlite", "postgres")
 PG_SCHEMA = "dbos"  # where DBOS keeps its tables on PostgreSQL
-TURN = "turn-{}"  # one workflow per user turn
 _TURN_ID = re.compile(r"^turn-(\d+)$")
 # What a failed step reads as: its error's text after this prefix (an adapter's ``results:``
 # maps it, e.g. ``{regex: "^DBOS step error", category: error}``).
@@ -114,24 +124,8 @@ class TeamContext:
 # -- the step table, read (pure below the readers) -------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Step:
-    """One ``operation_outputs`` row: a step DBOS committed."""
-
-    function_id: int
-    name: str
-    output: Any = None
-    error: str | None = None  # the error's text when the step raised
 
 
-@dataclass(frozen=True)
-class Turn:
-    """One turn's workflow: its input (the messages it was called with) and its steps."""
-
-    number: int
-    status: str
-    messages: tuple[Mapping[str, Any], ...]
-    steps: tuple[Step, ...] = field(default_factory=tuple)
 
 
 def _decode(text: str | None, serialization: str | None) -> Any:
@@ -143,10 +137,6 @@ def _decode(text: str | None, serialization: str | None) -> Any:
     return pickle.loads(base64.b64decode(text))  # the team's own database, its own objects
 
 
-def _plain(value: Any) -> Any:
-    """A pydantic object (an openai ``ChatCompletionMessage`` a step returned) as a dict."""
-    dump = getattr(value, "model_dump", None)
-    return dump() if callable(dump) else value
 
 
 def _error_text(text: str | None, serialization: str | None) -> str:
@@ -159,107 +149,22 @@ def _error_text(text: str | None, serialization: str | None) -> str:
     return f"{STEP_ERROR}: {error}"
 
 
-def _calls(output: Any) -> list[Mapping[str, Any]] | None:
-    """The tool calls of a model step's output, or None when it is not the model's reply."""
-    message = _plain(output)
-    if not isinstance(message, Mapping) or message.get("role") != "assistant":
-        return None
-    return [c for c in (message.get("tool_calls") or []) if isinstance(c, Mapping)]
 
 
-def _call_name(call: Mapping[str, Any]) -> str:
-    return str((call.get("function") or {}).get("name", ""))
 
 
-def _answering(steps: Sequence[Step]) -> Iterator[tuple[Step, Mapping[str, Any] | None]]:
-    """Each step with the tool call it answers (None: not a tool's step). After a model step
-    with calls, the steps named as its calls answer them in order; a step of another name (a
-    helper the loop runs) answers none."""
-    pending: list[Mapping[str, Any]] = []
-    for step in steps:
-        calls = _calls(step.output) if step.error is None else None
-        if calls is not None:
-            pending = list(calls)
-            yield step, None
-        elif pending and step.name == _call_name(pending[0]):
-            yield step, pending.pop(0)
-        else:
-            yield step, None
 
 
-def running_call(steps: Sequence[Step], name: str) -> str | None:
-    """The tool call a step named ``name`` starting after ``steps`` (its workflow's committed
-    rows) runs, or None when it is no tool's step."""
-    pending: list[Mapping[str, Any]] = []
-    for step, answered in _answering(steps):
-        calls = _calls(step.output) if step.error is None else None
-        if calls is not None:
-            pending = list(calls)
-        elif answered is not None:
-            pending.pop(0)
-    if pending and _call_name(pending[0]) == name:
-        return str(pending[0].get("id", ""))
-    return None
 
 
-def _content(value: Any) -> str:
-    value = _plain(value)
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
-def chat_records(turns: Sequence[Turn]) -> list[Mapping[str, Any]]:
-    """The step table as chat records (the reader's shape): each turn's user message (the last
-    of its input), each model step's reply, each tool step's output (or error) as the Tool
-    Result of the call it answered."""
-    return [record for record, _ in _sourced(turns)]
 
 
-# Where a chat record comes from: (the turn's workflow id, the step's function id), or None
-# for the user's message (the workflow's input).
-Source = tuple[str, int] | None
 
 
-def _sourced(turns: Sequence[Turn]) -> list[tuple[Mapping[str, Any], Source]]:
-    out: list[tuple[Mapping[str, Any], Source]] = []
-    for turn in sorted(turns, key=lambda t: t.number):
-        workflow_id = TURN.format(turn.number)
-        user = next((m for m in reversed(turn.messages) if m.get("role") == "user"), None)
-        if user is not None:
-            message = {"role": "user", "content": _content(user.get("content"))}
-            out.append(({"type": "message", "message": message}, None))
-        for step, call in _answering(turn.steps):
-            source = (workflow_id, step.function_id)
-            if call is not None:
-                content = step.error if step.error is not None else _content(step.output)
-                result = {"role": "tool", "tool_call_id": str(call.get("id", "")), "content": content}
-                out.append(({"type": "message", "message": result}, source))
-                continue
-            reply = _plain(step.output) if step.error is None else None
-            if not isinstance(reply, Mapping) or _calls(reply) is None:
-                continue  # a helper step: not part of the conversation
-            calls = [
-                {
-                    "id": str(c.get("id", "")),
-                    "type": "function",
-                    "function": {
-                        "name": _call_name(c),
-                        "arguments": str((c.get("function") or {}).get("arguments", "")),
-                    },
-                }
-                for c in reply.get("tool_calls") or []
-            ]
-            reply_message: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
-            if calls:
-                reply_message["tool_calls"] = calls
-            out.append(({"type": "message", "message": reply_message}, source))
-    return out
 
 
-def _history(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The chat messages of ``records``, as the next turn's workflow is called with them."""
-    return [dict(record["message"]) for record in records]
 
 
 # A query on the system database: (SQL with ``?`` for each parameter, parameters) -> rows.
@@ -379,7 +284,7 @@ class StepRows:
     def _record(self, number: int) -> tuple[Mapping[str, Any], tuple[str, int]]:
         from crashmatrix.harness.agents.session_records import CannotPlant
 
-        record, source = _sourced(read_turns(self.path))[number - 1]
+        record, source = sourced(read_turns(self.path))[number - 1]
         if source is None:
             raise CannotPlant("a user's message is the workflow's input, not a step's row")
         return record, source
@@ -405,7 +310,7 @@ class StepRows:
                 " WHERE workflow_uuid = ? AND function_id = ?",
                 (workflow_id, function_id),
             ).fetchone()
-            value = _plain(_decode(row[0], row[1]))
+            value = plain(_decode(row[0], row[1]))
             if record["message"]["role"] == "tool":
                 value = new.get("content")
             elif isinstance(value, Mapping):
@@ -556,7 +461,7 @@ def _workflow_seams(life: TeamLife) -> StepSeams:
         return call_id
 
     def replied(output: Any) -> list[str]:
-        return [str(call.get("id", "")) for call in _calls(output) or ()]
+        return [str(call.get("id", "")) for call in calls_of(output) or ()]
 
     return StepSeams(life.hook, starting, replied)
 
@@ -691,7 +596,7 @@ def drive(life: TeamLife) -> None:
                 if started[number] in ("PENDING", "ENQUEUED"):
                     turn_result(number)  # DBOS.launch() recovers it in its own thread
                 continue
-            messages = [*_history(read_records(workspace)), {"role": "user", "content": text}]
+            messages = [*history(read_records(workspace)), {"role": "user", "content": text}]
             with SetWorkflowID(workflow_id):
                 workflow(messages)
         except Exception:

@@ -31,7 +31,7 @@ The seams, nothing of Temporal edited (``_install``, in the life's process):
   ``after_tool_call_saved`` (each call).
 
 The event history maps onto crashmatrix's vocabulary the way DBOS's step table does (the same
-code: ``frameworks.dbos.chat_records``): a completed activity is a step with its result, a
+code: ``frameworks.durable_steps.chat_records``): a completed activity is a step with its result, a
 failed one (retries exhausted) a step with its error, an activity scheduled or running has no
 completion, and Temporal keeps no running state a reader could tell from a retry: no ledger of
 attempts (``WHY_NO_LEDGER``).
@@ -52,7 +52,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from crashmatrix.harness.agents.frameworks.dbos import Step, Turn, chat_records, running_call
+from crashmatrix.harness.agents.frameworks.durable_steps import (
+    TURN,
+    Step,
+    Turn,
+    chat_records,
+    history,
+    running_call,
+    sourced,
+)
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
 from crashmatrix.harness.errors import InputError
@@ -80,7 +88,6 @@ SUPPORTED = ((1, 20, 0), (2,))
 SUPPORTED_TEXT = ">=1.20.0,<2"
 DB_NAME = "temporal.sqlite"  # the dev server's database, in the case's workspace
 TASK_QUEUE = "crashmatrix-agent"  # the case's own server: one queue is all it needs
-TURN = "turn-{}"
 _TURN_ID = re.compile(r"^turn-(\d+)$")
 # The workflow task timeout crashmatrix starts each turn with (Temporal's default is 10 s): a
 # workflow task the killed worker held is given to the next life's worker this much later.
@@ -215,10 +222,6 @@ def read_records(workspace: Path) -> list[Mapping[str, Any]]:
     return chat_records(read_turns(workspace / DB_NAME))
 
 
-def _history(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    return [dict(record["message"]) for record in records]
-
-
 _COMPLETIONS = (
     "activity_task_completed_event_attributes",
     "activity_task_failed_event_attributes",
@@ -239,10 +242,9 @@ class HistoryNodes:
         return f"{DB_NAME} history_node"
 
     def _record(self, number: int) -> tuple[Mapping[str, Any], tuple[str, int]]:
-        from crashmatrix.harness.agents.frameworks.dbos import _sourced
         from crashmatrix.harness.agents.session_records import CannotPlant
 
-        record, source = _sourced(read_turns(self.path))[number - 1]
+        record, source = sourced(read_turns(self.path))[number - 1]
         if source is None:
             raise CannotPlant("a user's message is the workflow's input, not an activity's completion")
         return record, source
@@ -457,7 +459,7 @@ async def _drive(life: TeamLife, address: str) -> None:
             try:
                 status = await _status(handle)
                 if status is None:
-                    messages = [*_history(read_records(workspace)), {"role": "user", "content": text}]
+                    messages = [*history(read_records(workspace)), {"role": "user", "content": text}]
                     handle = await client.start_workflow(
                         workflow_name,
                         messages,

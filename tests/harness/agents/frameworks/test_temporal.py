@@ -24,7 +24,7 @@ from temporalio.api.history.v1 import History, HistoryEvent
 from temporalio.converter import default
 
 from crashmatrix.harness.agents.frameworks import temporal as t
-from crashmatrix.harness.agents.frameworks.dbos import chat_records, running_call
+from crashmatrix.harness.agents.frameworks.durable_steps import chat_records, running_call
 from crashmatrix.harness.agents.session_records import CannotPlant
 from crashmatrix.harness.errors import InputError
 
