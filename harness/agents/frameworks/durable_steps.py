@@ -26,6 +26,7 @@ __all__ = [
     "plain",
     "running_call",
     "sourced",
+    "sourced_record",
 ]
 
 TURN = "turn-{}"  # one workflow per user turn
@@ -159,3 +160,15 @@ def history(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The chat messages of ``records``, as the next turn's workflow is called with them."""
     return [dict(record["message"]) for record in records]
 
+
+
+def sourced_record(turns: Sequence[Turn], number: int, row: str) -> tuple[Mapping[str, Any], tuple[str, int]]:
+    """Chat record ``number`` (from 1) with its source, for the doctor planting into the
+    framework's store (``harness.agents.session_records``); ``row`` names what holds a record
+    there. A user's message has no row of its own: it is the workflow's input."""
+    from crashmatrix.harness.agents.session_records import CannotPlant
+
+    record, source = sourced(turns)[number - 1]
+    if source is None:
+        raise CannotPlant(f"a user's message is the workflow's input, not {row}")
+    return record, source

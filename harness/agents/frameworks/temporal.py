@@ -59,7 +59,7 @@ from crashmatrix.harness.agents.frameworks.durable_steps import (
     chat_records,
     history,
     running_call,
-    sourced,
+    sourced_record,
 )
 from crashmatrix.harness.agents.readonly_db import connect_readonly
 from crashmatrix.harness.agents.team_life import AgentFacts, FrameworkInfo, TeamLife
@@ -242,12 +242,7 @@ class HistoryNodes:
         return f"{DB_NAME} history_node"
 
     def _record(self, number: int) -> tuple[Mapping[str, Any], tuple[str, int]]:
-        from crashmatrix.harness.agents.session_records import CannotPlant
-
-        record, source = sourced(read_turns(self.path))[number - 1]
-        if source is None:
-            raise CannotPlant("a user's message is the workflow's input, not an activity's completion")
-        return record, source
+        return sourced_record(read_turns(self.path), number, "an activity's completion")
 
     def get(self, number: int) -> bytes:
         return json.dumps(self._record(number)[0]["message"], ensure_ascii=False).encode()
