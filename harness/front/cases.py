@@ -321,7 +321,13 @@ def run_tool_fault(
     say how a crash ends, and a correct agent may end a tool's failure otherwise (it gives
     up on the order and says so). A case whose fault never acted -- the call never reached
     the tool side in this run -- is not reached, never passed. ``shared`` is accepted for
-    the runners' one signature: nothing is shared, no first crash precedes the fault."""
+    the runners' one signature: nothing is shared, no first crash precedes the fault.
+
+    An agent that raises or exits non-zero on the fault is restarted, as a supervisor restarts
+    a crash-only agent, and judged on what it did then (``run_case``'s ``restart_after_fault``):
+    red means a second effect, a blind resend, a lie to the model, a lost result -- not one
+    exit on a tool server that died. A pass says so in a note ("life 1 died: on the tool-side
+    fault ..."); an error before the fault acted stays an error."""
     from crashmatrix.harness.agents.tool_faults import ToolSideFault, arm
 
     started = time.monotonic()
@@ -333,6 +339,7 @@ def run_tool_fault(
         agent=agent,
         deadline=deadline,
         prepare=lambda fresh: arm(fresh, fault),
+        restart_after_fault=True,
     )
     observation, verdict = _judged(run, scenario, point, agent)
     acted = [f for f in tool_faults_acted(run.trace) if f.kind == fault.kind and f.call == fault.call_id]

@@ -17,6 +17,13 @@ each life's stderr is kept in the case directory (``life-N.stderr``).
 What a life leaves running when it ends (a shell the agent started, a ``setsid`` daemon) is
 stopped, named and killed before the next life starts (``harness.lives.descendants``); the
 life's record lists them and the ``no_effect_after_death`` invariant fails the case.
+
+In a tool-side case (``restart_after_fault``), a life that raised or exited non-zero after the
+armed fault acted on it died *on the fault*: a crash-only agent may fail fast on a tool server
+gone mid-call and reconcile when its supervisor restarts it. Its record says so ("died", the
+error kept) and it is restarted like any unplanned death; the invariants judge what the
+restarted agent did. A life that failed before the fault acted, or in a later life, is the
+agent's own error.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from pathlib import Path
 from crashmatrix.harness.agents.loading import adapter_for
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
+from crashmatrix.harness.core.tool_side import tool_faults_acted
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord, TraceEvent
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.harness.lives.between import apply_between_lives
@@ -43,7 +51,7 @@ from crashmatrix.harness.lives.forkserver import ForkServer, run_spawned
 from crashmatrix.harness.lives.life import LifeSpec, life_main
 from crashmatrix.harness.lives.tracer import append_event, last_point, read_trace
 
-__all__ = ["PRELOAD", "LifeLauncher", "life_record", "run_case"]
+__all__ = ["PRELOAD", "LifeLauncher", "died_on_fault", "life_record", "run_case"]
 
 # Imported once in the fork server. openai loads its chat resources lazily on first use,
 # which would otherwise cost every life ~170 ms. The caller's modules (the adapter's) go
@@ -183,6 +191,31 @@ def _ended_event(record: LifeRecord, trace: Sequence[TraceEvent]) -> dict[str, o
     return event
 
 
+def died_on_fault(record: LifeRecord, trace: Sequence[TraceEvent]) -> LifeRecord:
+    """``record`` as a death on a tool-side fault when it is one: a life that ended in
+    ``error`` (the agent raised; a command agent exited non-zero) after a tool-side fault acted
+    in that same life. Its error is kept, said to be on that fault; any other record is
+    returned as it is. (The fault fires once per case: the restarted life meets a healthy tool
+    side, so a later life's error is the agent's own, not the fault's.)"""
+    if record.status != "error":
+        return record
+    starts = [i for i, e in enumerate(trace) if e.get("event") == "start" and e.get("life") == record.life]
+    if not starts:  # the life never began: the harness's error, not the agent's
+        return record
+    acted = tool_faults_acted(trace[starts[-1] :])
+    if not acted:
+        return record
+    mine = [e for e in trace if e.get("life") == record.life]
+    raised = [str(e.get("error")) for e in mine if e.get("event") == "error"]
+    why = raised[-1] if raised else record.error or _how(record.exitcode or 0)
+    fault = acted[0]
+    return replace(
+        record,
+        status="died",
+        error=f"on the tool-side fault {fault.kind}[{fault.call}], restarted as a supervisor would: {why}",
+    )
+
+
 def run_case(
     case_dir: Path,
     scenario: Scenario,
@@ -198,6 +231,7 @@ def run_case(
     resume: CaseRun | None = None,
     prepare: Callable[[Path], None] | None = None,
     snapshots: Path | None = None,
+    restart_after_fault: bool = False,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
     until a life ends normally. A life that died unplanned is restarted too; one that does
@@ -217,7 +251,10 @@ def run_case(
     the lives find as they start.
 
     ``snapshots``: a clean case's life 1 leaves a first crash at every point it passes in
-    this directory (``harness.lives.snapshots``; read by ``harness.lives.first_crash``)."""
+    this directory (``harness.lives.snapshots``; read by ``harness.lives.first_crash``).
+
+    ``restart_after_fault``: a life that raised or exited non-zero after a tool-side fault
+    acted in it is a death on that fault (``died_on_fault``), restarted within ``max_lives``."""
     lives: list[LifeRecord] = []
     if resume is None:
         prepare_case(case_dir, scenario)
@@ -253,6 +290,8 @@ def run_case(
             ),
             deadline=deadline,
         )
+        if restart_after_fault:
+            record = died_on_fault(record, trace)
         if index > 1 and record.status == "not_reached":
             # The recovering life never passed the second point: it simply finished.
             record = replace(record, status="exited", error="not reached")
@@ -278,5 +317,6 @@ def run_case(
         # Left: "crashed", or "died" (an unplanned death), restarted alike within max_lives.
     trace = read_trace(case_dir)
     errors = {e["life"]: e["error"] for e in trace if e.get("event") == "error"}
-    lives = [replace(r, error=errors.get(r.life, r.error)) for r in lives]
+    # A death on a tool-side fault already holds its error, said to be on the fault.
+    lives = [replace(r, error=errors.get(r.life, r.error)) if r.status != "died" else r for r in lives]
     return CaseRun(case_dir, tuple(lives), trace)
