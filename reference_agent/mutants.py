@@ -485,6 +485,38 @@ class NoSessionLease(Mutant):
         return None
 
 
+class ClosedMarkFirst(Mutant):
+    """Notes which interrupted executions it has closed as ``unknown`` in a file beside its
+    session (so that a restart never closes one twice), and writes that note, synced, BEFORE
+    the ``unknown`` record itself.
+
+    Every boundary sees the two agree: the note and the record are both durable by the next
+    one. Only a crash in the middle of the record's own append -- a torn write of the
+    recovering life's recovery record (``recovery_torn_writes``) -- tells it from the
+    reference agent: the note claims a record that never became durable, the next life skips
+    the close, and the execution stays ``running`` under the Tool Result it publishes."""
+
+    hints = ("send_email", "non_idempotent", "after_running")
+
+    def _closed_note(self) -> Path:
+        return self.session_path.with_name(self.session_path.name + ".closed")
+
+    def close_as_unknown(self, state: CallState, pending: PendingCall) -> dict[str, Any]:
+        latest = pending.latest
+        assert latest is not None
+        note = self._closed_note()
+        closed = note.read_text(encoding="utf-8").split() if note.exists() else []
+        if latest.execution_id in closed:
+            return dict(latest.result or {})  # the bug: the note says closed; the ledger may not
+        fd = os.open(note, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, f"{latest.execution_id}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return super().close_as_unknown(state, pending)
+
+
 class KeyWithoutTurn(Mutant):
     """Derives the idempotency key from the session, the tool_call_id, the tool and the
     arguments, but not the turn: when a provider reuses ``call_0`` in a later turn for the
@@ -655,6 +687,7 @@ MUTANTS: dict[str, type[Mutant]] = {
     "contract_per_tool": ContractPerTool,
     "retry_swallows_last_error": RetrySwallowsLastError,
     "no_session_lease": NoSessionLease,
+    "closed_mark_first": ClosedMarkFirst,
 }
 
 # One adapter class per mutant, so ``--agent=crashmatrix.reference_agent.mutants:NAME`` loads it.
@@ -682,3 +715,4 @@ key_without_turn = _adapter(KeyWithoutTurn, "key_without_turn")
 contract_per_tool = _adapter(ContractPerTool, "contract_per_tool")
 retry_swallows_last_error = _adapter(RetrySwallowsLastError, "retry_swallows_last_error")
 no_session_lease = _adapter(NoSessionLease, "no_session_lease")
+closed_mark_first = _adapter(ClosedMarkFirst, "closed_mark_first")

@@ -179,6 +179,7 @@ def test_adapters_md_says_what_each_check_needs_and_quotes_the_codes_reasons() -
         "no_success_without_answer",
         "reads_report_real_content",
         "loser_stops_cleanly",
+        "torn_fragments_accounted",
     }
     for name, why in reasons:
         said = invariants[name]

@@ -43,6 +43,9 @@ class Scenario:
     between_lives: tuple[Mapping[str, Any], ...] = ()
     cover: tuple[str, ...] = ()
     recovery_crashes: bool = True
+    # Also tear the recovering life's own writes as second crashes (its session appends before
+    # it asks the model again; ``harness.plan.enumeration.recovery_window``). Opt-in: more lives.
+    recovery_torn_writes: bool = False
     expect: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     description: str = ""
     tags: tuple[str, ...] = ()

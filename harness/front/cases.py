@@ -438,7 +438,8 @@ def run_recovery(
 ) -> CaseResult:
     """Crash at ``point``; then for every boundary the restarted life passes while it
     recovers (``recovery_window``: before it asks the model again), a case that also
-    crashes there. All must end correctly.
+    crashes there -- and, for a scenario with ``recovery_torn_writes``, one that tears each
+    session line it appends there. All must end correctly.
 
     The first life runs once: every case starts from a copy of the directory it left
     (``run_case(resume=...)``), so a depth-2 case costs the two lives after the crash.
@@ -457,7 +458,7 @@ def run_recovery(
     sub_cases: list[SubCase] = []
     # The observation a report shows: the first failed second crash's, else the first crash's.
     shown: tuple[Observation, str] | None = None  # the shown second crash and its status
-    seconds_points = recovery_window(first.trace)
+    seconds_points = recovery_window(first.trace, torn=scenario.recovery_torn_writes)
     for index, second in enumerate(seconds_points):
         second_dir = case_dir / f"second-{index}"
         run = run_case(

@@ -208,6 +208,13 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                 ("model", index, "when", "call"),
                 f"this rule can never fire: no rule makes tool call {when['call']!r}",
             )
+    if data.get("recovery_torn_writes") and not data.get("recovery_crashes", True):
+        # Torn writes are more second crashes: with none asked for they would never act.
+        raise doc.error(
+            ("recovery_torn_writes",),
+            "recovery_torn_writes adds torn writes to the second crashes, and recovery_crashes: false "
+            "asks for none; drop one of the two",
+        )
     for index, name in enumerate(data.get("evals") or ()):
         if name not in SEED004_EVALS:
             raise doc.error(("evals", index), f"unknown eval {name!r}; known: {', '.join(SEED004_EVALS)}")
@@ -303,6 +310,7 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
         between_lives=tuple(data.get("between_lives") or ()),
         cover=tuple(data.get("cover") or ()),
         recovery_crashes=bool(data.get("recovery_crashes", True)),
+        recovery_torn_writes=bool(data.get("recovery_torn_writes", False)),
         expect=dict(data.get("expect") or {}),
         description=data.get("description", ""),
         tags=tuple(data.get("tags") or ()),

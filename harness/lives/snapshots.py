@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint
+from crashmatrix.harness.core.torn_fragments import torn_event
 
 __all__ = ["MANIFEST", "Snapshotter", "unfaithful"]
 
@@ -171,14 +172,20 @@ class Snapshotter:
                 die_with_parent(parent)
                 _copy_case(self.case_dir, copy)
                 _rename_identities(self.case_dir, copy)
+                torn = b""
                 if tear is not None:  # the dying writer's half line, as Tracer.before_append tears it
                     path, line = tear
                     fd = os.open(copy / path.relative_to(self.case_dir), os.O_WRONLY | os.O_APPEND)
-                    os.write(fd, line[: max(1, len(line) // 2)])
+                    fragment = line[: max(1, len(line) // 2)]
+                    where = str(path.relative_to(self.case_dir))
+                    size = os.fstat(fd).st_size
+                    event = torn_event(self.life, point.tool_call_id, point.label, where, size, fragment)
+                    torn = (json.dumps(event) + "\n").encode()
+                    os.write(fd, fragment)
                     os.fsync(fd)
                     os.close(fd)
                 fd = os.open(copy / "trace.jsonl", os.O_WRONLY | os.O_APPEND)
-                os.write(fd, crash)
+                os.write(fd, torn + crash)
                 os.kill(os.getpid(), signal.SIGKILL)
             except BaseException:
                 with contextlib.suppress(Exception):

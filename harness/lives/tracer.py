@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint
+from crashmatrix.harness.core.torn_fragments import torn_event
 
-__all__ = ["Tracer", "append_event", "append_label", "last_point", "read_trace"]
-
+__all__ = ["Tracer", "append_event", "append_label", "case_path", "last_point", "read_trace"]
 
 
 class SnapshotTaker(Protocol):
@@ -109,11 +109,25 @@ class Tracer:
         point = CrashPoint(TORN_WRITE, call, occurrence, label)
         if self.crash == point:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-            os.write(fd, line[: max(1, len(line) // 2)])
+            fragment = line[: max(1, len(line) // 2)]
+            # The fragment's bytes to the trace before the file (after the write nothing but the
+            # kill may run): the verdict follows them into the final file (torn_fragments).
+            where = case_path(path, self.path.parent)
+            self.write(torn_event(self.life, call, label, where, os.fstat(fd).st_size, fragment))
+            os.write(fd, fragment)
             os.fsync(fd)
             self._die(point)
         elif self.snapshots is not None:
             self.snapshots.take(point, (path, line))
+
+
+def case_path(path: Path, case_dir: Path) -> str:
+    """``path`` as the trace names a file: relative to the case directory (a case's directory
+    is copied to resume from it, so an absolute name would point into another case)."""
+    try:
+        return str(Path(path).resolve().relative_to(case_dir.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def read_trace(case_dir: Path) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.torn_fragments import FragmentFate
 from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, case_status
 from crashmatrix.harness.core.world_events import WorldEvent
 
@@ -108,6 +109,10 @@ class Observation:
     # check -> why, for the invariants ``crashmatrix doctor`` found blind on this agent
     # (``Capabilities.blind``): listed not applicable, never passed.
     blind_checks: Mapping[str, str] = field(default_factory=dict)
+    # Where the bytes of each torn write of the case went in the final session file
+    # (``harness.core.torn_fragments``): dropped, set aside, left as the torn tail, kept as a
+    # line of their own, or glued onto the next record.
+    torn_fragments: tuple[FragmentFate, ...] = ()
 
     @property
     def status(self) -> str:

@@ -8,12 +8,13 @@ the model's request log, and what the harness did between lives.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.core.dialect import NATIVE, Dialect
 from crashmatrix.harness.core.session_log import SessionLog
+from crashmatrix.harness.core.torn_fragments import FragmentFate, account_all, torn_fragments
 from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.errors import SessionCorruption
 from crashmatrix.harness.lives.casedir import session_path_of
@@ -28,6 +29,7 @@ from crashmatrix.harness.session_file import read_session
 __all__ = [
     "SessionSource",
     "native_session",
+    "read_fragments",
     "read_observation",
     "read_requests",
     "read_world",
@@ -81,6 +83,24 @@ def _between_lives(case_dir: Path) -> BetweenLives:
     return between_lives_from_json(json.loads(path.read_text(encoding="utf-8")))
 
 
+def read_fragments(case_dir: Path, trace: tuple[Mapping[str, Any], ...]) -> tuple[FragmentFate, ...]:
+    """Where the bytes of each torn write in ``trace`` went: each torn file's final bytes and
+    the files beside it that begin with its name (a writer's ``<name>.torn-<offset>``), read
+    once, judged by ``torn_fragments.account``."""
+    fragments = torn_fragments(trace)
+    finals: dict[str, bytes | None] = {}
+    beside: dict[str, dict[str, bytes]] = {}
+    for path in {f.path for f in fragments}:
+        target = case_dir / path
+        try:
+            finals[path] = target.read_bytes()
+        except FileNotFoundError:
+            finals[path] = None
+        siblings = target.parent.glob(f"{target.name}?*") if target.parent.is_dir() else ()
+        beside[path] = {p.name: p.read_bytes() for p in siblings if p.is_file()}
+    return account_all(fragments, finals, beside)
+
+
 def read_observation(
     run: CaseRun,
     *,
@@ -113,4 +133,5 @@ def read_observation(
         session_problem=problem,
         session_unavailable=session_unavailable,
         dialect=dialect,
+        torn_fragments=read_fragments(run.case_dir, tuple(run.trace)),
     )

@@ -64,15 +64,23 @@ def by_call(points: Sequence[CrashPoint], scenario: Scenario) -> list[CrashPoint
     return sorted(points, key=lambda point: rank[point.tool_call_id])  # stable: each call's own order
 
 
-def recovery_window(trace: Sequence[Mapping[str, Any]], life: int = 2) -> list[CrashPoint]:
-    """The crash points a restarted life passed while recovering: its boundaries (no torn
-    writes) before it first asked the model.
+def recovery_window(
+    trace: Sequence[Mapping[str, Any]], life: int = 2, *, torn: bool = False
+) -> list[CrashPoint]:
+    """The crash points a restarted life passed while recovering: its boundaries before it
+    first asked the model, and with ``torn`` its session appends there too (each a torn write
+    of its own recovery records: the ``unknown`` closing an interrupted execution, a
+    reconcile's lookup, the Tool Result it publishes), in the order it passed them.
 
     An agent cannot ask the model before every pending call has its Tool Result (the API
     refuses a prompt with an unanswered tool call), so what comes after is the
     conversation going on: a crash there is a first crash in a later state, which the
     matrix has as its own items. A life that never asked the model, or asked before
-    passing any boundary, is all window."""
+    passing any point, is all window.
+
+    Torn writes are opt-in (a scenario's ``recovery_torn_writes``): each adds two lives to its
+    ``recovery@P`` item, and a boundary right after the append already shows the record
+    whole; what a torn one adds is the recovering writer's handling of its own half line."""
     window: list[CrashPoint] = []
     everything: list[CrashPoint] = []
     asked = False
@@ -81,11 +89,16 @@ def recovery_window(trace: Sequence[Mapping[str, Any]], life: int = 2) -> list[C
             continue
         if event.get("event") == "model_request":
             asked = True
-        elif event.get("event") == "boundary":
+            continue
+        if event.get("event") == "boundary":
             point = CrashPoint(event["boundary"], event["call"], event["occurrence"])
-            everything.append(point)
-            if not asked:
-                window.append(point)
+        elif event.get("event") == "append" and torn:
+            point = CrashPoint(TORN_WRITE, event["call"], event["occurrence"], event["label"])
+        else:
+            continue
+        everything.append(point)
+        if not asked:
+            window.append(point)
     return window or everything
 
 

@@ -52,6 +52,7 @@ from crashmatrix.harness.core.ledger import (
 from crashmatrix.harness.core.records import Entry, ExecutionRecord, Message, MessageEntry, ToolCall
 from crashmatrix.harness.core.session_log import prompt_view
 from crashmatrix.harness.core.tool_side import ToolFaultActed
+from crashmatrix.harness.core.torn_fragments import FragmentFate
 from crashmatrix.harness.core.world_events import HARNESS_EFFECT_KIND, NON_SIDE_EFFECT_KINDS
 from crashmatrix.harness.errors import InputError
 
@@ -148,6 +149,9 @@ class Evidence:
     # The lives that resumed the session at the same time (a ``double@P`` case,
     # ``harness.core.double_resume``), each with what it did; () in any other case.
     concurrent: Sequence[ConcurrentLife] = ()
+    # Where the bytes of each torn write of the case went in the final session file
+    # (``harness.core.torn_fragments``); () when no write was torn.
+    torn: Sequence[FragmentFate] = ()
 
     def sees(self, name: str) -> bool:
         """Whether the side effects of the agent's tool ``name`` are recorded as events."""
@@ -1273,6 +1277,30 @@ def loser_stops_cleanly(evidence: Evidence) -> list[Violation]:
     return out
 
 
+def torn_fragments_accounted(evidence: Evidence) -> list[Violation]:
+    """Every torn write's bytes end somewhere a reader cannot mistake for a record: cut from the
+    session (dropped, or set aside in a file beside it), left as its unterminated last line,
+    or kept as a line of their own; never glued onto the next record.
+
+    Why: a writer killed mid-append (a SIGKILL, a power cut, a kernel panic during the
+    recovery's own write; ext4's delayed allocation leaving a partial last block) leaves half
+    a line. Dropping it is legitimate -- it was never acknowledged, LevelDB's log reader does
+    the same -- so no rule here asks that the bytes remain; the record it began was simply
+    never durable, and what the agent makes of that is judged by the other invariants (a lost
+    ``running`` is a call that never started, not one whose effect may be repeated). But a
+    writer that appends its next record without cutting the torn tail (or ending it) writes
+    one line that is neither record: every reader now loses both, and a lenient one that
+    resynchronises at the next ``{`` re-parses the rest as something the agent never wrote.
+    A restarted agent recovering from one crash is as exposed as the first life: its own
+    recovery record (an ``unknown`` closing an interrupted execution) can be torn too
+    (``recovery_torn_writes``)."""
+    return [
+        Violation("torn_fragments_accounted", f"{fate.fragment.name()}: {fate.where}", fate.fragment.call)
+        for fate in evidence.torn
+        if not fate.acceptable
+    ]
+
+
 def no_partial_file(evidence: Evidence) -> list[Violation]:
     """Every file a ``write_file`` call targeted ends whole: its old content or a new one.
 
@@ -1471,6 +1499,7 @@ INVARIANTS: Mapping[str, Check] = MappingProxyType(
         "no_partial_file": no_partial_file,
         "reads_report_real_content": reads_report_real_content,
         "loser_stops_cleanly": loser_stops_cleanly,
+        "torn_fragments_accounted": torn_fragments_accounted,
     }
 )
 

@@ -102,6 +102,7 @@ def evidence(observation: Observation, scenario: Scenario) -> Evidence:
         concurrent=concurrent_lives(
             observation.trace, observation.world.events, lambda e: e.kind not in NON_SIDE_EFFECT_KINDS
         ),
+        torn=observation.torn_fragments,
     )
 
 
@@ -284,6 +285,8 @@ def _judge(
     # A life that died where nothing planned it was restarted like a crash: a case that then
     # passes says so in its notes, which every report shows for passed cases too.
     notes += [f"life {life.life} died: {life.error}" for life in observation.lives if life.status == "died"]
+    # Where each torn write's bytes went, said for every case that tore one (passed or not).
+    notes += [fate.describe() for fate in observation.torn_fragments]
     log = _conversation(observation, scenario)
     if log is None:
         return Verdict("failed", None, expected, problems=(*problems, observation.session_problem))

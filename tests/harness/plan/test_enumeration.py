@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, CrashPoint, parse_point
-from crashmatrix.harness.plan.enumeration import points_from_trace
+from crashmatrix.harness.plan.enumeration import points_from_trace, recovery_window
 
 
 def _boundary(name: str, call: str, occurrence: int = 1, life: int = 1) -> dict[str, object]:
@@ -78,3 +78,21 @@ def test_an_agent_running_calls_at_once_gets_its_points_grouped_by_call_in_the_s
             "x@call_zz",
         )
     )
+
+
+def test_the_recovery_window_has_the_recovering_lifes_torn_writes_only_when_asked() -> None:
+    # Its session appends before it asks the model, in the order passed; never life 1's.
+    trace = [
+        {"life": 1, "event": "append", "call": "c", "label": "running", "occurrence": 1},
+        {"life": 2, "event": "append", "call": "c", "label": "unknown", "occurrence": 1},
+        {"life": 2, "event": "boundary", "boundary": "before_tool_result", "call": "c", "occurrence": 1},
+        {"life": 2, "event": "append", "call": "c", "label": "tool_result", "occurrence": 1},
+        {"life": 2, "event": "model_request"},
+        {"life": 2, "event": "append", "call": "d", "label": "approved", "occurrence": 1},
+    ]
+    assert [p.id for p in recovery_window(trace)] == ["before_tool_result[c]"]
+    assert [p.id for p in recovery_window(trace, torn=True)] == [
+        "torn_write[c:unknown]",
+        "before_tool_result[c]",
+        "torn_write[c:tool_result]",
+    ]

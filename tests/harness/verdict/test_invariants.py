@@ -259,6 +259,7 @@ def test_registry_names_and_order_are_the_documented_ones() -> None:
         "no_partial_file",
         "reads_report_real_content",
         "loser_stops_cleanly",
+        "torn_fragments_accounted",
     ]
     assert {
         "legal_transitions",
