@@ -10,6 +10,11 @@ steps: the agent is green on the tamper scenario, and its twin
 (``PLANNED_FIRST_BUG=started_failed``: a changed call's started step closed ``failed``, though
 the order may have been placed) stays red, on the ledger alone, with the ledger shown as
 written.
+
+The agent is crash-only (issue 32): it exits non-zero on any failed tool request. In the
+tool-side columns it is restarted, as its supervisor would, and green: the restart closes the
+started step uncertain and asks again under the same key, one order. Each such pass says in
+a note that life 1 died on the fault.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
 from crashmatrix.reports.results import Results, load_results
 
 from ..planted import plant
@@ -58,6 +64,18 @@ def test_a_ledger_that_plans_first_is_green_on_the_suites_sequences(pytester: py
         assert "ledger" in cases[point].expected
     running = cases["after_running[call_chair]"].observed or {}
     assert running["code"] == {"call_chair": "ARGUMENTS_MISMATCH"}
+    # Each tool-side column: exited non-zero on the fault and restarted; the scenario's tamper
+    # acts before the restart as before any (an edit while the agent is down), so the restarted
+    # agent refuses the changed call as it does after a crash.
+    for kind in TOOL_SIDE_KINDS:
+        case = cases[f"{kind}[call_chair]"]
+        assert case.status == "passed", (case.point, case.problems, case.violations)
+        assert any(
+            note.startswith(f"life 1 died: on the tool-side fault {kind}[call_chair], restarted")
+            and "exited with 1" in note
+            for note in case.notes
+        ), case.notes
+        assert (case.observed or {})["code"] == {"call_chair": "ARGUMENTS_MISMATCH"}, case.observed
 
 
 def test_its_twin_closing_a_started_step_failed_stays_red_on_the_ledger(

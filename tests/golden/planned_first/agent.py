@@ -8,6 +8,11 @@ no longer match its steps' inputHash is neither sent nor replayed (ARGUMENTS_MIS
 open step closed under what it recorded: started -> uncertain); a step left started is closed
 uncertain and asked again under the same key; a finished step's result is told again.
 
+It is crash-only: a tool request that fails in any way (the tools server gone mid-call, an
+answer cut off or not JSON, an error status) raises out of ``urlopen`` and the process exits
+non-zero, leaving its step ``started``; its supervisor restarts it and recovery does the rest.
+The harness restarts it likewise in a tool-side column (issue 32), and judges what it did then.
+
 ``PLANNED_FIRST_BUG=started_failed`` is its twin: a changed call's started step is closed
 ``failed`` (a step that may have placed the order recorded as one that did nothing).
 """
@@ -15,11 +20,9 @@ uncertain and asked again under the same key; a finished step's result is told a
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import os
 import sys
-import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -30,26 +33,6 @@ TOOLS_URL = os.environ["CRASHMATRIX_TOOLS_URL"].rstrip("/")
 SESSION = Path(os.environ.get("CRASHMATRIX_SESSION_PATH", ".planned/session.jsonl"))
 FINAL = ("succeeded", "failed", "uncertain", "rejected")
 BUG = os.environ.get("PLANNED_FIRST_BUG", "")
-
-
-def run_tool(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[str, dict[str, Any]]:
-    """(step status, result) of one tool request: an error answer ran nothing (failed); a
-    request sent whose answer never came back whole (the tools server gone mid-call, cut off,
-    not a JSON object) may have run (uncertain, said so)."""
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json", **headers}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            result = json.loads(response.read())
-        if not isinstance(result, dict):
-            raise ValueError(f"a JSON {type(result).__name__}, not the result object")
-    except urllib.error.HTTPError as error:
-        return "failed", {"ok": False, "code": f"HTTP_{error.code}", "content": repr(error.read()[:300])}
-    except (OSError, http.client.HTTPException, ValueError) as error:
-        why = f"no readable answer ({type(error).__name__}: {error}); it may have happened: check first"
-        return "uncertain", {"ok": False, "code": "SIDE_EFFECT_UNCERTAIN", "content": why}
-    return ("succeeded" if result.get("ok") else "failed"), result
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -123,10 +106,10 @@ def execute(call: dict[str, Any], key: str, *, again: bool = False) -> None:
     step_line(call, step, "approved", key)
     step_line(call, step, "started", key)
     headers = {"X-Tool-Call-Id": call["id"], "X-Execution-Id": step, "Idempotency-Key": key}
-    status, result = run_tool(
+    result = post(
         f"{TOOLS_URL}/{call['function']['name']}", json.loads(call["function"]["arguments"]), headers
     )
-    step_line(call, step, status, key, result)
+    step_line(call, step, "succeeded" if result.get("ok") else "failed", key, result)
     tell(call, result)
 
 
