@@ -48,7 +48,9 @@ new user message (5.2).
 
 ``SEED000_AGENT_BUG`` plants one bug (for crashmatrix's own tests):
 ``replay_running_send`` sends an email left ``running`` again, as if it were idempotent;
-``rerun_succeeded`` runs a ``succeeded`` call again instead of publishing its stored result.
+``rerun_succeeded`` runs a ``succeeded`` call again instead of publishing its stored result;
+``resend_unknown`` sends an email whose send got no answer (the mail service died mid-call)
+once more at once, as a client's blind retry would.
 
 Run it by hand: OPENAI_BASE_URL=... OPENAI_MODEL=... python agent.py
 """
@@ -375,6 +377,10 @@ class Agent:
             result = {"status": "failed", "execution_id": execution_id, "message": str(error)}
         except (OSError, KeyError, TypeError) as error:
             result = {"status": "unknown", "execution_id": execution_id, "message": str(error)}
+            if BUG == "resend_unknown" and name == "send_email":
+                # BUG: no answer is not "not sent": the email may already be out
+                output = send_email(arguments["to"], arguments["subject"], arguments["body"], call["id"])
+                result = {"status": "succeeded", "execution_id": execution_id, **output}
         else:
             result = {"status": "succeeded", "execution_id": execution_id, **output}
         state = self.append_execution_state(call, execution_id, result["status"], result=result)

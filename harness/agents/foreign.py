@@ -81,7 +81,7 @@ from crashmatrix.harness.agents.team_life import (
     client_env,
     framework_module,
 )
-from crashmatrix.harness.agents.tool_faults import UNSCRIPTED_REPLY, tool_side
+from crashmatrix.harness.agents.tool_faults import UNSCRIPTED_REPLY, mock_toolbox, tool_side
 from crashmatrix.harness.agents.tool_faults import take as take_tool_side
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
 from crashmatrix.harness.core.capabilities import Capabilities
@@ -639,7 +639,10 @@ class ForeignAdapter:
         hook = self._hooked(ctx.hook, probe)
         from crashmatrix.mock_tools.toolbox import MockToolbox
 
-        toolbox = MockToolbox(world, ctx.scenario.contracts, ctx.http)
+        toolbox = MockToolbox(world, ctx.scenario.contracts, ctx.http)  # the loopback's: it is the tool side
+        # The mock tools this process runs itself (an ``intercept:``ed function, a framework
+        # team's tools: harness): their own tool side, where the tool-side columns act.
+        in_process = mock_toolbox(ctx, "in process", world)
         services: dict[str, Any] = {}
         if "orders" in self.spec.services:
             from crashmatrix.mock_tools.order_api import OrderAPI
@@ -730,9 +733,11 @@ class ForeignAdapter:
             for relay in relays:
                 relay.start()  # before the agent, which may connect at once
             if self.spec.kind == "python":
-                self._run_python(ctx, server, env, cwd, conversation, hook, probe, toolbox, on_sync, messages)
+                self._run_python(
+                    ctx, server, env, cwd, conversation, hook, probe, in_process, on_sync, messages
+                )
             elif self.framework is not None:
-                self._run_framework(ctx, server, env, cwd, hook, probe, toolbox)
+                self._run_framework(ctx, server, env, cwd, hook, probe, in_process)
             else:
                 self._run_command(ctx, server, env, cwd, conversation, values, holder, messages)
         finally:

@@ -6,15 +6,13 @@ import sys
 from collections.abc import Mapping
 
 from crashmatrix.harness.agents.protocol import LifeContext
-from crashmatrix.harness.agents.tool_faults import tool_side
+from crashmatrix.harness.agents.tool_faults import mock_toolbox
 from crashmatrix.harness.core.boundaries import BOUNDARIES
 from crashmatrix.harness.core.capabilities import NATIVE_CAPABILITIES
 from crashmatrix.harness.core.dialect import NATIVE
 from crashmatrix.harness.core.trace import CaseRun
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.observation.reading import read_observation
-from crashmatrix.mock_tools.toolbox import MockToolbox
-from crashmatrix.mock_tools.world import World
 from crashmatrix.reference_agent.agent import Agent
 from crashmatrix.reference_agent.approval import ScriptedApprover
 from crashmatrix.reference_agent.lease import SessionLeased
@@ -48,15 +46,12 @@ class ReferenceAdapter:
     def build(self, ctx: LifeContext) -> Agent:
         settings = ModelSettings(ctx.model_base_url, "scripted", "crashmatrix-scripted", max_retries=0)
         client = make_openai_client(settings, ctx.http)
-        world = World(ctx.world_dir)
         return self.agent_class(
             session_path=ctx.session_path,
             session_id=ctx.session_id,
             model=OpenAIChatModel(client, settings.model),
             # Every call reaches the tool side, where a tool-side column's fault acts (issue 32).
-            toolbox=MockToolbox(
-                world, ctx.scenario.contracts, ctx.http, tool_side(ctx.case_dir, ctx.trace, "mock tools")
-            ),
+            toolbox=mock_toolbox(ctx),
             contracts=ctx.scenario.contracts,
             approver=ScriptedApprover(dict(ctx.approvals), dict(ctx.approvals_again)),
             hook=ctx.hook,

@@ -35,11 +35,16 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crashmatrix.harness.core.tool_side import FAULT_EVENT, MCP_CALL_EVENT, TOOL_SIDE_KINDS
 from crashmatrix.harness.errors import InputError
 from crashmatrix.mock_tools.calls import ToolSide
+
+if TYPE_CHECKING:
+    from crashmatrix.harness.agents.protocol import LifeContext
+    from crashmatrix.mock_tools.toolbox import MockToolbox
+    from crashmatrix.mock_tools.world import World
 
 __all__ = [
     "FAULT_FILE",
@@ -48,6 +53,7 @@ __all__ = [
     "ToolSideFault",
     "arm",
     "armed",
+    "mock_toolbox",
     "take",
     "tool_side",
 ]
@@ -133,3 +139,22 @@ def tool_side(case_dir: Path, trace: Callable[[Mapping[str, Any]], None], via: s
         trace({"event": FAULT_EVENT, "fault": kind, "call": call_id, "acted": True, "detail": detail})
 
     return ToolSide(reach, acted, saw)
+
+
+def mock_toolbox(ctx: LifeContext, via: str = "mock tools", world: World | None = None) -> MockToolbox:
+    """The harness's mock tools for one life of any adapter that runs them in its process (the
+    reference agent, a kind-1 framework adapter's wrappers, an ``intercept:``ed function, a
+    framework team's ``tools: harness``), with the case's tool side on every call: the one
+    place a toolbox is built, so no adapter runs the mock tools where a tool-side column
+    cannot act. ``via`` names the path in the trace; ``world``: the life's (default: a new
+    one on ``ctx.world_dir``). A loopback server's toolbox is not built here: the server is
+    its tool side (``harness.agents.loopback``), and a second one would see each call twice."""
+    from crashmatrix.mock_tools.toolbox import MockToolbox
+    from crashmatrix.mock_tools.world import World
+
+    return MockToolbox(
+        world if world is not None else World(ctx.world_dir),
+        ctx.scenario.contracts,
+        ctx.http,
+        tool_side(ctx.case_dir, ctx.trace, via),
+    )

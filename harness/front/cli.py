@@ -312,23 +312,18 @@ def _run_in(
     from crashmatrix.harness.plan.enumeration import (
         RECOVERY_FIRST,
         TOOL_SIDE_COLUMNS,
+        adapter_tool_side_unreachable,
         double_points,
         double_unreachable,
         power_points,
         selected,
-        tool_side_unreachable,
     )
     from crashmatrix.harness.verdict.explain import SECOND, explain
 
     kept = args.keep is not None
     recovery_item = crash.startswith(RECOVERY)
     spec = getattr(load_adapter(args.agent), "spec", None)  # adapter_file.ForeignSpec
-    cannot_fail = tool_side_unreachable(
-        args.agent,
-        getattr(spec, "tools", None),
-        getattr(spec, "mcp_transport", "stdio"),
-        getattr(spec, "services", ()),
-    )
+    cannot_fail = adapter_tool_side_unreachable(args.agent, spec)
     kind = crash.partition("[")[0]
     if kind in cannot_fail:  # asked for by name: refused before any life runs
         raise InputError(f"--crash {crash}: {kind} cannot act on this agent: {cannot_fail[kind]}")
@@ -506,7 +501,7 @@ def _points(args: argparse.Namespace) -> int:
     from crashmatrix.harness.input.scenario import load_scenario
     from crashmatrix.harness.lives.injector import LifeLauncher
     from crashmatrix.harness.lives.postgres import ensure_servers
-    from crashmatrix.harness.plan.enumeration import tool_side_unreachable
+    from crashmatrix.harness.plan.enumeration import adapter_tool_side_unreachable
 
     scenario = load_scenario(args.file)
     ensure_servers(adapter_for(args.agent))  # before the fork server: its lives inherit the server
@@ -518,12 +513,7 @@ def _points(args: argparse.Namespace) -> int:
     # The tool-side cases (the tool side fails one call, the agent lives on), where a fault
     # can act on this agent: each kind for each call that reached its tool side.
     spec = getattr(adapter_for(args.agent), "spec", None)  # adapter_file.ForeignSpec
-    cannot_fail = tool_side_unreachable(
-        args.agent,
-        getattr(spec, "tools", None),
-        getattr(spec, "mcp_transport", "stdio"),
-        getattr(spec, "services", ()),
-    )
+    cannot_fail = adapter_tool_side_unreachable(args.agent, spec)
     for point in enum.tool_side:
         if point.boundary not in cannot_fail:
             print(point.id)

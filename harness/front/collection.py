@@ -55,11 +55,11 @@ from crashmatrix.harness.plan.enumeration import (
     POWER_COLUMN,
     RECOVERY_FIRST,
     TOOL_SIDE_COLUMNS,
+    adapter_tool_side_unreachable,
     double_points,
     double_unreachable,
     power_points,
     selected,
-    tool_side_unreachable,
 )
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
@@ -151,14 +151,9 @@ def tool_side_column(config: pytest.Config) -> bool:
 
 def unreachable_tool_side(adapter: AgentAdapter) -> dict[str, str]:
     """Why each tool-side column cannot act on this agent (``enumeration.tool_side_unreachable``
-    on its adapter's ``tools:`` and ``mcp: transport``); a column not named can."""
-    spec = getattr(adapter, "spec", None)  # adapter_file.ForeignSpec
-    return tool_side_unreachable(
-        adapter.name,
-        getattr(spec, "tools", None),
-        getattr(spec, "mcp_transport", "stdio"),
-        getattr(spec, "services", ()),
-    )
+    on its adapter's ``tools:``, ``mcp: transport``, ``services:`` and ``intercept:``); a
+    column not named can."""
+    return adapter_tool_side_unreachable(adapter.name, getattr(adapter, "spec", None))
 
 
 def tool_side_plan(

@@ -686,15 +686,10 @@ def _tool_side_cases(
 ) -> tuple[CrashPoint, ...]:
     """The tool-side cases a clean run offers this agent: each kind for each call that
     reached its tool side, where the kind can act on it (``enumeration.tool_side_unreachable``)."""
-    from crashmatrix.harness.plan.enumeration import tool_side_points, tool_side_unreachable
+    from crashmatrix.harness.plan.enumeration import adapter_tool_side_unreachable, tool_side_points
 
     spec = getattr(load_adapter(agent), "spec", None)
-    cannot = tool_side_unreachable(
-        agent,
-        getattr(spec, "tools", None),
-        getattr(spec, "mcp_transport", "stdio"),
-        getattr(spec, "services", ()),
-    )
+    cannot = adapter_tool_side_unreachable(agent, spec)
     return tuple(p for p in tool_side_points(trace, points) if p.boundary not in cannot)
 
 

@@ -57,10 +57,10 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import (
     POWER_BOUNDARIES,
     RECOVERY_FIRST,
+    adapter_tool_side_unreachable,
     double_points,
     power_points,
     selected,
-    tool_side_unreachable,
 )
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.harness.verdict.verdict import Verdict
@@ -437,7 +437,7 @@ class _Runner:
             ]
             # The tool-side columns where they can act on this agent (a mutant of the reference
             # agent: every call that reached its mock tools).
-            cannot = tool_side_unreachable(mutant, getattr(getattr(adapter, "spec", None), "tools", None))
+            cannot = adapter_tool_side_unreachable(mutant, getattr(adapter, "spec", None))
             faults = [p for p in enum.tool_side if p.boundary not in cannot] if tool_side else []
             double = bool(getattr(adapter, "double_resume", False))
             cases = _cases(

@@ -20,6 +20,7 @@ __all__ = [
     "POWER_COLUMN",
     "RECOVERY_FIRST",
     "TOOL_SIDE_COLUMNS",
+    "adapter_tool_side_unreachable",
     "by_call",
     "double_points",
     "double_unreachable",
@@ -155,37 +156,57 @@ STDIO_KEEPS_RESPONSES = (
 # none of its calls crossed to a tool side the harness serves.
 NOTHING_REACHED = (
     "no call of the clean run reached a tool side crashmatrix serves (every call was refused "
-    "before it ran, or its tools run where no tool side is wired: an intercepted function, a "
-    "framework adapter's own wrapper of the mock tools, the agent's own code)"
+    "before it ran, or went to the agent's own code: a tool it did not intercept, a server of "
+    "its own)"
 )
-# Why a team's own tool functions cannot take a tool-side fault (``tools: agent``, no services).
+# Why a team's own tool functions cannot take a tool-side fault (``tools: agent``, no services,
+# nothing intercepted).
 OWN_FUNCTIONS = (
     "its tools are its own functions (tools: agent; their effects watched through effects:): "
-    "nothing stands between a tool and its effect for the harness to fail; its calls to "
-    "crashmatrix's loopback services (services:) or MCP server (tools: mcp) would have these columns"
+    "nothing stands between a tool and its effect for the harness to fail; a function routed to "
+    "the mock tools (intercept:), its calls to crashmatrix's loopback services (services:) or "
+    "MCP server (tools: mcp) would have these columns"
 )
 
 
 def tool_side_unreachable(
-    agent: str, tools: str | None, transport: str = "stdio", services: Sequence[str] = ()
+    agent: str,
+    tools: str | None,
+    transport: str = "stdio",
+    services: Sequence[str] = (),
+    intercepts: Sequence[str] = (),
 ) -> dict[str, str]:
     """Why each tool-side column cannot act on an agent, by its adapter's ``tools:``, ``mcp:
-    transport`` and ``services:``; a column not named can, on each call that reaches a tool
-    side in the clean run (``tool_side_points``).
+    transport``, ``services:`` and ``intercept:``ed tools; a column not named can, on each call
+    that reaches a tool side in the clean run (``tool_side_points``).
 
     The faults act wherever a call crosses from the agent to a tool side the harness serves:
-    the harness's mock tools (``tools`` None, a Python adapter such as the reference agent, or
-    ``harness``: between each tool's client and its backend, on the loopback's socket for an
-    agent that calls them over HTTP), its loopback services (``services:``), its MCP server
-    (``mcp``: a process of its own, to kill, cut off or have answer wrong). A team's own tool
-    functions (``agent``) have nothing between the call and the effect. Over stdio a lost
+    the harness's mock tools (``tools`` None, a Python adapter such as the reference agent or a
+    kind-1 framework adapter's wrappers of them; ``harness``: on the loopback's socket for an
+    agent that calls them over HTTP, between each tool's client and its backend for a
+    framework team's in-process calls; an ``intercept:``ed function, replaced by the mock
+    tool), its loopback services (``services:``), its MCP server (``mcp``: a process of its
+    own, to kill, cut off or have answer wrong). A team's own tool functions (``agent``,
+    nothing intercepted) have nothing between the call and the effect. Over stdio a lost
     response is not a failure a pipe has."""
-    if tools == "agent" and not services:
+    if tools == "agent" and not services and not intercepts:
         why = f"adapter {agent}: {OWN_FUNCTIONS}"
         return dict.fromkeys(TOOL_SIDE_COLUMNS, why)
     if tools == "mcp" and transport == "stdio":
         return {"tool_response_lost": STDIO_KEEPS_RESPONSES}
     return {}
+
+
+def adapter_tool_side_unreachable(agent: str, spec: Any) -> dict[str, str]:
+    """``tool_side_unreachable`` read off an adapter's spec (``adapter_file.ForeignSpec``; None
+    or any other object: a Python adapter, which runs the mock tools itself)."""
+    return tool_side_unreachable(
+        agent,
+        getattr(spec, "tools", None),
+        getattr(spec, "mcp_transport", "stdio"),
+        getattr(spec, "services", ()),
+        tuple(intercept.tool for intercept in getattr(spec, "intercepts", ())),
+    )
 
 
 # The double-resume column: ``double@P`` items, two lives resuming P's first crash at once

@@ -915,12 +915,12 @@ class LangGraphAdapter:
 
     def run_life(self, ctx: LifeContext) -> None:
         from crashmatrix.harness.agents.foreign_session import _write_copy
-        from crashmatrix.mock_tools.toolbox import MockToolbox
-        from crashmatrix.mock_tools.world import World
+        from crashmatrix.harness.agents.tool_faults import mock_toolbox
 
         path = self.checkpoint_path(ctx.case_dir)
         path.parent.mkdir(parents=True, exist_ok=True)
-        toolbox = MockToolbox(World(ctx.world_dir), ctx.scenario.contracts, ctx.http)
+        # Its wrappers run the mock tools: the tool-side columns act between them and the world.
+        toolbox = mock_toolbox(ctx)
         approvals = _Approvals()
         run = _ToolRunner(
             ctx, toolbox, lambda: _write_copy(ctx.session_path, conversation(path)[1]), approvals

@@ -424,13 +424,12 @@ class OpenAIAgentsAdapter:
     async def _life(self, ctx: LifeContext) -> None:
         import httpx
 
-        from crashmatrix.mock_tools.toolbox import MockToolbox
-        from crashmatrix.mock_tools.world import World
+        from crashmatrix.harness.agents.tool_faults import mock_toolbox
 
         _prepare_sdk()  # tracing off (it exports to OpenAI), chat completions, a fresh client
         self._copy(ctx)
-        world = World(ctx.world_dir)
-        toolbox = MockToolbox(world, ctx.scenario.contracts, ctx.http)
+        # Its function tools run the mock tools: the tool-side columns act between them and the world.
+        toolbox = mock_toolbox(ctx)
         pending: list[Mapping[str, Any]] = []  # the function calls of the step running now
         run_tool = self._run_tool(ctx, toolbox, pending)
         hooks = _step_calls(pending)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from crashmatrix.harness.core.boundaries import parse_point
-from crashmatrix.harness.front.cases import enumerate_points, run_point
+from crashmatrix.harness.front.cases import enumerate_points, run_point, run_tool_fault
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.explain import explain
@@ -153,6 +153,29 @@ def test_planted_bug_fails_its_case_with_the_check_that_names_it(
     assert not result.passed
     assert "non_idempotent_at_most_once" in {v.invariant for v in result.verdict.violations}
     assert "world.emails" in {m.field for m in result.verdict.mismatches}
+
+
+@pytest.mark.slow
+def test_an_intercepted_tool_takes_the_tool_side_columns_and_a_blind_resend_is_caught(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    """``intercept:`` replaces the agent's send_email by the mock tool, whose tool side the
+    columns fail (issue 32): the mail backend dies after the send, the agent's function
+    raises as its wire would, and the agent keeps the email ``unknown`` (one email); its
+    ``resend_unknown`` twin sends it again at once, red by the invariant alone."""
+    scenario = load_scenario(ROOT / "scenarios" / "send_email" / "send_once.yaml")
+    point = parse_point("tool_server_died[call_mail]")
+    twin = plant(HERE, "adapter.yaml", "SEED000_AGENT_BUG", "resend_unknown", tmp_path / "variant")
+    seen = {}
+    for name, agent in (("correct", ADAPTER), ("twin", twin)):
+        result = run_tool_fault(scenario, point, launcher, tmp_path / name, agent=str(agent))
+        violations = sorted({v.invariant for v in result.verdict.violations})
+        seen[name] = (result.verdict.status, result.verdict.observed.world["emails"], violations)
+        assert result.verdict.status == "passed" or name == "twin", explain(result, str(agent))
+    assert seen == {
+        "correct": ("passed", 1, []),
+        "twin": ("failed", 2, ["non_idempotent_at_most_once"]),
+    }
 
 
 def test_ledger_agent_knows_nothing_of_crashmatrix() -> None:

@@ -5,6 +5,7 @@ act says why."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
@@ -13,9 +14,12 @@ from crashmatrix.harness.plan.enumeration import (
     OWN_FUNCTIONS,
     STDIO_KEEPS_RESPONSES,
     TOOL_SIDE_COLUMNS,
+    adapter_tool_side_unreachable,
     tool_side_points,
     tool_side_unreachable,
 )
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _mcp(call: str, tool: str = "send_email", life: int = 1, **extra: Any) -> dict[str, Any]:
@@ -69,6 +73,24 @@ def test_the_harness_s_mock_tools_and_services_take_every_column() -> None:
     assert tool_side_unreachable("box.yaml", "harness", services=("mail",)) == {}
     trace = [{"event": "mcp_call", "call": "call_1", "tool": "send_email", "via": "mock tools", "life": 1}]
     assert [p.id for p in tool_side_points(trace)] == [f"{kind}[call_1]" for kind in TOOL_SIDE_KINDS]
+
+
+def test_an_intercepted_function_runs_the_mock_tools_and_takes_every_column() -> None:
+    """``tools: agent`` with ``intercept:``: the intercepted functions are replaced by the mock
+    tools, where the faults act (their calls reach the tool side; a tool the agent kept its
+    own has no ``mcp_call``, so no item). Not its own functions, then: n.a. would be untrue."""
+    assert tool_side_unreachable("state.yaml", "agent", intercepts=("send_email",)) == {}
+    assert "intercept:" in OWN_FUNCTIONS  # the n.a. reason names the way to get the columns
+
+
+def test_the_columns_are_read_off_an_adapter_s_spec_as_every_front_door_reads_them() -> None:
+    from crashmatrix.harness.agents.loading import load_adapter
+
+    seed000 = load_adapter(str(ROOT / "examples" / "seed000_agent" / "adapter.yaml"))
+    assert adapter_tool_side_unreachable("seed000", getattr(seed000, "spec", None)) == {}
+    desk = load_adapter(str(ROOT / "examples" / "desk_agent" / "adapter.yaml"))  # its own tools
+    assert set(adapter_tool_side_unreachable("desk", getattr(desk, "spec", None))) == set(TOOL_SIDE_KINDS)
+    assert adapter_tool_side_unreachable("reference", None) == {}  # a Python adapter: no spec
 
 
 def test_over_stdio_only_the_lost_response_is_not_reachable_and_over_http_every_column_is() -> None:

@@ -8,6 +8,7 @@ saved approval after a crash."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import sys
@@ -751,3 +752,63 @@ def test_a_toolnode_is_held_until_the_reply_it_runs_is_checkpointed() -> None:
     saves.note(seen={"m1"})
     runner.join(5)
     assert ran == ["ran"]
+
+
+# A graph whose tools resend a call that got no readable answer: a client's blind retry (the
+# default of many HTTP clients and retry decorators), put on LangGraph's default graph.
+RESENDING = """
+import json
+from typing import Annotated, Any
+
+from langchain_core.tools import InjectedToolCallId, StructuredTool
+
+from examples.langgraph_agent.agent import _graph
+
+
+def _resending(ctx: Any, tool: Any) -> Any:
+    def call(tool_call_id: Annotated[str, InjectedToolCallId], **arguments: Any) -> str:
+        given = {k: v for k, v in arguments.items() if v is not None}
+        told = str(ctx.run_tool(tool.name, given, tool_call_id))
+        if not json.loads(told).get("ok"):
+            told = str(ctx.run_tool(tool.name, given, tool_call_id))  # no answer taken for "not sent"
+        return told
+
+    return StructuredTool.from_function(
+        func=call, name=tool.name, description=tool.description, args_schema=tool.args_schema
+    )
+
+
+def build(ctx: Any) -> Any:
+    return _graph(ctx, [_resending(ctx, t) for t in ctx.tools])
+"""
+
+
+@pytest.mark.slow
+def test_the_tool_side_columns_act_on_the_mock_tools_a_kind_1_adapter_wraps(
+    launcher: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--agent=langgraph:...``: its LangChain tools run the mock tools, whose tool side the
+    columns fail (issue 32). The mail backend dies after the send: the default graph tells
+    the model the truth (uncertain) and sends once; a graph whose tools resend a call that got
+    no answer sends twice, red by the invariant (not by the scenario's expectations)."""
+    from crashmatrix.harness.front.cases import run_tool_fault
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    (tmp_path / "crashmatrix_lg_resending.py").write_text(RESENDING, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the lives get this process's sys.path
+    scenario = load_scenario(SUITE / "send_email" / "send_once.yaml")
+    point = parse_point("tool_server_died[call_mail]")
+    told = {}
+    for factory in (f"{EXAMPLE}:build", "crashmatrix_lg_resending:build"):
+        run = functools.partial(run_tool_fault, agent=f"langgraph:{factory}", deadline=60.0)
+        result = run(scenario, point, launcher, tmp_path / factory)
+        verdict = result.verdict
+        told[factory] = (
+            verdict.status,
+            verdict.observed.world["emails"],
+            sorted({v.invariant for v in verdict.violations}),
+        )
+    assert told == {
+        f"{EXAMPLE}:build": ("passed", 1, []),
+        "crashmatrix_lg_resending:build": ("failed", 2, ["non_idempotent_at_most_once"]),
+    }
