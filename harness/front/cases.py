@@ -226,10 +226,12 @@ def run_point(
 
     With ``shared``, the lives are those ``recovery@point`` also starts with, run once for
     both (``harness/lives/first_crash.py``), and judged in a copy of their directory in
-    ``case_dir`` (``own_copy``: the shared one is only ever copied)."""
+    ``case_dir`` (``own_copy``: the shared one is only ever copied); for a point no other
+    item starts from, resumed from the clean life's snapshot into ``case_dir``
+    (``FirstCrashes.point_run``)."""
     started = time.monotonic()
     if shared is not None and point is not None and second is None and not power_loss:
-        run = own_copy(shared.get(scenario, point, launcher, agent=agent, deadline=deadline).run, case_dir)
+        run = shared.point_run(scenario, point, launcher, case_dir, agent=agent, deadline=deadline)
         started = _charged(run)
     else:
         run = run_case(

@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import threading
 import traceback
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +132,48 @@ def snapshots(config: pytest.Config) -> bool:
         return bool(config.getini("crashmatrix_snapshots"))
     except ValueError:  # the ini is not registered (a plugin older than the option)
         return False
+
+
+_AHEAD_KEY = pytest.StashKey[bool]()
+
+
+def clean_ahead(config: pytest.Config, files: Callable[[], Sequence[Path]]) -> None:
+    """In xdist worker k > 0, a thread that runs the clean cases of the session's scenario
+    files (``files``: in the order the collection reaches them) from the other end: every
+    worker's collection reaches the files in the same order and the first to reach one runs
+    its clean case while the others wait on its lock (``FirstCrashes.clean``), so without it
+    one worker ran all of them while the others waited. The thread never waits for a lock
+    (``FirstCrashes.clean_ahead``) and leaves any failure to the collection, which reports
+    it. Once a session; nothing without xdist or a shared directory."""
+    if _AHEAD_KEY in config.stash:
+        return
+    config.stash[_AHEAD_KEY] = True
+    worker = getattr(config, "workerinput", None)
+    shared = first_crashes(config)
+    if worker is None or shared is None:
+        return
+    index, count = int(str(worker.get("workerid", "gw0"))[2:] or 0), int(worker.get("workercount", 1))
+    if index == 0 or count < 2:
+        return
+    order = list(reversed(files()))
+    # Worker k of n starts (k-1)/(n-1) of the way along: two threads never trail each other.
+    start = (index - 1) * len(order) // (count - 1) if count > 2 else 0
+    order = order[start:] + order[:start]
+    launcher = launcher_for(config)
+    agent_spec = config.getoption("agent")
+    deadline = config.getoption("case_deadline")
+
+    def run() -> None:
+        for path in order:
+            try:
+                scenario = load_scenario(path)
+                if not_applicable(scenario, capabilities_of(load_adapter(agent_spec))):
+                    continue
+                shared.clean_ahead(scenario, launcher, agent=agent_spec, deadline=deadline)
+            except Exception:  # the collection runs it again and says what failed
+                continue
+
+    threading.Thread(target=run, name="crashmatrix-clean-ahead", daemon=True).start()
 
 
 def power_column(config: pytest.Config) -> bool:
@@ -520,7 +563,12 @@ class ScenarioFile(pytest.File):
 
         def shares(point: CrashPoint) -> bool:
             # double@P starts from P's first crash too: P then judges the recovery it runs.
-            return snapshotting or has_recovery_item(point) or point in powered or point in doubled
+            others = has_recovery_item(point) or point in powered or point in doubled
+            if snapshotting and not others and shared is not None:
+                # Only P's own item starts from P's snapshot: it resumes from it in its own
+                # directory, nothing published (``FirstCrashes.point_run``).
+                shared.alone(scenario, point, agent=agent_spec)
+            return snapshotting or others
 
         # Every recorded point is an item, reachable or not: a point this agent cannot be
         # killed at is reported "not reachable", never quietly left out or counted as passed.

@@ -609,7 +609,31 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     parent.config.stash.setdefault(_SEEN, set()).add(Path(os.path.abspath(file_path)))
     _activate(parent.config)
     _self_check(parent.config)
-    from crashmatrix.harness.front.collection import ScenarioFile
+    from crashmatrix.harness.front.collection import ScenarioFile, clean_ahead
 
+    clean_ahead(parent.config, lambda: _scenario_files(parent.config))
     file: pytest.Collector = ScenarioFile.from_parent(parent, path=file_path)
     return file
+
+
+def _scenario_files(config: pytest.Config) -> list[Path]:
+    """The scenario files under the paths on the command line, in the order pytest's
+    collection reaches them (a directory's entries by name, depth first), less what
+    ``pytest_ignore_collect`` leaves out (``--ignore``, ``norecursedirs``). For running
+    their clean cases ahead (``collection.clean_ahead``): a file missed or extra costs
+    time, never a verdict."""
+    found: dict[Path, None] = {}
+
+    def walk(path: Path) -> None:
+        if config.hook.pytest_ignore_collect(collection_path=path, config=config):
+            return
+        if path.is_dir():
+            for entry in sorted(path.iterdir()):
+                if not entry.name.startswith(".") and entry.name not in ("node_modules", "__pycache__"):
+                    walk(entry)
+        elif _is_scenario(path, config):
+            found[path] = None
+
+    for _, path in _arg_paths(config):
+        walk(path)
+    return list(found)

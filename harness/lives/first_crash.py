@@ -101,6 +101,17 @@ class FirstCrashes:
         self.root = root
         self.record_syncs = record_syncs
         self.snapshots = snapshots
+        # Per scenario directory: the points no other item starts from (``alone``), and the
+        # published snapshot index read once (a published file never changes).
+        self._alone: dict[Path, set[str]] = {}
+        self._index: dict[Path, dict[str, Any]] = {}
+
+    def alone(self, scenario: Scenario, point: CrashPoint, *, agent: str = "reference") -> None:
+        """No item but P's own starts from P's first crash (no ``recovery@P``, ``power@P``,
+        ``double@P`` in this session): ``point_run`` then resumes P's case from its snapshot
+        straight into the item's directory, with no lock and nothing published. Told by
+        the collection; a point never told is published (``get``), as any shared one."""
+        self._alone.setdefault(self._scenario_dir(scenario, agent), set()).add(point.id)
 
     def _scenario_dir(self, scenario: Scenario, agent: str) -> Path:
         tag = hashlib.sha256(f"{scenario.path.resolve()}\0{agent}".encode()).hexdigest()[:12]
@@ -130,34 +141,62 @@ class FirstCrashes:
             saved = where / "clean.json"
             if saved.exists():
                 return _case(where / "clean", json.loads(saved.read_text(encoding="utf-8")))
-            snapshots = where / "snapshots" if self.snapshotting(agent, launcher) else None
-            try:
-                run = run_case(
-                    where / "clean",
-                    scenario,
-                    launcher,
-                    agent=agent,
-                    deadline=deadline,
-                    record_syncs=self.record_syncs and snapshots is not None,
-                    snapshots=snapshots,
-                )
-            except BaseException:
-                # Nothing half made stays (a full disk: it would only keep the disk full);
-                # the next process to ask runs the clean case again.
-                for made in (where / "clean", where / "snapshots"):
-                    shutil.rmtree(made, ignore_errors=True)
-                (where / "clean.lock").unlink(missing_ok=True)
-                raise
-            if snapshots is not None:
-                crashed, skipped = read_snapshots(snapshots, scenario, agent, deadline)
-                index = {
-                    point: {"dir": run.case_dir.name, "lives": _lives(run)} for point, run in crashed.items()
-                }
-                (where / "snapshots.json").write_text(
-                    json.dumps({"crashed": index, "skipped": skipped}), encoding="utf-8"
-                )
-            saved.write_text(json.dumps(_lives(run)), encoding="utf-8")  # last: published
-            return run
+            return self._run_clean(where, scenario, launcher, agent, deadline)
+
+    def clean_ahead(
+        self,
+        scenario: Scenario,
+        launcher: LifeLauncher,
+        *,
+        agent: str = "reference",
+        deadline: float = 30.0,
+    ) -> bool:
+        """Run the scenario's clean case now unless it is published or being run (its lock
+        held: never waits), so that ``clean`` later only reads it. Whether it ran it here.
+        An xdist worker runs the clean cases its collection reaches last, while another's
+        collection runs the first ones (``harness.front.collection``): the workers share
+        the clean lives instead of one running them all while the other waits."""
+        where = self._scenario_dir(scenario, agent)
+        where.mkdir(parents=True, exist_ok=True)
+        with _locked(where / "clean.lock", wait=False) as held:
+            if not held or (where / "clean.json").exists():
+                return False
+            self._run_clean(where, scenario, launcher, agent, deadline)
+            return True
+
+    def _run_clean(
+        self, where: Path, scenario: Scenario, launcher: LifeLauncher, agent: str, deadline: float
+    ) -> CaseRun:
+        """The clean case run and published in ``where``, its lock held."""
+        saved = where / "clean.json"
+        snapshots = where / "snapshots" if self.snapshotting(agent, launcher) else None
+        try:
+            run = run_case(
+                where / "clean",
+                scenario,
+                launcher,
+                agent=agent,
+                deadline=deadline,
+                record_syncs=self.record_syncs and snapshots is not None,
+                snapshots=snapshots,
+            )
+        except BaseException:
+            # Nothing half made stays (a full disk: it would only keep the disk full);
+            # the next process to ask runs the clean case again.
+            for made in (where / "clean", where / "snapshots"):
+                shutil.rmtree(made, ignore_errors=True)
+            (where / "clean.lock").unlink(missing_ok=True)
+            raise
+        if snapshots is not None:
+            crashed, skipped = read_snapshots(snapshots, scenario, agent, deadline)
+            index = {
+                point: {"dir": run.case_dir.name, "lives": _lives(run)} for point, run in crashed.items()
+            }
+            (where / "snapshots.json").write_text(
+                json.dumps({"crashed": index, "skipped": skipped}), encoding="utf-8"
+            )
+        saved.write_text(json.dumps(_lives(run)), encoding="utf-8")  # last: published
+        return run
 
     def _snapshot(
         self, scenario: Scenario, point: CrashPoint, launcher: LifeLauncher, agent: str, deadline: float
@@ -166,15 +205,40 @@ class FirstCrashes:
         item ran it yet), or None where there is none."""
         if not self.snapshotting(agent, launcher):
             return None
-        self.clean(scenario, launcher, agent=agent, deadline=deadline)
         where = self._scenario_dir(scenario, agent)
-        index = where / "snapshots.json"
-        if not index.exists():
-            return None
-        entry = json.loads(index.read_text(encoding="utf-8"))["crashed"].get(point.id)
+        crashed = self._index.get(where)
+        if crashed is None:
+            self.clean(scenario, launcher, agent=agent, deadline=deadline)
+            index = where / "snapshots.json"
+            if not index.exists():
+                return None
+            crashed = self._index[where] = json.loads(index.read_text(encoding="utf-8"))["crashed"]
+        entry = crashed.get(point.id)
         if entry is None:
             return None
         return _case(where / "snapshots" / str(entry["dir"]), entry["lives"])
+
+    def point_run(
+        self,
+        scenario: Scenario,
+        point: CrashPoint,
+        launcher: LifeLauncher,
+        case_dir: Path,
+        *,
+        agent: str = "reference",
+        deadline: float = 30.0,
+    ) -> CaseRun:
+        """P's depth-1 case, in ``case_dir`` to be judged there. Shared with other items
+        (``get``): a copy of the published run. ``alone``: resumed from P's snapshot right
+        into ``case_dir`` (one copy of a directory nobody writes: no lock needed), or, with
+        no faithful snapshot, both lives run there; what ``first_crash`` would run in the
+        shared directory, so the same case."""
+        if point.id not in self._alone.get(self._scenario_dir(scenario, agent), ()):
+            return own_copy(self.get(scenario, point, launcher, agent=agent, deadline=deadline).run, case_dir)
+        crashed = self._snapshot(scenario, point, launcher, agent, deadline)
+        return run_case(
+            case_dir, scenario, launcher, agent=agent, point=point, deadline=deadline, resume=crashed
+        )
 
     def get(
         self,
@@ -208,10 +272,16 @@ class FirstCrashes:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, *, wait: bool = True) -> Iterator[bool]:
+    """``path``'s lock held for the block; with ``wait=False``, not waited for: the block
+    gets whether it holds it."""
     with open(path, "a+b") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released on close, or when this process dies
-        yield
+        try:  # released on close, or when this process dies
+            fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
 
 
 def read_snapshots(

@@ -7,6 +7,7 @@ running the other item's step in the middle of the copy."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -229,3 +230,32 @@ def test_a_power_case_whose_life_1_never_crashed_judges_a_copy(
     result = run_power(email_scenario, POINT, None, tmp_path / "power", shared=_Published(never))  # type: ignore[arg-type]
     assert result.case_dir == tmp_path / "power" / "run"
     assert sorted(str(p.relative_to(shared)) for p in shared.rglob("*")) == before
+
+
+# -- clean cases run ahead (an xdist worker's thread, ``collection.clean_ahead``) --------------
+
+
+class _NoLives:
+    """A launcher that fails the test if a life is asked of it."""
+
+    isolation = "fork"
+
+    def run(self, *_: object, **__: object) -> Any:
+        raise AssertionError("a life was run")
+
+
+def test_a_clean_case_run_ahead_never_waits_for_its_lock_nor_runs_a_published_one(
+    tmp_path: Path, email_scenario: Scenario
+) -> None:
+    shared = FirstCrashes(tmp_path / "shared")
+    where = shared._scenario_dir(email_scenario, "reference")
+    where.mkdir(parents=True)
+    no_lives: Any = _NoLives()
+    with open(where / "clean.lock", "a+b") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another worker is running it: not waited for
+        assert shared.clean_ahead(email_scenario, no_lives) is False
+    (where / "clean.json").write_text("[]")  # published: nothing to run
+    assert shared.clean_ahead(email_scenario, no_lives) is False
+    (where / "clean.json").unlink()  # neither: it runs (here, the launcher refuses)
+    with pytest.raises(AssertionError, match="a life was run"):
+        shared.clean_ahead(email_scenario, no_lives)

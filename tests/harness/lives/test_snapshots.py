@@ -121,6 +121,18 @@ def test_snapshots_give_every_case_of_the_slice_the_verdict_a_killed_life_gives(
     copies = [json.loads(line) for m in manifests for line in m.read_text().splitlines()]
     assert sum("dir" in c for c in copies) > 30
     assert len(plain.cases) > 100
+    # Only the first crashes other items start from were published (run in the shared
+    # directory): a point alone resumed from its snapshot in its own (``point_run``).
+    published = {
+        (p.parent.parent.name.rpartition("-")[0], p.parent.name)
+        for p in (pytester.path / "tmp-snapshots").rglob("runs.json")
+    }
+    started_from = {
+        (Path(case.node_id.partition("::")[0]).stem, case.point.partition("@")[2])
+        for case in snapshotted.cases
+        if case.point.partition("@")[0] in ("recovery", "power", "double")
+    }
+    assert published == started_from and len(published) > 10
 
 
 def _in_a_child(body: Callable[[], None]) -> None:
