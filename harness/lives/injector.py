@@ -29,6 +29,7 @@ agent's own error.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -191,6 +192,24 @@ def _ended_event(record: LifeRecord, trace: Sequence[TraceEvent]) -> dict[str, o
     return event
 
 
+_HARNESS_ERROR = f"{HarnessError.__module__}.{HarnessError.__name__}: "
+
+
+def _one_line(error: str) -> str:
+    """A life's error as a note shows it: its first line; when more follow (a command agent's
+    exit with its stderr's tail: "agent A exited with 1: <traceback>"), the exit and the tail's
+    last line, the exception that ended it. The whole text stays in the trace's ``error`` event
+    and the agent's stderr file."""
+    lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+    if not lines:
+        return error
+    head = lines[0].removeprefix(_HARNESS_ERROR)  # the harness's wrapper, not the agent's words
+    if len(lines) == 1:
+        return head
+    exited = re.match(r".*? exited with -?\d+", head)
+    return f"{exited.group(0) if exited else head}: {lines[-1]}"
+
+
 def died_on_fault(record: LifeRecord, trace: Sequence[TraceEvent]) -> LifeRecord:
     """``record`` as a death on a tool-side fault when it is one: a life that ended in
     ``error`` (the agent raised; a command agent exited non-zero) after a tool-side fault acted
@@ -207,7 +226,7 @@ def died_on_fault(record: LifeRecord, trace: Sequence[TraceEvent]) -> LifeRecord
         return record
     mine = [e for e in trace if e.get("life") == record.life]
     raised = [str(e.get("error")) for e in mine if e.get("event") == "error"]
-    why = raised[-1] if raised else record.error or _how(record.exitcode or 0)
+    why = _one_line(raised[-1]) if raised else record.error or _how(record.exitcode or 0)
     fault = acted[0]
     return replace(
         record,

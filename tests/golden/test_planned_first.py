@@ -72,7 +72,8 @@ def test_a_ledger_that_plans_first_is_green_on_the_suites_sequences(pytester: py
         assert case.status == "passed", (case.point, case.problems, case.violations)
         assert any(
             note.startswith(f"life 1 died: on the tool-side fault {kind}[call_chair], restarted")
-            and "exited with 1" in note
+            and "would: agent golden-planned-first exited with 1: " in note
+            and "\n" not in note  # the exit and the exception that ended it; stderr has the rest
             for note in case.notes
         ), case.notes
         assert (case.observed or {})["code"] == {"call_chair": "ARGUMENTS_MISMATCH"}, case.observed

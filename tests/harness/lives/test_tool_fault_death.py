@@ -60,6 +60,15 @@ def test_an_error_after_the_fault_acted_in_that_life_is_a_death_on_the_fault_wit
     assert dataclasses.replace(record, status="error", error="") == _error(1)  # nothing else changed
 
 
+def test_a_command_agents_exit_with_its_stderr_tail_is_said_in_one_line() -> None:
+    tail = 'File "agent.py", line 9, in post\n    raise\nhttp.client.RemoteDisconnected: Remote end closed'
+    text = f"crashmatrix.harness.errors.HarnessError: agent desk exited with 1: Traceback:\n{tail}"
+    trace = [{"life": 1, "event": "start"}, _fault(1), _raised(1, text)]
+    assert died_on_fault(_error(1), trace).error.endswith(
+        "would: agent desk exited with 1: http.client.RemoteDisconnected: Remote end closed"
+    )
+
+
 def test_an_error_before_any_fault_acted_stays_an_error() -> None:
     trace = [{"life": 1, "event": "start"}, _raised(1, "RuntimeError: my own bug")]
     assert died_on_fault(_error(1), trace) == _error(1)
