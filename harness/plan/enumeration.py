@@ -228,15 +228,23 @@ def double_unreachable(agent: str, native: bool) -> str | None:
 
     ``native``: the agent appends its session lines through ``ctx.before_append`` in the
     life's own process (the reference agent and its variants): the gate holds each life at
-    its first step and each line is the life's that wrote it. Any other agent (a process of
-    its own, a framework's store) writes its session where two lives' lines cannot yet be
-    told apart, so which one acted -- the loser's rule -- cannot be judged."""
+    its first step and each line is the life's that wrote it. Any other agent writes its
+    session itself, and the harness sees its lines only where it reads the store: a JSONL
+    file's new tail, read when the agent fsyncs it or sends a request (``foreign_session.
+    AppendWatch``), a SQLite table's or a framework's rows when it syncs its copy. With two
+    lives appending to one store at once, the tail one life's watch reads holds the other
+    life's lines too, and a row names no writer: a line cannot be given to the life that
+    wrote it. Its effects could be (each carries its process's pid); its lines not, so the
+    loser's rule (the life that did not win appends nothing and acts on nothing) cannot be
+    judged, and a verdict from the effects alone would pass a loser that wrote a second
+    Tool Result."""
     if native:
         return None
     return (
         f"adapter {agent} writes its own session (a process or a framework's store) where the "
-        "lines of two lives resuming it at once cannot be told apart by life: who acted, the "
-        "loser's rule, cannot be judged yet"
+        "lines of two lives resuming it at once cannot be told apart by life (the harness reads "
+        "the store's new lines, not who wrote them: with both lives appending, each one's watch "
+        "sees the other's lines too): who acted, the loser's rule, cannot be judged yet"
     )
 
 
