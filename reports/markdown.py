@@ -204,6 +204,26 @@ def _scorecard(card: Scorecard) -> list[str]:
     return [*lines, ""]
 
 
+def _restarted(matrix: Matrix, most: int | None) -> list[str]:
+    """The passed tool-side cases whose agent died on the fault and recovered when restarted
+    (``Matrix.restarted_on_fault``), each with its note; ``most`` of them when cut to fit."""
+    restarted = matrix.restarted_on_fault()
+    if not restarted:
+        return []
+    lines = [
+        f"### Passed after dying on a tool-side fault ({len(restarted)})",
+        "",
+        "Green: the agent exited on the tool's failure and, restarted as a supervisor would, "
+        "recovered. A team that requires surviving a tool failure in one life reads these as red.",
+        "",
+    ]
+    shown = restarted if most is None else restarted[:most]
+    lines += [f"- {_code(case.title)}: {_escape(note)}" for case, note in shown]
+    if len(shown) < len(restarted):
+        lines.append(f"- … and {len(restarted) - len(shown)} more (see matrix.json)")
+    return [*lines, ""]
+
+
 def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None) -> str:
     lines = [f"## crashmatrix: {matrix.headline}", ""]
     lines += _causes(matrix.causes)
@@ -220,6 +240,7 @@ def _assemble(matrix: Matrix, *, detail: bool, cells: bool, failures: int | None
         if len(failing) < len(matrix.failing):
             lines.append(f"- … and {len(matrix.failing) - len(failing)} more failures (see matrix.json)")
         lines.append("")
+    lines += _restarted(matrix, failures)
     lines += _scorecard(matrix.scorecard)
     return "\n".join(lines)
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE
+from crashmatrix.harness.core.tool_side import died_on_fault_note
 from crashmatrix.harness.plan.enumeration import DOUBLE_COLUMN, POWER_COLUMN, TOOL_SIDE_COLUMNS
 from crashmatrix.reports.causes import Cause, Causes, group_causes
 from crashmatrix.reports.results import CaseRecord, NotRun, Results
@@ -300,6 +301,21 @@ class Matrix:
             column
             for index, column in enumerate(COLUMNS)
             if column not in (*TOOL_SIDE_COLUMNS, DOUBLE_COLUMN) or self.columns[index].cases
+        )
+
+    def restarted_on_fault(self) -> tuple[tuple[CaseRecord, str], ...]:
+        """The passed tool-side cases whose agent died on the fault and recovered when the
+        harness restarted it, each with the note that says so, in row then column order. Green
+        (a supervisor restarts a crash-only agent), and listed apart: a team that requires an
+        agent to survive a tool's failure in one life reads them here."""
+        return tuple(
+            (case, note)
+            for row in self.rows
+            for cell in row.cells
+            for case in cell.cases
+            if case.status == "passed"
+            for note in [died_on_fault_note(case.notes)]
+            if note is not None
         )
 
     def cells_in(self, state: str) -> list[tuple[Row, Cell]]:

@@ -89,6 +89,15 @@ def render_terminal(
             lines.append(f"      rerun: {case.repro}")
         if len(matrix.failing) > max_failures:
             lines.append(f"  ... and {len(matrix.failing) - max_failures} more (see matrix.html)")
+    restarted = matrix.restarted_on_fault()
+    if restarted:
+        lines.append(
+            f"passed after dying on a tool-side fault ({len(restarted)}): restarted, the agent "
+            "recovered (each case's note in matrix.html)"
+        )
+        lines += [f"  {marks['pass']} {case.title}" for case, _ in restarted[:max_failures]]
+        if len(restarted) > max_failures:
+            lines.append(f"  ... and {len(restarted) - max_failures} more (see matrix.md)")
     card = matrix.scorecard
     if card.rows:
         lines.append(f"scorecard: {card.summary}")

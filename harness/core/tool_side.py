@@ -33,10 +33,12 @@ from typing import Any
 
 __all__ = [
     "ANSWER_LOST",
+    "DIED_ON_FAULT",
     "FAULT_EVENT",
     "MCP_CALL_EVENT",
     "TOOL_SIDE_KINDS",
     "ToolFaultActed",
+    "died_on_fault_note",
     "tool_faults_acted",
     "tool_side_calls",
 ]
@@ -46,6 +48,10 @@ TOOL_SIDE_KINDS = ("tool_server_died", "tool_response_lost", "tool_result_error"
 ANSWER_LOST = ("tool_server_died", "tool_response_lost", "tool_result_malformed")
 MCP_CALL_EVENT = "mcp_call"
 FAULT_EVENT = "fault"  # the trace's event for any fault the harness applied (a power loss too)
+# How a life's error starts when the agent died on a tool-side fault (raised, exited non-zero
+# after it acted) and was restarted (``harness.lives.injector.died_on_fault``); its case's note
+# is "life N died: on the tool-side fault KIND[call], ...", which the reports list apart.
+DIED_ON_FAULT = "on the tool-side fault"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +104,10 @@ def tool_faults_acted(trace: Sequence[Mapping[str, Any]]) -> tuple[ToolFaultActe
         )
         out.append(ToolFaultActed(str(event["fault"]), str(event.get("call")), later))
     return tuple(out)
+
+
+def died_on_fault_note(notes: Sequence[str]) -> str | None:
+    """The note of a case saying its agent died on a tool-side fault and was restarted (None:
+    no life did). A passed case with one is green, and said apart in the reports: a team may
+    require an agent to survive a tool's failure in one life."""
+    return next((note for note in notes if f" died: {DIED_ON_FAULT} " in note), None)

@@ -39,7 +39,7 @@ from pathlib import Path
 from crashmatrix.harness.agents.loading import adapter_for
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.scenario import Scenario
-from crashmatrix.harness.core.tool_side import tool_faults_acted
+from crashmatrix.harness.core.tool_side import DIED_ON_FAULT, tool_faults_acted
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord, TraceEvent
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.harness.lives.between import apply_between_lives
@@ -66,6 +66,7 @@ PRELOAD = [
     "respx",
     "httpx",
     "sqlite3",
+    "crashmatrix.harness.lives.snapshots",  # a clean life's snapshots: their children import nothing
     "crashmatrix.harness.lives.warmup",  # last: one throwaway life, so every fork starts warm (warmup.py)
 ]
 
@@ -231,7 +232,7 @@ def died_on_fault(record: LifeRecord, trace: Sequence[TraceEvent]) -> LifeRecord
     return replace(
         record,
         status="died",
-        error=f"on the tool-side fault {fault.kind}[{fault.call}], restarted as a supervisor would: {why}",
+        error=f"{DIED_ON_FAULT} {fault.kind}[{fault.call}], restarted as a supervisor would: {why}",
     )
 
 
