@@ -496,7 +496,7 @@ class ClosedMarkFirst(Mutant):
     reference agent: the note claims a record that never became durable, the next life skips
     the close, and the execution stays ``running`` under the Tool Result it publishes."""
 
-    hints = ("send_email", "non_idempotent", "after_running")
+    hints = ("recovery_torn_writes", "send_email", "non_idempotent", "after_running")
 
     def _closed_note(self) -> Path:
         return self.session_path.with_name(self.session_path.name + ".closed")

@@ -6,6 +6,10 @@ clean run, a SIGKILL at every recorded point, a power loss at the points where l
 lines let a side effect be redone, the tool side failing each call that reached it (the
 tool-side columns, ``harness.core.tool_side``), two lives resuming one crash at once where the
 agent's lives can be told apart (``double@P``), and with ``full`` the depth-2 recovery cases.
+Without ``full``, the recovery cases of a scenario that tears the recovering life's own writes
+(``recovery_torn_writes``) still run: first, for a mutant that hints ``recovery_torn_writes``;
+last, after every other case of every scenario, for any mutant still alive (a bug only such
+a torn write shows survives everything else: ``closed_mark_first``).
 
 A mutant is *killed* by a scenario when one of its cases fails (``failed``, ``error`` or
 ``hung``) AND the reference agent passes that same case: a case the reference fails too is
@@ -20,8 +24,9 @@ case failed by expectations alone is noted (cell ``E``) and the search goes on f
 that needs none: the figure "killed by invariants alone".
 
 Speed: by default each mutant stops at its first kill, and its scenarios and points are
-ordered by the mutant's ``hints`` (scenario tags, tool names, boundary names, ``power_loss``)
-so that the likely killer runs first. Hints only order; they never decide a verdict.
+ordered by the mutant's ``hints`` (scenario tags, tool names, boundary names, ``power_loss``,
+``double_resume``, ``recovery_torn_writes``) so that the likely killer runs first. Hints
+only order; they never decide a verdict.
 """
 
 from __future__ import annotations
@@ -242,9 +247,15 @@ def _words(text: str) -> set[str]:
     return set(re.split(r"[^a-z0-9_]+", text.lower())) - {""}
 
 
+# The hint (and scenario word) of a mutant only a torn write of its own recovery records shows.
+TORN_HINT = "recovery_torn_writes"
+
+
 def scenario_score(scenario: Scenario, hints: Sequence[str]) -> int:
     """How many hints a scenario matches by tag, tool or name: a cheap 'likely killer' guess."""
     words = set(scenario.tags) | set(scenario.tools) | _words(scenario.name)
+    if scenario.recovery_torn_writes:
+        words.add(TORN_HINT)
     return sum(1 for hint in hints if hint in words)
 
 
@@ -253,6 +264,8 @@ def case_score(case: _Case, hints: Sequence[str]) -> int:
     if case.kind == POWER and "power_loss" in hints:
         score += 2
     if case.kind == DOUBLE and "double_resume" in hints:
+        score += 2
+    if case.kind == "recovery" and TORN_HINT in hints:
         score += 2
     if case.point is not None and case.point.boundary in hints:
         score += 1
@@ -410,13 +423,18 @@ class _Runner:
         adapter = load_adapter(mutant)
         hints = tuple(getattr(adapter, "hints", ()))
         order = sorted(scenarios, key=lambda s: -scenario_score(s, hints))  # stable: path order
+        # (scenario, its recovery cases only): the torn second crashes of the scenarios that
+        # tear the recovering life's writes, after everything else for a mutant not hinting them.
+        passes = [(s, False) for s in order]
+        if not recovery and TORN_HINT not in hints:
+            passes += [(s, True) for s in order if s.recovery_crashes and s.recovery_torn_writes]
         cells: dict[str, str] = {}
         first: Kill | None = None
         kills: list[Kill] = []
         unconfirmed: list[str] = []
         runs = 0
         name = _short(mutant)
-        for scenario in order:
+        for scenario, torn_pass in passes:
             if first is not None and stop_at_first_kill:
                 break
             label = _label(scenario)
@@ -440,13 +458,16 @@ class _Runner:
             cannot = adapter_tool_side_unreachable(mutant, getattr(adapter, "spec", None))
             faults = [p for p in enum.tool_side if p.boundary not in cannot] if tool_side else []
             double = bool(getattr(adapter, "double_resume", False))
+            torn = scenario.recovery_torn_writes and (TORN_HINT in hints or torn_pass)
             cases = _cases(
-                points, scenario, recovery=recovery, power=self.power, tool_side=faults, double=double
+                points, scenario, recovery=recovery or torn, power=self.power, tool_side=faults, double=double
             )
+            if torn_pass:
+                cases = [c for c in cases if c.kind == "recovery"]
             cases.sort(key=lambda c: -case_score(c, hints))
-            cells[label] = SURVIVED
+            cells.setdefault(label, SURVIVED)
             noted: Kill | None = None  # a kill by expectations alone, under invariants_only
-            for case in [_Case("clean", "clean", None), *cases]:
+            for case in [*([] if torn_pass else [_Case("clean", "clean", None)]), *cases]:
                 if case.kind == "clean":
                     verdict = enum.clean_verdict  # the enumeration run IS the clean case
                 else:

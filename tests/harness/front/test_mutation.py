@@ -144,6 +144,21 @@ def test_scenarios_whose_tags_or_tools_match_the_hints_score_higher() -> None:
     assert scenario_score(order, hints) > scenario_score(email, hints) == 0
 
 
+def test_the_torn_recovery_hint_ranks_scenarios_that_tear_recovery_and_their_recovery_cases_first() -> None:
+    from crashmatrix.harness.core.boundaries import CrashPoint
+    from crashmatrix.harness.front.mutation import TORN_HINT, _Case, case_score
+
+    email = load_scenario(SCENARIOS / "send_email" / "send_once.yaml")
+    listing = load_scenario(SCENARIOS / "send_email" / "send_then_list.yaml")
+    assert email.recovery_torn_writes and not listing.recovery_torn_writes
+    hints = (TORN_HINT, "send_email")
+    assert scenario_score(email, hints) > scenario_score(listing, hints)
+    point = CrashPoint("after_running", "call_mail")
+    recovery, crash = _Case(f"recovery@{point.id}", "recovery", point), _Case(point.id, "crash", point)
+    assert case_score(recovery, hints) > case_score(crash, hints) == 0
+    assert case_score(recovery, ("send_email",)) == 0  # not hinted: run last (mutant_row's last pass)
+
+
 def test_a_bare_mutant_name_means_the_reference_agents_mutant() -> None:
     assert mutant_spec("blind_retry") == "crashmatrix.reference_agent.mutants:blind_retry"
     assert mutant_spec("pkg.mod:factory") == "pkg.mod:factory"
