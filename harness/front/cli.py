@@ -105,6 +105,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--isolation", choices=("fork", "spawn"), default="fork")
     run.add_argument("--no-recovery-crashes", action="store_true")
     run.add_argument(
+        "--recovery-torn-writes",
+        action="store_true",
+        help="also tear each session line the recovering agent appends (as the scenario key "
+        "recovery_torn_writes: true)",
+    )
+    run.add_argument(
         "--no-power-loss",
         action="store_true",
         help="the whole matrix without its power@P cases (as pytest's --no-power-loss)",
@@ -238,6 +244,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     second = parse_point(args.second) if args.second else None
     scenario = load_scenario(file)
+    if args.recovery_torn_writes and scenario.recovery_crashes:
+        scenario = dataclasses.replace(scenario, recovery_torn_writes=True)
     adapter = load_adapter(args.agent)  # a bad --agent fails here, before anything runs
     from crashmatrix.harness.lives.postgres import ensure_servers
 

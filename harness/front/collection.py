@@ -436,6 +436,8 @@ class ScenarioFile(pytest.File):
             self.config.option.continue_on_collection_errors = True
             raise ScenarioError(str(error)) from error
         config = self.config
+        if config.getoption("recovery_torn_writes") and scenario.recovery_crashes:
+            scenario = dataclasses.replace(scenario, recovery_torn_writes=True)  # for every scenario
         agent_spec = config.getoption("agent")
         try:
             adapter = load_adapter(agent_spec)

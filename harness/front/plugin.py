@@ -93,6 +93,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--no-recovery-crashes", action="store_true", help="skip depth-2 crashes during recovery")
     group.addoption(
+        "--recovery-torn-writes",
+        action="store_true",
+        help="in every scenario, also tear each session line the recovering agent appends "
+        "(as the scenario key recovery_torn_writes: true; more lives per recovery@ item)",
+    )
+    group.addoption(
         "--no-power-loss",
         action="store_true",
         help="no power@P column (a power loss at each boundary: unsynced bytes and directory entries lost)",
