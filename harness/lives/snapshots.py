@@ -55,6 +55,14 @@ from typing import Any
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.core.torn_fragments import torn_event
 
+# At the top, not where used: the child that copies the case imports nothing (a forked
+# child compiling and running a module it needs paid ~10-30 ms a snapshot), and the fork
+# server preloads this module (``injector.PRELOAD``), so a clean life does not either.
+from crashmatrix.harness.lives import postgres
+from crashmatrix.harness.lives.descendants import _children
+from crashmatrix.harness.lives.parent_death import die_with_parent
+from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
+
 __all__ = ["MANIFEST", "Snapshotter", "unfaithful"]
 
 # Beside the snapshot directories: one line per crash point the clean life passed.
@@ -78,8 +86,6 @@ def _copy_case(source: Path, copy: Path) -> None:
     written once each and never changed (``power._Recorder._copy``): linked, not copied, so
     a snapshot costs the same at the last point as at the first (the recording grows with
     every sync of the life)."""
-    from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG
-
     record = source / RECORD_DIR
     shutil.copytree(
         source, copy, symlinks=True, ignore=lambda where, names: [RECORD_DIR] if Path(where) == source else []
@@ -102,8 +108,6 @@ def _rename_identities(source: Path, copy: Path) -> None:
     """The power recording names files by identity (inode and birth time); in ``copy``,
     rewritten to the copy's files, path by path, so ``cut_power`` finds them there. Only
     the recording's roots are walked (its start line names them): nothing else is named."""
-    from crashmatrix.harness.lives.power import SYNC_LOG, _identity
-
     log = copy / SYNC_LOG
     if not log.exists():
         return
@@ -125,8 +129,6 @@ def _rename_identities(source: Path, copy: Path) -> None:
 
 
 def _left_running() -> list[int]:
-    from crashmatrix.harness.lives.descendants import _children
-
     return _children(os.getpid())
 
 
@@ -145,8 +147,6 @@ class Snapshotter:
 
     def why_not(self) -> str:
         """Why a copy made now would not be the state a kill leaves ("" when it would)."""
-        from crashmatrix.harness.lives import postgres
-
         if (self.case_dir / postgres.RECORD).exists():
             return "the case keeps a store on a PostgreSQL server: no file to copy at the boundary"
         running = _left_running()
@@ -167,8 +167,6 @@ class Snapshotter:
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child dies by SIGKILL; tested through its copies
             try:
-                from crashmatrix.harness.lives.parent_death import die_with_parent
-
                 die_with_parent(parent)
                 _copy_case(self.case_dir, copy)
                 _rename_identities(self.case_dir, copy)
