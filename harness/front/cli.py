@@ -268,21 +268,25 @@ def _run(args: argparse.Namespace) -> int:
             args.keep = Path(tempfile.mkdtemp(prefix="crashmatrix-case-"))
             return _run_in(args, scenario, crash, second, args.keep)
         # The whole matrix without --keep: its case directories are scratch, removed however
-        # the run ends (the failure text says so).
-        base = Path(tempfile.mkdtemp(prefix="crashmatrix-run-"))
-        templates_under(base / "templates")  # one directory to remove, however the run ends
-        try:
-            return _run_in(args, scenario, crash, second, base)
-        except KeyboardInterrupt:
-            # Its lives run on until their fork server stops (at exit), writing into the case
-            # directories removed below: a file made behind the removal's walk kept the run's
-            # directory in $TMPDIR (1 in 12 SIGTERMs). Stopped first, they die with it.
-            from crashmatrix.harness.lives.forkserver import stop_all
+        # the run ends (the failure text says so). A janitor owns the directory, so even a
+        # SIGKILLed run leaves nothing in $TMPDIR (its lives die with it: parent_death).
+        from crashmatrix.harness.lives.janitor import temporary_directory
 
-            stop_all()
-            raise
-        finally:
-            _discard(base)
+        with temporary_directory("crashmatrix-run-") as made:
+            base = Path(made)
+            templates_under(base / "templates")  # one directory to remove, however the run ends
+            try:
+                return _run_in(args, scenario, crash, second, base)
+            except KeyboardInterrupt:
+                # Its lives run on until their fork server stops (at exit), writing into the case
+                # directories removed below: a file made behind the removal's walk kept the run's
+                # directory in $TMPDIR (1 in 12 SIGTERMs). Stopped first, they die with it.
+                from crashmatrix.harness.lives.forkserver import stop_all
+
+                stop_all()
+                raise
+            finally:
+                _discard(base)
 
 
 def _discard(base: Path) -> None:

@@ -1,6 +1,7 @@
 """A temporary directory removed even when the process using it is SIGKILLed mid-use.
 
-The fork server's warm-up life (``harness.lives.warmup``) runs in a temporary directory under
+The fork server's warm-up life (``harness.lives.warmup``) and ``crashmatrix run``'s scratch
+directory (``harness.front.cli``) use it. The warm-up life runs in a temporary directory under
 $TMPDIR while the server starts. The server dies by SIGKILL: the harness stops it so at exit
 (a SIGINT or SIGTERM of the run included), and the kernel kills it with a SIGKILLed harness
 (``parent_death``). Killed during its warm-up, it left ``crashmatrix-warmup-*`` behind (2 in 5
@@ -20,6 +21,7 @@ import contextlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 
 __all__ = ["temporary_directory"]
@@ -49,8 +51,14 @@ def temporary_directory(prefix: str) -> Iterator[str]:
             os.close(path_w)
             while os.read(hold_r, 1):
                 pass
-            if path:
+            # A maker killed mid-run may leave processes of its own dying a moment later, still
+            # creating files behind the walk (a SIGKILLed ``crashmatrix run``'s lives): walked
+            # again until nothing is left, for a few seconds at most.
+            for _ in range(100 if path else 0):
                 shutil.rmtree(path, ignore_errors=True)
+                if not os.path.lexists(path):
+                    break
+                time.sleep(0.05)
         finally:
             os._exit(0)
     os.close(hold_r)
