@@ -39,7 +39,8 @@ TAMPERED = ROOT / "scenarios" / "faults" / "create_order_arguments_tampered.yaml
 STARTED = ("after_running[call_chair]", "after_side_effect[call_chair]")
 
 
-def _run(pytester: pytest.Pytester, adapter: Path) -> Results:
+def _run(pytester: pytest.Pytester, adapter: Path) -> tuple[Results, str]:
+    """The run's results and what pytest printed."""
     target = pytester.path / "scenarios" / TAMPERED.name
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(TAMPERED, target)
@@ -48,11 +49,11 @@ def _run(pytester: pytest.Pytester, adapter: Path) -> Results:
     )
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert results.cases, result.stdout.str()
-    return results
+    return results, result.stdout.str()
 
 
 def test_a_ledger_that_plans_first_is_green_on_the_suites_sequences(pytester: pytest.Pytester) -> None:
-    results = _run(pytester, HERE / "adapter.yaml")
+    results, printed = _run(pytester, HERE / "adapter.yaml")
     cases = {case.point: case for case in results.cases}
     assert {case.status for case in results.cases} <= {"passed", "not_reached"}, [
         (c.point, c.status, c.mismatches) for c in results.cases
@@ -77,13 +78,17 @@ def test_a_ledger_that_plans_first_is_green_on_the_suites_sequences(pytester: py
             for note in case.notes
         ), case.notes
         assert (case.observed or {})["code"] == {"call_chair": "ARGUMENTS_MISMATCH"}, case.observed
+    # Green, and listed apart where a team reads the run: the terminal summary and matrix.md.
+    assert "passed after dying on a tool-side fault (4): restarted, the agent recovered" in printed
+    shown = pytester.path / "reports" / "latest" / "matrix.md"
+    assert "### Passed after dying on a tool-side fault (4)" in shown.read_text(encoding="utf-8")
 
 
 def test_its_twin_closing_a_started_step_failed_stays_red_on_the_ledger(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
     twin = plant(HERE, "adapter.yaml", "PLANNED_FIRST_BUG", "started_failed", tmp_path / "twin")
-    results = _run(pytester, twin)
+    results, _ = _run(pytester, twin)
     cases = {case.point: case for case in results.cases}
     assert cases["clean"].status == "passed"
     for point in STARTED:
