@@ -561,9 +561,12 @@ def tool_side_plan(
     column: the point its proof arms (the first call the clean run, ``trace``, sent to the
     server), or its proof already: n.a. where the column cannot act (``tool_side_unreachable``:
     a pipe loses no response), blind where no call of the clean run reached the server. Any
-    other agent: none (the mock tools' and loopback services' tool side is the harness's own
-    code in every life; an MCP agent reaches crashmatrix's server only through its own
-    configuration, which may name a server of its own). Pure."""
+    other agent: none (the mock tools' tool side -- the reference agent's, a framework
+    adapter's wrappers', an ``intercept:``ed function's, all built by ``tool_faults.
+    mock_toolbox`` -- and the loopback services' is the harness's own code in every life, and
+    whether a call reaches it is the intercept's own proof, "fired"; an MCP agent reaches
+    crashmatrix's server only through its own configuration, which may name a server of its
+    own). Pure."""
     spec = getattr(adapter, "spec", None)  # adapter_file.ForeignSpec
     if getattr(spec, "tools", None) != "mcp":
         return []
