@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from crashmatrix.harness.core.boundaries import CrashPoint, parse_point
 from crashmatrix.harness.core.double_resume import DOUBLE_PREFIX
-from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
+from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS, died_on_fault_note
 from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.plan.schedule import CLEAN, POWER, RECOVERY
 
@@ -489,6 +489,11 @@ def _run_in(
     for result in [*failed, *unreached, *inapplicable]:
         print()
         print(explain(result, args.agent, kept=kept))
+    # Green, but said: the agent died on a tool-side fault and recovered when restarted.
+    for result in results:
+        note = died_on_fault_note(result.verdict.notes) if result.passed else None
+        if note is not None:
+            print(f"\n{result.scenario.path.name}::{result.point_id} passed after dying on the fault: {note}")
     passed = len(results) - len(failed) - len(unreached) - len(inapplicable)
     tail = f", {len(unreached)} not reached" if unreached else ""
     tail += f", {len(inapplicable)} not applicable" if inapplicable else ""

@@ -200,6 +200,24 @@ def test_an_agent_that_dies_on_the_fault_and_reconciles_on_restart_passes_with_t
 
 
 @pytest.mark.slow
+def test_crashmatrix_run_says_a_case_passed_after_dying_on_the_fault(
+    launcher: LifeLauncher, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from crashmatrix.harness.front.cli import main
+
+    scenario = str(SCENARIOS / "create_order" / "keyed_once.yaml")
+    agent = AGENT.format("DiesOnFault")
+    code = main(["run", scenario, "--crash", "tool_server_died[call_order]", "--agent", agent])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert (
+        "keyed_once.yaml::tool_server_died[call_order] passed after dying on the fault: life 1 died: "
+        "on the tool-side fault tool_server_died[call_order], restarted as a supervisor would: "
+        "httpx.RemoteProtocolError: " in out
+    ), out
+
+
+@pytest.mark.slow
 def test_an_agent_that_dies_on_the_fault_and_resends_blindly_on_restart_fails_on_the_second_email(
     launcher: LifeLauncher, tmp_path: Path
 ) -> None:
