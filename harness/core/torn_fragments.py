@@ -39,6 +39,7 @@ from crashmatrix.harness.core.trace import TraceEvent
 
 __all__ = [
     "FATES",
+    "NOTE",
     "TORN_EVENT",
     "FragmentFate",
     "TornFragment",
@@ -50,6 +51,9 @@ __all__ = [
 
 # The trace event a life writes just before it lets a torn line's fragment land and dies.
 TORN_EVENT = "torn"
+
+# How each fate begins in a verdict's notes (every report shows them; a failure's text too).
+NOTE = "torn fragment: "
 
 # Every fate, the acceptable ones first; only ``glued`` breaks the invariant.
 FATES = ("dropped", "set_aside", "torn_tail", "kept_unreadable", "glued")
@@ -91,7 +95,7 @@ class FragmentFate:
         return self.fate != "glued"
 
     def describe(self) -> str:
-        return f"torn fragment: {self.fragment.name()}: {self.fate}: {self.where}"
+        return f"{NOTE}{self.fragment.name()}: {self.fate}: {self.where}"
 
 
 def torn_event(life: int, call: str, label: str, path: str, offset: int, data: bytes) -> dict[str, object]:

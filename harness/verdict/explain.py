@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from crashmatrix.harness.core.torn_fragments import NOTE as TORN_NOTE
 from crashmatrix.harness.core.trace import LifeRecord, TraceEvent, stderr_name
 from crashmatrix.harness.plan.schedule import DEFAULT_KEEP, RECOVERY, repro_command
 from crashmatrix.harness.verdict.expectations import show_value
@@ -64,6 +65,8 @@ def _verdict_lines(verdict: Verdict, indent: str = "  ") -> list[str]:
         lines.append(f"{indent}MISMATCH {mismatch.describe()}")
     for violation in verdict.violations:
         lines.append(f"{indent}INVARIANT {violation.invariant}: {violation.message}")
+    # Where each torn write's bytes went (harness.core.torn_fragments), glued or not.
+    lines += [f"{indent}{note}" for note in verdict.notes if note.startswith(TORN_NOTE)]
     lines += _not_applicable_lines(verdict.not_applicable, indent)
     return lines
 

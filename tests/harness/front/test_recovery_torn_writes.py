@@ -22,6 +22,7 @@ from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.front.cases import run_point, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
+from crashmatrix.harness.verdict.explain import explain
 
 pytestmark = pytest.mark.slow
 
@@ -84,6 +85,7 @@ def test_a_note_synced_before_its_record_survives_every_boundary_and_dies_on_the
     assert {v.invariant for v in new.verdict.violations} == {"executions_closed"}
     # The torn record itself was cut, as it should be: the bug is the note, not the tail.
     assert any("torn fragment: life 2's torn_write[call_mail:unknown]" in n for n in new.verdict.notes)
+    assert ": set_aside: cut from " in explain(new)  # the failure's text says where the bytes went
 
 
 @pytest.mark.parametrize("second", ["unknown", "tool_result"])
@@ -112,3 +114,4 @@ def test_a_writer_that_appends_onto_a_torn_tail_is_failed_by_the_fragment_invari
     assert "runs on into other bytes" in broken.message
     assert result.observation is not None
     assert [f.fate for f in result.observation.torn_fragments] == ["glued"]
+    assert "torn fragment: life 1's torn_write[call_mail:running]" in explain(result)
