@@ -339,6 +339,21 @@ def test_with_tools_harness_the_factory_gets_crashmatrixs_mock_tools(
     )
     assert crashed.verdict.status == "failed"
     assert crashed.verdict.observed.world["emails"] == 2
+    # The tool-side columns act on those mock tools too (issue 32): the mail backend dies after
+    # the send, ToolNode hands the model the uncertain answer and sends nothing again.
+    from crashmatrix.harness.front.cases import run_tool_fault
+
+    died = run_tool_fault(
+        scenario,
+        parse_point("tool_server_died[call_mail]"),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / "tool-side",
+        agent=str(adapter),
+        deadline=60.0,
+    )
+    assert died.verdict.status == "passed", died.verdict.violations or died.verdict.problems
+    assert died.verdict.observed.world["emails"] == 1
+    assert any(e.get("event") == "fault" and e.get("acted") for e in died.observation.trace)  # type: ignore[union-attr]
 
 
 # -- PostgresSaver on a real PostgreSQL ------------------------------------------------------
