@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from crashmatrix.harness.agents.loading import fork_preload
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
@@ -38,7 +39,9 @@ SCENARIOS = [
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["crashmatrix.harness.agents.reference"])
+    # The server pytest --agent would fork its lives from (collection.launcher_for): the
+    # agent's own imports (openai) and its adapter loaded once, not in every life.
+    yield LifeLauncher("fork", preload=fork_preload(str(ADAPTER)), warm=(str(ADAPTER),))
 
 
 @pytest.mark.slow
