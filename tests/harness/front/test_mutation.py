@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from crashmatrix.harness.core.tool_side import TOOL_SIDE_KINDS
-from crashmatrix.harness.front.cases import enumerate_points, run_double, run_point, run_tool_fault
+from crashmatrix.harness.front.cases import (
+    enumerate_points,
+    run_double,
+    run_point,
+    run_recovery,
+    run_tool_fault,
+)
 from crashmatrix.harness.front.mutation import (
     Kill,
     KillMatrix,
@@ -245,6 +251,8 @@ def test_the_reference_agent_passes_every_case_that_killed_a_mutant(
         point = next(p for p in enum.points if p.id == point_id)
         if kind == "double":  # two lives resuming that crash at once
             result = run_double(scenario, point, launcher, case_dir / "case")
+        elif kind == "recovery":  # its second crashes too (a torn recovery record: closed_mark_first)
+            result = run_recovery(scenario, point, launcher, case_dir / "case")
         else:
             result = run_point(scenario, point, launcher, case_dir / "case", power_loss=kind == "power")
         assert result.passed, (row.mutant, row.first_kill, result.verdict)
