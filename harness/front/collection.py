@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from crashmatrix.harness.agents.loading import capabilities_of, fork_preload, load_adapter
+from crashmatrix.harness.agents.loading import adapter_for, capabilities_of, fork_preload, load_adapter
 from crashmatrix.harness.agents.protocol import AgentAdapter
 from crashmatrix.harness.agents.python_agent import SilentRule, silent_rules
 from crashmatrix.harness.agents.reference import ReferenceAdapter
@@ -159,15 +159,27 @@ def clean_ahead(config: pytest.Config, files: Callable[[], Sequence[Path]]) -> N
     # Worker k of n starts (k-1)/(n-1) of the way along: two threads never trail each other.
     start = (index - 1) * len(order) // (count - 1) if count > 2 else 0
     order = order[start:] + order[:start]
-    launcher = launcher_for(config)
     agent_spec = config.getoption("agent")
+    try:
+        adapter = adapter_for(agent_spec)  # once, here: the thread never loads it
+    except Exception:  # the collection loads it again and says what is wrong
+        return
+    if getattr(adapter, "framework", None) is not None:
+        # A framework team's adapter is loaded again at each scenario's collection, and that
+        # load builds the team's agent in this process, in a scratch working directory: a
+        # thread running clean cases meanwhile read its relative paths (the scenario files,
+        # the adapter file) from there ("holds no scenario", "cannot read file"), and two
+        # such loads at once put the process back in the other's deleted directory.
+        return
+    launcher = launcher_for(config)
     deadline = config.getoption("case_deadline")
+    capabilities = capabilities_of(adapter)
 
     def run() -> None:
         for path in order:
             try:
                 scenario = load_scenario(path)
-                if not_applicable(scenario, capabilities_of(load_adapter(agent_spec))):
+                if not_applicable(scenario, capabilities):
                     continue
                 shared.clean_ahead(scenario, launcher, agent=agent_spec, deadline=deadline)
             except Exception:  # the collection runs it again and says what failed
