@@ -36,6 +36,8 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.harness.verdict.result import CaseResult
 
+from ...launchers import warm_launcher
+
 pytest.importorskip("mcp")
 pytestmark = pytest.mark.slow
 
@@ -53,7 +55,7 @@ DEADLINE = 120.0
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["crashmatrix.harness.agents.reference"])
+    yield warm_launcher(PLAIN, PLAIN_FIXED, SDK, SDK_FIXED)  # mcp and the SDK imported once
 
 
 def _case(launcher: LifeLauncher, scenario: Scenario, text: str, agent: str, where: Path) -> CaseResult:
