@@ -40,6 +40,8 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.mock_tools.world import World
 
+from ..launchers import warm_launcher
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +59,7 @@ OVERWRITES = {
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["crashmatrix.mock_tools.toolbox"])
+    yield warm_launcher(HERE / "adapter.yaml", HERE / "adapter-twin.yaml")  # openai once, not per life
 
 
 def _matrix(

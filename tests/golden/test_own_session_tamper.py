@@ -28,6 +28,8 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import RECOVERY_FIRST
 from crashmatrix.harness.verdict.result import CaseResult
 
+from ..launchers import warm_launcher
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +40,7 @@ WRITE = load_scenario(ROOT / "scenarios" / "write_file" / "arguments_tampered.ya
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["crashmatrix.mock_tools.toolbox"])
+    yield warm_launcher(HERE / "adapter.yaml", HERE / "adapter-twin.yaml")  # openai once, not per life
 
 
 def _matrix(

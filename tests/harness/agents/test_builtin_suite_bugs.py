@@ -23,6 +23,7 @@ from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.reports.results import record_from_result
 from crashmatrix.reports.scorecard import build_scorecard
 
+from ...launchers import warm_launcher
 from ...planted import plant
 
 pytestmark = pytest.mark.slow
@@ -83,7 +84,8 @@ def _variant(agent: str, bug: str, where: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork", preload=["crashmatrix.harness.agents.reference"])
+    # The examples' imports (openai) preloaded: each planted variant is an adapter of its own.
+    yield warm_launcher(*sorted({ROOT / "examples" / agent / "adapter.yaml" for agent, _ in CATCHES}))
 
 
 @pytest.mark.parametrize(("agent", "bug"), list(CATCHES), ids=[f"{a}-{b}" for a, b in CATCHES])

@@ -33,6 +33,7 @@ from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.harness.verdict.invariants import LEDGER_INVARIANTS
 from crashmatrix.harness.verdict.result import CaseResult
 
+from ...launchers import warm_launcher
 from ...planted import plant
 
 pytestmark = pytest.mark.slow
@@ -202,9 +203,8 @@ CATCHES |= {
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher(
-        "fork", preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
-    )
+    # Their imports (openai, sqlite3) and adapters loaded once in the server, not in each life.
+    yield warm_launcher(*(example.adapter_path for example in (*GREEN, STATE_UNREADABLE)))
 
 
 @pytest.fixture(scope="module")

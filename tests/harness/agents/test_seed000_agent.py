@@ -25,6 +25,7 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.harness.verdict.result import CaseResult
 
+from ...launchers import warm_launcher
 from ...planted import plant
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -35,9 +36,7 @@ SESSION = Path("world/workspace/.agent_state/session-seed000.jsonl")  # the agen
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher(
-        "fork", preload=["crashmatrix.harness.agents.reference", "crashmatrix.mock_tools.toolbox"]
-    )
+    yield warm_launcher(ADAPTER)  # openai and its adapter loaded once, not in each life
 
 
 def _run(scenario: str, point: str, launcher: LifeLauncher, work: Path, agent: Path = ADAPTER) -> CaseResult:
