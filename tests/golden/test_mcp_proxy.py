@@ -27,6 +27,8 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.plan.enumeration import tool_side_unreachable
 from crashmatrix.harness.verdict.result import CaseResult
 
+from ..launchers import warm_launcher
+
 pytestmark = pytest.mark.slow
 
 # Seconds a case may take: each life starts three interpreters (the agent, the relay, the
@@ -39,7 +41,9 @@ SCENARIO = load_scenario(HERE / "scenario.yaml")
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork")
+    # The server pytest --agent starts: the mcp SDK and the relay preloaded, so each life's
+    # relay forks warm from it instead of starting an interpreter (issue 31).
+    yield warm_launcher(HERE / "adapter.yaml", HERE / "adapter-twin.yaml")
 
 
 def _matrix(

@@ -21,6 +21,7 @@ from crashmatrix.harness.agents.mcp_upstream import Upstream, UpstreamSpec, conn
 from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.result import CaseResult
+from tests.launchers import warm_launcher
 from tests.mcp_servers import NOTES, filesystem_server, notes_over_http
 
 # -- the spec (fast) -----------------------------------------------------------------------
@@ -304,7 +305,9 @@ DEADLINE = 180.0
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork")
+    # The server pytest --agent starts: the mcp SDK and the relay preloaded, so each life's
+    # relay forks warm from it instead of starting an interpreter (issue 31).
+    yield warm_launcher(EXAMPLE / "adapter.yaml", EXAMPLE / "adapter_fixed.yaml")
 
 
 def _example_cases(
