@@ -83,7 +83,7 @@ from crashmatrix.harness.agents.team_life import (
 )
 from crashmatrix.harness.agents.tool_faults import UNSCRIPTED_REPLY, mock_toolbox, tool_side
 from crashmatrix.harness.agents.tool_faults import take as take_tool_side
-from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook
+from crashmatrix.harness.core.boundaries import BOUNDARIES, TORN_WRITE, BoundaryHook, parse_point
 from crashmatrix.harness.core.capabilities import Capabilities
 from crashmatrix.harness.core.categories import CategoryRule
 from crashmatrix.harness.core.ledger import arguments_sha256
@@ -91,6 +91,7 @@ from crashmatrix.harness.core.records import ExecutionRecord, MessageEntry
 from crashmatrix.harness.core.session_log import SessionLog, prompt_view
 from crashmatrix.harness.core.toolmap import ToolMap, ToolName
 from crashmatrix.harness.core.tools import ToolContext
+from crashmatrix.harness.core.torn_fragments import torn_event
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError, InputError, SessionCorruption
 from crashmatrix.harness.lives.capped_log import CappedLog, cap_file
@@ -512,6 +513,17 @@ class ForeignAdapter:
         say in the trace whether that happened (a tear that could not act is no pass)."""
         session = self.raw_session(case_dir)
         torn = tear_last_line(session)
+        if torn:  # the fragment the cut left, to follow into the final session (torn_fragments)
+            start, kept = torn
+            with open(session, "rb") as cut:
+                cut.seek(start)
+                fragment = cut.read(kept)
+            point = parse_point(life.crash or "")
+            where = str(session.relative_to(case_dir)) if session.is_relative_to(case_dir) else str(session)
+            # After the tracer's own (the half line it wrote to the scratch file): the last wins.
+            with open(case_dir / "trace.jsonl", "a", encoding="utf-8") as out:  # the harness's own line
+                event = torn_event(life.life, point.tool_call_id, point.label, where, start, fragment)
+                out.write(json.dumps(event, ensure_ascii=False) + "\n")
         detail = (
             f"cut the last line of {session.name} after {torn[1]} of its bytes"
             if torn

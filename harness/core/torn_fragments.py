@@ -112,19 +112,24 @@ def torn_event(life: int, call: str, label: str, path: str, offset: int, data: b
 
 
 def torn_fragments(trace: Sequence[TraceEvent]) -> tuple[TornFragment, ...]:
-    """Every torn write of a case's lives, in the order they happened."""
-    return tuple(
-        TornFragment(
-            int(event.get("life", 0)),
+    """Every torn write of a case's lives, in the order they happened: one per life, its last
+    ``torn`` event (a supervisor cuts a foreign agent's own line after the life's death, and
+    says so after the half line the life wrote to its scratch file: the cut is the tear)."""
+    by_life: dict[int, TornFragment] = {}
+    for event in trace:
+        if event.get("event") != TORN_EVENT:
+            continue
+        life = int(event.get("life", 0))
+        by_life.pop(life, None)  # re-inserted last: the order of the tears that count
+        by_life[life] = TornFragment(
+            life,
             str(event.get("call", "")),
             str(event.get("label", "")),
             str(event.get("path", "")),
             int(event.get("offset", 0)),
             bytes.fromhex(str(event.get("fragment", ""))),
         )
-        for event in trace
-        if event.get("event") == TORN_EVENT
-    )
+    return tuple(by_life.values())
 
 
 def _whole(line: bytes) -> bool:

@@ -7,7 +7,8 @@ session at each of its appends:
 
 * the correct agent is green in every torn_write cell (the torn line was cut, acted);
 * its twin glues its next line to the torn half. Its session is then unreadable: each torn
-  case is red with "the agent left its session unreadable: FILE:LINE ...", in matrix.json,
+  case is red with "the agent left its session unreadable: FILE:LINE ..." and by
+  ``torn_fragments_accounted`` (the fragment glued onto the next record), in matrix.json,
   its world still judged -- never a traceback, a case missing from the report, or a message
   to repair a file in a case directory the harness made (``crashmatrix run`` aborted so).
 """
@@ -51,6 +52,12 @@ def test_an_agent_that_cuts_its_torn_line_is_green_in_every_torn_cell(pytester: 
         assert any(
             note.startswith("torn_write: cut the last line of session.jsonl") for note in case.notes
         ), case
+        # Where the half line went: the next life cut it (the supervisor's cut is the tear).
+        (fate,) = [note for note in case.notes if note.startswith("torn fragment: ")]
+        assert (
+            f"life 1's {case.point}" in fate
+            and ": dropped: cut from world/workspace/.mailer/session.jsonl" in fate
+        )
         assert case.observed is not None and case.observed["world"]["emails"] == 1
 
 
@@ -73,6 +80,9 @@ def test_an_agent_that_glues_to_its_torn_line_is_red_with_where_its_session_brok
             entry.startswith("executions_closed: the agent's session cannot be read")
             for entry in case.not_applicable
         )
+        # The invariant says why: its next line was appended onto the torn half.
+        glued = [v["message"] for v in case.violations if v["invariant"] == "torn_fragments_accounted"]
+        assert glued and "runs on into other bytes" in glued[0], case.violations
         # The rest of the case is still judged: the world says the email went once.
         assert case.observed is not None and case.observed["world"]["emails"] == 1, case
     result.stdout.fnmatch_lines(

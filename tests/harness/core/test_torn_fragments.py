@@ -84,3 +84,12 @@ def test_only_a_glued_fragment_breaks_the_invariant() -> None:
         if broken:
             assert broken[0].tool_call_id == "call_mail"
             assert "life 2's torn_write[call_mail:unknown]" in broken[0].message
+
+
+def test_a_supervisors_cut_after_the_life_is_the_tear_of_that_life() -> None:
+    # A foreign agent's life writes its half line to the supervisor's scratch file; once it is
+    # dead the supervisor cuts the agent's own line and says so after: that one counts.
+    scratch = torn_event(1, "call_mail", "running", "torn-write.part", 0, HALF)
+    cut = torn_event(1, "call_mail", "running", SESSION, 61, HALF)
+    later = torn_event(2, "call_mail", "unknown", SESSION, 61, HALF)
+    assert [(f.life, f.path) for f in torn_fragments([scratch, cut, later])] == [(1, SESSION), (2, SESSION)]
