@@ -66,6 +66,22 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(trylast=True)  # after the tmpdir plugin has made the session's basetemp
+def pytest_configure(config: pytest.Config) -> None:
+    """The doctor's findings (``harness.front.doctor.cached_coverage``) cached once for the
+    whole test session, under its basetemp, where the xdist workers and every pytest run a
+    test makes (in process, or a subprocess inheriting the environment) find them. Without
+    it each run of a test's scenarios under pytester found an empty cache (pytester gives
+    each test its own HOME) and ran the doctor again for the same agent: a clean case and a
+    first life per crash column each time, 1-7 s a run (issue 31). The key is the agent's
+    files and crashmatrix's sources, so a twin or a copied adapter has its own entry; a test
+    about the doctor's own run sets ``CRASHMATRIX_CACHE_DIR`` itself (test_doctor.py). One
+    the caller set is kept. An xdist worker inherits the controller's."""
+    if "CRASHMATRIX_CACHE_DIR" not in os.environ and not hasattr(config, "workerinput"):
+        factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
+        os.environ["CRASHMATRIX_CACHE_DIR"] = str(factory.getbasetemp() / "crashmatrix-doctor-cache")
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """The admin URL of a running PostgreSQL (``harness.lives.postgres.ensure_server``: a
