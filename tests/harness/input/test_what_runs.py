@@ -261,3 +261,23 @@ def test_a_scenario_over_freshly_imported_contracts_loads(tmp_path: Path) -> Non
     write(tmp_path / "contracts", "create_ticket.yaml", text)
     scenario = load_scenario(write(tmp_path, "s.yaml", TICKET_SCENARIO))
     assert scenario.contracts["create_ticket"].mock == MockSpec(kind="record_row", table="create_ticket")
+
+
+def test_torn_recovery_writes_without_recovery_crashes_are_refused_where_they_are_asked(
+    tmp_path: Path,
+) -> None:
+    # Torn writes are more second crashes: with none asked for they would never act.
+    path = tmp_path / "s.yaml"
+    path.write_text(email_once(recovery_crashes=False, recovery_torn_writes=True), encoding="utf-8")
+    with pytest.raises(YamlError) as caught:
+        load_scenario(path)
+    error = caught.value
+    assert (error.path, error.key) == (path, "recovery_torn_writes")
+    assert "\n" not in str(error) and "drop one of the two" in str(error)
+    path.write_text(email_once(recovery_torn_writes="yes"), encoding="utf-8")
+    with pytest.raises(YamlError, match=r"s\.yaml:\d+:\d+: recovery_torn_writes: "):
+        load_scenario(path)  # a boolean, by the schema
+    path.write_text(email_once(recovery_torn_writes=True), encoding="utf-8")
+    assert load_scenario(path).recovery_torn_writes
+    path.write_text(email_once(), encoding="utf-8")
+    assert not load_scenario(path).recovery_torn_writes  # off by default
