@@ -4,8 +4,9 @@ session file (issue 32).
 A torn write (``torn_write[call:label]``, a first crash; or a second crash while the agent
 recovers, ``recovery_torn_writes``) lets the first half of one session line reach the file,
 synced, and kills the writer. The life that tears it records the fragment in the trace (a
-``torn`` event: the file, the byte offset where the line began, the bytes that landed). After
-the case, ``account`` follows each fragment into the final file and names its fate:
+``torn`` event: the file, the byte offset where the line began, the bytes that landed); for a
+foreign agent the supervisor that cuts its line after the death records the cut. After the
+case, ``account`` follows each fragment into the final file and names its fate:
 
 * ``dropped`` -- no line of the final file starts with it: the next writer cut it (LevelDB's
   log reader drops a torn tail: it was never acknowledged). Legitimate; the record it began
