@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="crashmatrix-snapshot-equivalence-"))
     differences: list[str] = []
-    # Off by default under pytest (docs/performance.md): turned on by the ini for this run.
+    # On by default under pytest; said anyway, so that an ini turning them off cannot.
     on, on_s = _pytest(work / "on", args.scenarios, args.workers, "-o", "crashmatrix_snapshots=true")
     off, off_s = _pytest(work / "off", args.scenarios, args.workers, "--no-snapshots")
     plain, snapshotted = load_results(off), load_results(on)

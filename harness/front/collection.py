@@ -121,17 +121,15 @@ def first_crashes(config: pytest.Config) -> FirstCrashes | None:
 
 
 def snapshots(config: pytest.Config) -> bool:
-    """Whether first crashes come from one clean life's snapshots: the ini
-    ``crashmatrix_snapshots = true`` (``-o crashmatrix_snapshots=true``); ``--no-snapshots``
-    wins. Off by default: the verdicts are proven the same, but under ``pytest -n 2`` the
-    run is not faster yet (the workers take turns at the shared clean lives that carry the
-    snapshots; docs/performance.md), while in one process it is (``benchmarks/matrix.py``)."""
+    """Whether first crashes come from one clean life's snapshots: on by default (the
+    verdicts are proven the same, and the runs are faster: docs/performance.md); the ini
+    ``crashmatrix_snapshots = false`` or ``--no-snapshots`` turns them off."""
     if config.getoption("no_snapshots", False):
         return False
     try:
         return bool(config.getini("crashmatrix_snapshots"))
     except ValueError:  # the ini is not registered (a plugin older than the option)
-        return False
+        return True
 
 
 _AHEAD_KEY = pytest.StashKey[bool]()

@@ -164,9 +164,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "crashmatrix_snapshots",
         type="bool",
-        default=False,
+        default=True,
         help="crashmatrix: first crashes from one clean life's snapshots at each boundary (default "
-        "false: proven the same verdicts, not yet faster under pytest -n 2; docs/performance.md)",
+        "true: proven the same verdicts; false, or --no-snapshots, kills a life at each point)",
     )
     parser.addini(
         "crashmatrix_doctor",

@@ -109,9 +109,7 @@ def test_snapshots_give_every_case_of_the_slice_the_verdict_a_killed_life_gives(
     scenarios = [BUILTIN_SUITE / name for name in SLICE]
     # The tool-side columns start from no first crash: the same path both ways, left out.
     plain = run(pytester, "plain", scenarios, "--no-snapshots", "--no-tool-side-faults")
-    snapshotted = run(
-        pytester, "snapshots", scenarios, "--no-tool-side-faults", "-o", "crashmatrix_snapshots=true"
-    )
+    snapshotted = run(pytester, "snapshots", scenarios, "--no-tool-side-faults")  # the default
     assert compare(plain, snapshotted) == []
     # It proves something: the snapshot run took its first crashes from snapshots (a manifest
     # per scenario, one copy per point it passed), and the slice has red cells too.
