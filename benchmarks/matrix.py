@@ -228,6 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     cases, cleans = _cases(paths, fork, work / "enumerate", shared)
     enumerate_s = time.perf_counter() - started
+    if shared is not None:
+        # Point cases only: no other item starts from a point's first crash, so each case
+        # resumes from its snapshot in its own directory, as under pytest (``point_run``).
+        for scenario, point in cases:
+            if point is not None:
+                shared.alone(scenario, point)
     log.read()  # the enumeration's syncs: no case's (with snapshots, the clean cases')
     enumeration_lives = counted.lives
     rss_before = _rss_kib()
