@@ -677,6 +677,9 @@ class ForeignAdapter:
                 on_sync = self._on_session_sync(ctx, watch, scratch)
             else:
                 on_request = self._on_request_tearing(ctx, watch, scratch, on_request, holder)
+        # A concurrent life of a double resume is held at its first request, whatever the
+        # route (harness.lives.gate): the moment it has read its session and decided.
+        on_request = _arriving(ctx.arrive, on_request)
         # tools: mcp: every relay of this life is forked from its warm server, bound here, forked
         # below before the loopback server's threads run (harness.agents.mcp_warm).
         warm = WarmRelays() if self.spec.tools == "mcp" and warm_relays() else None
@@ -1048,6 +1051,17 @@ class _Printed:
 
     def isatty(self) -> bool:
         return False
+
+
+def _arriving(arrive: Any, on_request: Any) -> Any:
+    """``on_request`` that first passes the life's gate (``arrive``: a no-op outside a double
+    resume)."""
+
+    def arrived(route: str) -> None:
+        arrive()
+        on_request(route)
+
+    return arrived
 
 
 def _resumed(message: str | None) -> str:

@@ -16,6 +16,7 @@ import json
 import os
 import sqlite3
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,7 +271,9 @@ def _write_copy(target: Path, lines: Sequence[bytes]) -> None:
     tracks only its directory's existence: the next life rebuilds it from the agent's own
     session). Its two syncs were 3-6 ms of every tool call of a framework life on a busy disk."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(target.name + ".tmp")
+    # Its own temporary: two writers at once (the requests of one life, two lives of a
+    # double resume) would each rename the other's away.
+    temporary = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, b"".join(lines))

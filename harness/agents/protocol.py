@@ -56,6 +56,10 @@ class LifeContext:
     # Adds an event to the life's trace (one line, written so that it survives a SIGKILL):
     # e.g. the session size at each probe of the agent's own effects.
     trace: Callable[[Mapping[str, Any]], None] = lambda event: None
+    # Call when the agent reaches the harness other than through ``hook`` and
+    # ``model_request`` (a request to the life's loopback server): a concurrent life of a
+    # double resume is held there at its first step (``harness.lives.gate``).
+    arrive: Callable[[], None] = lambda: None
 
 
 class AgentAdapter(Protocol):

@@ -12,6 +12,13 @@ the session before either acts: the double resume is deterministic, not a lucky
 interleaving. An agent with a lease never reaches the gate in the second life (it stops at
 the lease, before its first step), and the first is let go when the second has ended.
 
+An agent in a process of its own (``command:``) or one whose requests the life serves
+(``python:``) reaches the harness first through the life's loopback server: its first request
+there -- the model, a tool, a service, a lookup -- is its first step too (``GatedTracer.hold``,
+the life context's ``arrive``: the server calls it at the arrival of every request, before it
+reads the body). An agent that reads its
+session and decides before it asks anything is thus held past its decision, as a native one.
+
 The gate is a FIFO the harness holds open for writing: a life opens it for reading (never
 blocking: ``O_NONBLOCK``) and reads, which blocks until the harness closes its end (EOF
 for every reader at once); a life that comes after the release reads EOF at once.
@@ -20,6 +27,7 @@ for every reader at once); a life that comes after the release reads EOF at once
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +62,19 @@ class GatedTracer(Tracer):
         self.seen = inner.seen
         self.gate = gate
         self._held = False
+        # Steps come from several threads (the loopback server's, one a request): the one
+        # that arrives first writes the gate event, the others wait for the same release.
+        self._lock = threading.Lock()
 
-    def _hold(self) -> None:
-        if self._held:
-            return
-        self._held = True
-        self.inner.write({"life": self.life, "event": GATE_EVENT})
-        wait_at(self.gate)
+    def hold(self) -> None:
+        """The life reached a step: held there until the gate opens if it is its first, else
+        let through at once."""
+        with self._lock:
+            if self._held:
+                return
+            self._held = True
+            self.inner.write({"life": self.life, "event": GATE_EVENT})
+            wait_at(self.gate)
 
     def write(self, record: dict[str, Any]) -> None:
         self.inner.write(record)
@@ -72,14 +86,14 @@ class GatedTracer(Tracer):
         pass  # the wrapped tracer closes its own descriptor
 
     def boundary(self, boundary: str, tool_call_id: str) -> None:
-        self._hold()
+        self.hold()
         self.inner.boundary(boundary, tool_call_id)
 
     def model_request(self) -> None:
-        self._hold()
+        self.hold()
         self.inner.model_request()
 
     def before_append(self, path: Path, line: bytes) -> None:
-        self._hold()
+        self.hold()
         self.inner.write({"life": self.life, "event": WROTE_EVENT, "bytes": len(line)})
         self.inner.before_append(path, line)

@@ -48,6 +48,7 @@ from crashmatrix.harness.lives import descendants
 from crashmatrix.harness.lives.capped_log import cap_file, watch
 from crashmatrix.harness.lives.casedir import session_path_of, stderr_path_of
 from crashmatrix.harness.lives.forkserver import in_server
+from crashmatrix.harness.lives.gate import GatedTracer
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.tracer import Tracer
 from crashmatrix.mock_tools.model import ScriptedModel
@@ -209,8 +210,13 @@ def run_life(spec: LifeSpec, tracer: Tracer) -> None:
             life=spec.life,
             model_request=tracer.model_request,
             trace=lambda event: tracer.write({"life": spec.life, **event}),
+            arrive=tracer.hold if isinstance(tracer, GatedTracer) else _nothing,
         )
         adapter.run_life(ctx)
+
+
+def _nothing() -> None:
+    """A life's ``arrive`` outside a double resume: no gate to stop at."""
 
 
 def _stderr_to(path: Path) -> None:
@@ -271,8 +277,6 @@ def life_main(spec: LifeSpec) -> None:
         snapshots = Snapshotter(case_dir, Path(spec.snapshots), spec.life)
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash, snapshots)
     if spec.gate:
-        from crashmatrix.harness.lives.gate import GatedTracer
-
         tracer = GatedTracer(tracer, spec.gate)
     tracer.write({"life": spec.life, "event": "start", "pid": os.getpid()})
     try:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 
 from crashmatrix.harness.lives.gate import GatedTracer
@@ -61,3 +63,26 @@ def test_a_life_that_reaches_the_gate_after_the_release_passes_at_once(tmp_path:
         os.waitpid(pid, 0)
         raise AssertionError(f"a late life blocked at an opened gate: {_events(tmp_path, 3)}")
     assert _events(tmp_path, 3) == ["gate", "boundary", "wrote"]
+
+
+def test_two_requests_of_one_life_arriving_at_once_are_held_by_one_gate(tmp_path: Path) -> None:
+    # A process agent's first requests reach the life's loopback server on two threads (the
+    # model and a service at once): one gate event, and neither passes before the release.
+    gate, holder = _gate(tmp_path)
+    tracer = GatedTracer(Tracer(tmp_path / "trace.jsonl", 2, None), str(gate))
+    passed: list[str] = []
+    threads = [
+        threading.Thread(target=lambda name=name: (tracer.hold(), passed.append(name)), daemon=True)
+        for name in ("chat", "mail")
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        assert wait_until(lambda: _events(tmp_path, 2) == ["gate"], within=10.0), _events(tmp_path, 2)
+        time.sleep(0.05)  # the second request, had it not been held, would have passed by now
+        assert passed == []
+    finally:
+        os.close(holder)  # the release
+    for thread in threads:
+        thread.join(10)
+    assert sorted(passed) == ["chat", "mail"] and _events(tmp_path, 2) == ["gate"]
