@@ -10,12 +10,24 @@ together on what it left (``harness.lives.double_resume``).
 
 The harness writes, in the trace:
 
-* ``{"event": "double_resume", "lives": [2, 3]}`` before it starts the concurrent lives;
+* ``{"event": "double_resume", "lives": [2, 3], "lines": ...}`` before it starts the
+  concurrent lives; ``lines``: ``"per_life"`` where each session line is told to the life that
+  wrote it (an agent appending through ``ctx.before_append``), ``"session"`` where it cannot be
+  (an agent writing its own session file: both lives' lines are judged together, as the final
+  session holds them; absent: ``"per_life"``);
 * for each of them, ``{"event": "gate", "life": n}`` when it reached its first step (a
   boundary, a session line about to be written, a model request) and stopped there, and
   ``{"event": "released", "lives": [...], "why": ...}`` when the harness let them go on;
 * ``{"event": "wrote", "life": n, "bytes": k}`` for every session line the life appended
   (an agent that appends through ``ctx.before_append``).
+
+An agent that writes its own session (``command:``, ``python:`` adapters) acts through the
+life's own loopback server -- the model, the tools, the services, each life its own, in its own
+process -- so its effects are told to a life by pid as a native agent's are; its lines are
+not: each life's supervisor reads the file's new tail, which holds the other's lines too. No
+rule needs them: two Tool Results for one call are ``one_tool_result_per_call``'s whoever wrote
+them, two effects ``non_idempotent_at_most_once``'s, and the loser is told by what is known
+of it, its effects and how it ended.
 
 From these and the world's events (each with the pid of the process that made it, the
 trace's ``start`` event giving each life's pid), ``concurrent_lives`` says what each
@@ -33,6 +45,8 @@ __all__ = [
     "DOUBLE_EVENT",
     "DOUBLE_PREFIX",
     "GATE_EVENT",
+    "LINES_PER_LIFE",
+    "LINES_SESSION",
     "RELEASED_EVENT",
     "WROTE_EVENT",
     "ConcurrentLife",
@@ -45,6 +59,9 @@ DOUBLE_EVENT = "double_resume"
 GATE_EVENT = "gate"
 RELEASED_EVENT = "released"
 WROTE_EVENT = "wrote"
+# How a double resume's session lines are told apart (the ``double_resume`` event's ``lines``).
+LINES_PER_LIFE = "per_life"
+LINES_SESSION = "session"
 # The item of point P: ``double@after_running[call_1]``.
 DOUBLE_PREFIX = "double@"
 
@@ -63,13 +80,14 @@ class ConcurrentLife:
     life: int
     pid: int | None  # None: it never started (its start event is missing)
     status: str  # how it ended: the trace's ``exit`` -> "exited", else the harness's ``ended`` status
-    lines: int  # session lines it appended
+    # Session lines it appended; None where lines are not told to a life (judged as a session).
+    lines: int | None
     effects: int  # world side effects its process made
     gated: bool  # it reached its first step and was held there until released
 
     @property
     def acted(self) -> bool:
-        return self.lines > 0 or self.effects > 0
+        return bool(self.lines) or self.effects > 0
 
 
 def concurrent_lives(
@@ -82,6 +100,7 @@ def concurrent_lives(
     if not declared:
         return ()
     lives = [int(life) for life in declared[-1].get("lives") or ()]
+    attributed = declared[-1].get("lines", LINES_PER_LIFE) == LINES_PER_LIFE
     pids: dict[int, int] = {}
     status: dict[int, str] = {}
     lines = dict.fromkeys(lives, 0)
@@ -113,7 +132,12 @@ def concurrent_lives(
             made[owner] += 1
     return tuple(
         ConcurrentLife(
-            life, pids.get(life), status.get(life, "unknown"), lines[life], made[life], life in gated
+            life,
+            pids.get(life),
+            status.get(life, "unknown"),
+            lines[life] if attributed else None,
+            made[life],
+            life in gated,
         )
         for life in lives
     )

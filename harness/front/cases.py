@@ -40,7 +40,7 @@ from pathlib import Path
 
 from crashmatrix.harness.agents.loading import adapter_for, observe
 from crashmatrix.harness.core.boundaries import CrashPoint
-from crashmatrix.harness.core.double_resume import DOUBLE_PREFIX, RELEASED_EVENT
+from crashmatrix.harness.core.double_resume import DOUBLE_EVENT, DOUBLE_PREFIX, LINES_SESSION, RELEASED_EVENT
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.tool_side import tool_faults_acted
 from crashmatrix.harness.core.trace import CaseRun, TraceEvent
@@ -409,6 +409,15 @@ def run_double(
         verdict = dataclasses.replace(
             verdict, notes=(*verdict.notes, f"{DOUBLE_PREFIX}{point.id}: released together: {released[-1]}")
         )
+    if any(e.get("event") == DOUBLE_EVENT and e.get("lines") == LINES_SESSION for e in run.trace):
+        # No silent green: say what was judged how (harness.core.double_resume).
+        unattributed = (
+            f"{DOUBLE_PREFIX}{point.id}: the agent writes its own session, so its lines are not told "
+            "to the life that wrote them: who acted is told by each life's effects (its own loopback "
+            "tools and services), and both lives' lines are judged together in the final session "
+            "(one_tool_result_per_call and the other invariants)"
+        )
+        verdict = dataclasses.replace(verdict, notes=(*verdict.notes, unattributed))
     return CaseResult(
         scenario,
         f"{DOUBLE_PREFIX}{point.id}",

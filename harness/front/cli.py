@@ -341,7 +341,7 @@ def _run_in(
         raise InputError(f"--crash {crash}: {kind} cannot act on this agent: {cannot_fail[kind]}")
     double_item = crash.startswith(DOUBLE_PREFIX)
     cannot_double = double_unreachable(
-        args.agent, bool(getattr(load_adapter(args.agent), "double_resume", False))
+        args.agent, bool(getattr(load_adapter(args.agent), "double_resume", False)), spec
     )
     if double_item and cannot_double is not None:
         raise InputError(f"--crash {crash}: {cannot_double}")

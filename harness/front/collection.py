@@ -259,7 +259,9 @@ def double_plan(
     if not chosen:
         return [], []
     ids = [p.id for p in chosen]
-    why = double_unreachable(adapter.name, bool(getattr(adapter, "double_resume", False)))
+    why = double_unreachable(
+        adapter.name, bool(getattr(adapter, "double_resume", False)), getattr(adapter, "spec", None)
+    )
     if why is not None:
         return [], [{"boundary": DOUBLE_COLUMN, "state": "not_reachable", "why": why, "points": ids}]
     if not on:

@@ -17,6 +17,10 @@ than exits) does not hold the others longer: they are released, and it goes on w
 gets the lock. Then, if neither concurrent life finished the session, one more life does
 (as ``recovery@P``'s third start), and the case is judged by P's expectations and the
 invariants, ``loser_stops_cleanly`` among them (``harness.core.double_resume``).
+
+An agent that writes its own session (``command:``, ``python:``) is held at its first request
+to its life's loopback server as well (``LifeContext.arrive``): each life serves its own model,
+tools and services, so that request is the life's, and so is every effect it leads to.
 """
 
 from __future__ import annotations
@@ -30,7 +34,13 @@ from pathlib import Path
 
 from crashmatrix.harness.agents.loading import adapter_for
 from crashmatrix.harness.core.boundaries import CrashPoint
-from crashmatrix.harness.core.double_resume import DOUBLE_EVENT, GATE_EVENT, RELEASED_EVENT
+from crashmatrix.harness.core.double_resume import (
+    DOUBLE_EVENT,
+    GATE_EVENT,
+    LINES_PER_LIFE,
+    LINES_SESSION,
+    RELEASED_EVENT,
+)
 from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.core.trace import CaseRun, LifeRecord, TraceEvent
 from crashmatrix.harness.errors import HarnessError
@@ -126,7 +136,9 @@ def _race(
     adapter = adapter_for(agent)
     # Held open for writing until the release: a reader's read() blocks until it is closed.
     holder = os.open(gate, os.O_RDWR | os.O_NONBLOCK)
-    append_event(case_dir, {"event": DOUBLE_EVENT, "lives": list(CONCURRENT)})
+    # A native agent's lines are each its life's (``wrote`` events); any other's are not.
+    lines = LINES_PER_LIFE if getattr(adapter, "double_resume", False) else LINES_SESSION
+    append_event(case_dir, {"event": DOUBLE_EVENT, "lives": list(CONCURRENT), "lines": lines})
     ended: dict[int, tuple[LifeRecord, Sequence[TraceEvent]]] = {}
     failures: list[BaseException] = []
 

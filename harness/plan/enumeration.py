@@ -223,29 +223,65 @@ def double_points(points: Sequence[CrashPoint]) -> list[CrashPoint]:
     return [p for p in points if p.boundary in DOUBLE_BOUNDARIES and p.occurrence == 1]
 
 
-def double_unreachable(agent: str, native: bool) -> str | None:
+# Why a team's agent that writes its own session cannot have a double resume judged, by what
+# stands in the way (``double_unreachable``).
+DOUBLE_NOT_NATIVE = (
+    "is a Python adapter that does not append its session through ctx.before_append "
+    "(double_resume = True) and has no adapter file saying where its effects are made: "
+    "neither its lines nor its effects can be told to the life that made them"
+)
+DOUBLE_FRAMEWORK = (
+    "keeps its session in its framework's store, which keeps the state it last wrote (a "
+    "checkpoint, a row replaced), not every record each of two writers made: a second Tool "
+    "Result the other life overwrote is nowhere to judge"
+)
+DOUBLE_PROBED = (
+    "makes effects the harness finds by probing the world (effects:, an MCP server of its own): "
+    "either life's probe may find the other's, so who acted cannot be told (the harness's "
+    "mock tools, its loopback services and MCP relay, are each life's own, and are)"
+)
+DOUBLE_UNSEEN = (
+    "calls only tools of its own (tools: agent, no services:, no intercept:): no effect of "
+    "either life is seen, so neither who acted nor a second effect can be judged"
+)
+DOUBLE_STORE = (
+    "keeps its session where the harness reads rows, not a log (a SQLite query, a reader, "
+    "nothing readable): a row one life replaced hides what the other wrote, and the two lives' "
+    "lines are judged only together, as the session keeps them (a JSONL file keeps every line)"
+)
+
+
+def double_unreachable(agent: str, native: bool, spec: Any = None) -> str | None:
     """Why two lives resuming one session at once cannot be judged on this agent, or None.
 
     ``native``: the agent appends its session lines through ``ctx.before_append`` in the
     life's own process (the reference agent and its variants): the gate holds each life at
-    its first step and each line is the life's that wrote it. Any other agent writes its
-    session itself, and the harness sees its lines only where it reads the store: a JSONL
-    file's new tail, read when the agent fsyncs it or sends a request (``foreign_session.
-    AppendWatch``), a SQLite table's or a framework's rows when it syncs its copy. With two
-    lives appending to one store at once, the tail one life's watch reads holds the other
-    life's lines too, and a row names no writer: a line cannot be given to the life that
-    wrote it. Its effects could be (each carries its process's pid); its lines not, so the
-    loser's rule (the life that did not win appends nothing and acts on nothing) cannot be
-    judged, and a verdict from the effects alone would pass a loser that wrote a second
-    Tool Result."""
+    its first step and each line is the life's that wrote it.
+
+    ``spec``: a team's adapter file (``adapter_file.ForeignSpec``), whose agent writes its own
+    session. Its lines cannot be told to a life -- each life's watch reads the file's new tail,
+    which holds the other's lines too -- and need not be: its effects can, when every effect is
+    made by a tool side the life serves itself (the mock tools, the loopback services, the MCP
+    relay: each life its own, in its own process, the effect carrying that pid); two Tool
+    Results for one call are ``one_tool_result_per_call``'s whoever wrote them, provided the
+    session keeps every line written (a JSONL file, appended to); the loser is the life that
+    made no effect and ended on its own. The gate holds each life at its first request to its
+    loopback server. A framework's store, a session of rows, or effects found by probing the
+    world (whose probe found them is not who made them) leave the case unjudgeable: not
+    reachable, with why."""
     if native:
         return None
-    return (
-        f"adapter {agent} writes its own session (a process or a framework's store) where the "
-        "lines of two lives resuming it at once cannot be told apart by life (the harness reads "
-        "the store's new lines, not who wrote them: with both lives appending, each one's watch "
-        "sees the other's lines too): who acted, the loser's rule, cannot be judged yet"
-    )
+    if spec is None:
+        return f"adapter {agent} {DOUBLE_NOT_NATIVE}"
+    if spec.kind == "framework":
+        return f"adapter {agent} {DOUBLE_FRAMEWORK}"
+    if spec.effects or spec.mcp_proxy is not None:
+        return f"adapter {agent} {DOUBLE_PROBED}"
+    if spec.tools == "agent" and not spec.services and not spec.intercepts:
+        return f"adapter {agent} {DOUBLE_UNSEEN}"
+    if spec.source.kind != "jsonl":
+        return f"adapter {agent} {DOUBLE_STORE}"
+    return None
 
 
 def selected(

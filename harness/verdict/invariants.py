@@ -1247,14 +1247,19 @@ def loser_stops_cleanly(evidence: Evidence) -> list[Violation]:
     session before it reads it (an ``flock`` held for its life; or a fenced ledger record
     every later write checks) and, finding it held, stopping before it reads or writes: it
     exits normally, or waits for the lease and then finds the work done. A loser that hangs,
-    raises or dies has not stopped cleanly (a job runner retries a failure; it must not)."""
+    raises or dies has not stopped cleanly (a job runner retries a failure; it must not).
+
+    An agent that writes its own session file has lines no life can be told to (``lines``
+    None): a life acted if it made an effect, and what either wrote is judged in the final
+    session by the other invariants (two Tool Results for one call, whoever wrote them)."""
     lives = evidence.concurrent
     acted = [life for life in lives if life.acted]
     out: list[Violation] = []
     if len(acted) > 1:
         what = "; ".join(
-            f"life {life.life} (pid {life.pid}) appended {life.lines} session line(s) and made "
-            f"{life.effects} side effect(s)"
+            f"life {life.life} (pid {life.pid}) "
+            + ("" if life.lines is None else f"appended {life.lines} session line(s) and ")
+            + f"made {life.effects} side effect(s)"
             for life in acted
         )
         out.append(

@@ -83,7 +83,9 @@ def _named(*stems: str) -> list[Path]:
 
 
 def test_the_agent_is_green_on_every_approval_scenario(pytester: pytest.Pytester, tmp_path: Path) -> None:
-    cases = _run(pytester, _adapter(tmp_path, "adapter"), APPROVALS)
+    # Without the double-resume column: the agent holds no lease, and two processes on one
+    # session are not what approvals are about (tests/harness/lives/test_double_resume_foreign.py).
+    cases = _run(pytester, _adapter(tmp_path, "adapter"), APPROVALS, "--no-double-resume")
     assert sorted(cases) == sorted(p.stem for p in APPROVALS)
     failed = {
         f"{s}::{c}" for s, items in cases.items() for c, (outcome, _) in items.items() if outcome != "passed"
@@ -109,8 +111,11 @@ def test_without_prompts_the_write_prompt_makes_each_case_not_applicable_with_wh
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
     adapter = _adapter(tmp_path, "without-prompts", _without_prompts)
-    # Power losses and second crashes would only repeat the same answers, for a minute more.
-    cases = _run(pytester, adapter, APPROVALS, "--no-power-loss", "--no-recovery-crashes")
+    # Power losses, second crashes and double resumes would only repeat the same answers, for a
+    # minute more (and the agent holds no lease: two processes on its session are red).
+    cases = _run(
+        pytester, adapter, APPROVALS, "--no-power-loss", "--no-recovery-crashes", "--no-double-resume"
+    )
     reason = _reason(adapter)
     assert cases[WRITE] and all(item == ("skipped", reason) for item in cases[WRITE].values()), cases[WRITE]
     # The other prompts name their tool: answered by the scenario, judged, green.

@@ -56,8 +56,16 @@ def _run(pytester: pytest.Pytester, agent: str) -> Results:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(scenario, target)
     adapter = ROOT / "examples" / agent / "adapter.yaml"
+    # Without the double-resume column: the examples hold no lease (two processes on one
+    # session are red there), and tampering is what these scenarios are about.
     result = run_inprocess(
-        pytester, "scenarios", f"--agent={adapter}", "-p", "no:cacheprovider", "--no-doctor"
+        pytester,
+        "scenarios",
+        f"--agent={adapter}",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+        "--no-double-resume",
     )
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert results.cases, result.stdout.str()

@@ -45,7 +45,8 @@ def _run(pytester: pytest.Pytester, adapter: Path, *select: str) -> Results:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(SCENARIO, target)
     # Without the tool-side columns: these agents are about turns, and die on a dropped
-    # connection like any script that never expected one.
+    # connection like any script that never expected one. Without double resume: they hold
+    # no lease, so two processes on one session answer a call twice (red, as they should be).
     result = run_inprocess(
         pytester,
         "scenarios",
@@ -53,6 +54,7 @@ def _run(pytester: pytest.Pytester, adapter: Path, *select: str) -> Results:
         "-p",
         "no:cacheprovider",
         "--no-tool-side-faults",
+        "--no-double-resume",
         *select,
     )
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")

@@ -107,3 +107,37 @@ def test_a_loser_that_left_the_session_alone_but_hung_or_raised_did_not_stop_cle
 
 def test_no_concurrent_lives_nothing_to_judge() -> None:
     assert loser_stops_cleanly(_evidence()) == []
+
+
+def test_lines_a_team_s_agent_wrote_to_its_own_session_are_told_to_no_life() -> None:
+    # The harness says so in the double-resume event: no ``wrote`` event can exist, and a
+    # count of 0 would claim the life wrote nothing.
+    trace = _trace((2, 201, ["gate", "exit"]), (3, 202, ["gate", "exit"]))
+    trace[2] = {**trace[2], "lines": "session"}
+    found = concurrent_lives(trace, [Effect(1, "email_sent", 202)])
+    assert found == (
+        ConcurrentLife(2, 201, "exited", None, 0, True),
+        ConcurrentLife(3, 202, "exited", None, 1, True),
+    )
+    assert [life.acted for life in found] == [False, True]
+
+
+def test_without_lines_the_lives_that_acted_are_those_with_effects_and_no_line_count_is_claimed() -> None:
+    both = _evidence(
+        ConcurrentLife(2, 201, "exited", None, 1, True), ConcurrentLife(3, 202, "exited", None, 1, True)
+    )
+    (violation,) = loser_stops_cleanly(both)
+    assert (
+        "life 2 (pid 201) made 1 side effect(s); life 3 (pid 202) made 1 side effect(s)" in violation.message
+    )
+    assert "line" not in violation.message.partition("each acted on it")[2].partition("; a second")[0]
+    one = _evidence(
+        ConcurrentLife(2, 201, "exited", None, 1, True), ConcurrentLife(3, 202, "exited", None, 0, False)
+    )
+    assert loser_stops_cleanly(one) == []
+    (crashed,) = loser_stops_cleanly(
+        _evidence(
+            ConcurrentLife(2, 201, "exited", None, 1, True), ConcurrentLife(3, 202, "error", None, 0, True)
+        )
+    )
+    assert "did not stop cleanly: it ended error" in crashed.message
