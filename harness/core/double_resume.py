@@ -27,7 +27,11 @@ process -- so its effects are told to a life by pid as a native agent's are; its
 not: each life's supervisor reads the file's new tail, which holds the other's lines too. No
 rule needs them: two Tool Results for one call are ``one_tool_result_per_call``'s whoever wrote
 them, two effects ``non_idempotent_at_most_once``'s, and the loser is told by what is known
-of it, its effects and how it ended.
+of it: its effects, its requests to its own model, how it ended. The model requests matter:
+two lives whose recovery makes no effect (a call closed uncertain, a refusal) both write its
+Tool Result and both answer the turn, and the file need not show two Tool Results (a life that
+re-reads the session before each write finds the other's); each life asking its own model is
+what shows both went on.
 
 From these and the world's events (each with the pid of the process that made it, the
 trace's ``start`` event giving each life's pid), ``concurrent_lives`` says what each
@@ -84,10 +88,16 @@ class ConcurrentLife:
     lines: int | None
     effects: int  # world side effects its process made
     gated: bool  # it reached its first step and was held there until released
+    requests: int = 0  # requests it made to the model (each life serves its own)
 
     @property
     def acted(self) -> bool:
-        return bool(self.lines) or self.effects > 0
+        """It made an effect or wrote to the session; where its lines are told to no life, it
+        asked the model: a life that goes on with the conversation has acted on the session (a
+        loser stops before it asks anything; one that waited for the lease finds the turn done)."""
+        if self.lines is None:
+            return self.effects > 0 or self.requests > 0
+        return self.lines > 0 or self.effects > 0
 
 
 def concurrent_lives(
@@ -104,6 +114,7 @@ def concurrent_lives(
     pids: dict[int, int] = {}
     status: dict[int, str] = {}
     lines = dict.fromkeys(lives, 0)
+    requests = dict.fromkeys(lives, 0)
     gated: set[int] = set()
     for event in trace:
         life = event.get("life")
@@ -124,6 +135,8 @@ def concurrent_lives(
             lines[life] += 1
         elif kind == GATE_EVENT:
             gated.add(life)
+        elif kind == "model_request":
+            requests[life] += 1
     by_pid = {pid: life for life, pid in pids.items()}
     made = dict.fromkeys(lives, 0)
     for effect in effects:
@@ -138,6 +151,7 @@ def concurrent_lives(
             lines[life] if attributed else None,
             made[life],
             life in gated,
+            requests[life],
         )
         for life in lives
     )

@@ -413,9 +413,9 @@ def run_double(
         # No silent green: say what was judged how (harness.core.double_resume).
         unattributed = (
             f"{DOUBLE_PREFIX}{point.id}: the agent writes its own session, so its lines are not told "
-            "to the life that wrote them: who acted is told by each life's effects (its own loopback "
-            "tools and services), and both lives' lines are judged together in the final session "
-            "(one_tool_result_per_call and the other invariants)"
+            "to the life that wrote them: who acted is told by each life's effects and model requests "
+            "(its own loopback model, tools and services), and both lives' lines are judged together "
+            "in the final session (one_tool_result_per_call and the other invariants)"
         )
         verdict = dataclasses.replace(verdict, notes=(*verdict.notes, unattributed))
     return CaseResult(

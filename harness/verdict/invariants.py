@@ -1250,15 +1250,20 @@ def loser_stops_cleanly(evidence: Evidence) -> list[Violation]:
     raises or dies has not stopped cleanly (a job runner retries a failure; it must not).
 
     An agent that writes its own session file has lines no life can be told to (``lines``
-    None): a life acted if it made an effect, and what either wrote is judged in the final
-    session by the other invariants (two Tool Results for one call, whoever wrote them)."""
+    None): a life acted if it made an effect or asked its model (it went on with the
+    conversation), and what either wrote is judged in the final session by the other
+    invariants (two Tool Results for one call, whoever wrote them)."""
     lives = evidence.concurrent
     acted = [life for life in lives if life.acted]
     out: list[Violation] = []
     if len(acted) > 1:
         what = "; ".join(
             f"life {life.life} (pid {life.pid}) "
-            + ("" if life.lines is None else f"appended {life.lines} session line(s) and ")
+            + (
+                f"asked the model {life.requests} time(s) and "
+                if life.lines is None
+                else f"appended {life.lines} session line(s) and "
+            )
             + f"made {life.effects} side effect(s)"
             for life in acted
         )

@@ -44,8 +44,16 @@ def _run(pytester: pytest.Pytester, adapter: Path) -> tuple[Results, str]:
     target = pytester.path / "scenarios" / TAMPERED.name
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(TAMPERED, target)
+    # Without the double-resume column: the agent holds no lease, and its double resume is red
+    # (tests/harness/lives/test_double_resume_foreign.py); these tests are about its ledger.
     result = run_inprocess(
-        pytester, "scenarios", f"--agent={adapter}", "-p", "no:cacheprovider", "--no-doctor"
+        pytester,
+        "scenarios",
+        f"--agent={adapter}",
+        "-p",
+        "no:cacheprovider",
+        "--no-doctor",
+        "--no-double-resume",
     )
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert results.cases, result.stdout.str()

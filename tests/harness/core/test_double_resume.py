@@ -111,33 +111,39 @@ def test_no_concurrent_lives_nothing_to_judge() -> None:
 
 def test_lines_a_team_s_agent_wrote_to_its_own_session_are_told_to_no_life() -> None:
     # The harness says so in the double-resume event: no ``wrote`` event can exist, and a
-    # count of 0 would claim the life wrote nothing.
-    trace = _trace((2, 201, ["gate", "exit"]), (3, 202, ["gate", "exit"]))
+    # count of 0 would claim the life wrote nothing. Its model requests are its own.
+    trace = _trace((2, 201, ["gate", "exit"]), (3, 202, ["gate", "model_request", "model_request", "exit"]))
     trace[2] = {**trace[2], "lines": "session"}
     found = concurrent_lives(trace, [Effect(1, "email_sent", 202)])
     assert found == (
-        ConcurrentLife(2, 201, "exited", None, 0, True),
-        ConcurrentLife(3, 202, "exited", None, 1, True),
+        ConcurrentLife(2, 201, "exited", None, 0, True, 0),
+        ConcurrentLife(3, 202, "exited", None, 1, True, 2),
     )
     assert [life.acted for life in found] == [False, True]
 
 
-def test_without_lines_the_lives_that_acted_are_those_with_effects_and_no_line_count_is_claimed() -> None:
+def test_without_lines_a_life_acted_if_it_made_an_effect_or_asked_its_model() -> None:
     both = _evidence(
-        ConcurrentLife(2, 201, "exited", None, 1, True), ConcurrentLife(3, 202, "exited", None, 1, True)
+        ConcurrentLife(2, 201, "exited", None, 1, True, 1), ConcurrentLife(3, 202, "exited", None, 1, True, 1)
     )
     (violation,) = loser_stops_cleanly(both)
-    assert (
-        "life 2 (pid 201) made 1 side effect(s); life 3 (pid 202) made 1 side effect(s)" in violation.message
+    assert "life 2 (pid 201) asked the model 1 time(s) and made 1 side effect(s)" in violation.message
+    assert "session line" not in violation.message  # no line count is claimed
+    # Recovery that makes no effect (a call closed uncertain): both went on with the turn.
+    talked = _evidence(
+        ConcurrentLife(2, 201, "exited", None, 0, True, 1), ConcurrentLife(3, 202, "exited", None, 0, True, 1)
     )
-    assert "line" not in violation.message.partition("each acted on it")[2].partition("; a second")[0]
+    (violation,) = loser_stops_cleanly(talked)
+    assert "life 3 (pid 202) asked the model 1 time(s) and made 0 side effect(s)" in violation.message
     one = _evidence(
-        ConcurrentLife(2, 201, "exited", None, 1, True), ConcurrentLife(3, 202, "exited", None, 0, False)
+        ConcurrentLife(2, 201, "exited", None, 1, True, 1),
+        ConcurrentLife(3, 202, "exited", None, 0, False, 0),
     )
     assert loser_stops_cleanly(one) == []
     (crashed,) = loser_stops_cleanly(
         _evidence(
-            ConcurrentLife(2, 201, "exited", None, 1, True), ConcurrentLife(3, 202, "error", None, 0, True)
+            ConcurrentLife(2, 201, "exited", None, 1, True, 1),
+            ConcurrentLife(3, 202, "error", None, 0, True, 0),
         )
     )
     assert "did not stop cleanly: it ended error" in crashed.message

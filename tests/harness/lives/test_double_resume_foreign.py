@@ -7,9 +7,12 @@ life holding its own email); with an ``flock`` on the session the second process
 0, and the case is green, its note saying the lines were judged as one session.
 
 The same program run as a process of its own (kind 3) is red the same way: its first request
-to its life's loopback server holds it.
+to its life's loopback server holds it. And two lives whose recovery makes no effect, of an
+agent that writes before it asks anything (so the gate holds neither before its writes, and
+the file need not show two Tool Results: each re-reads it before it writes), are red because
+each asked its own model: both went on with the turn.
 
-Slow: real lives. One fork server for the module, 3 cases of 3 lives each.
+Slow: real lives. One fork server for the module, 4 cases of 3 lives each.
 """
 
 from __future__ import annotations
@@ -35,11 +38,15 @@ DATA = Path(__file__).resolve().parent / "data" / "double_mailer"
 NO_LEASE = str(DATA / "adapter.yaml")
 LEASE = str(DATA / "adapter_lease.yaml")
 PROCESS = str(DATA / "adapter_process.yaml")  # the same program as a process of its own (kind 3)
+# A kind-2 agent holding no lease whose recovery of a tampered call makes no effect: it closes
+# the call uncertain, answers it and the turn, writing before its first request.
+PLANNED = str(ROOT / "tests" / "golden" / "planned_first" / "adapter.yaml")
+TAMPERED = ROOT / "scenarios" / "faults" / "create_order_arguments_tampered.yaml"
 
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield warm_launcher(NO_LEASE, LEASE, PROCESS)
+    yield warm_launcher(NO_LEASE, LEASE, PROCESS, PLANNED)
 
 
 def _case(launcher: LifeLauncher, tmp: Path, agent: str, boundary: str) -> CaseResult:
@@ -90,3 +97,18 @@ def test_with_a_lease_the_second_process_stops_and_exits_cleanly(
     stderr = (result.case_dir / f"life-{loser.life}.stderr").read_text(encoding="utf-8")
     assert "another process is resuming this session" in stderr
     assert "lines are not told to the life that wrote them" in " ".join(result.verdict.notes)
+
+
+def test_two_processes_that_make_no_effect_but_both_go_on_with_the_turn_are_red(
+    launcher: LifeLauncher, tmp_path: Path
+) -> None:
+    point = CrashPoint("after_running", "call_chair")
+    result = run_double(
+        load_scenario(TAMPERED), point, launcher, tmp_path / "planned", agent=PLANNED, deadline=60.0
+    )
+    assert result.verdict.status == "failed"
+    broken = {v.invariant for v in result.verdict.violations}
+    assert "loser_stops_cleanly" in broken and "non_idempotent_at_most_once" not in broken
+    assert result.observation is not None
+    lives = concurrent_lives(result.observation.trace, result.observation.world.events)
+    assert [life.effects for life in lives] == [0, 0] and all(life.requests >= 1 for life in lives)
