@@ -23,6 +23,7 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.lives.tracer import read_trace
 from crashmatrix.harness.verdict.result import CaseResult
 
+from ...launchers import warm_launcher
 from ...waiting import wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -31,7 +32,7 @@ CASE_DEADLINE = 30.0  # per life
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[LifeLauncher]:
-    yield LifeLauncher("fork")
+    yield warm_launcher(EXAMPLES / "python_agent" / "adapter.yaml")  # openai once, not in each life
 
 
 def _run(example: str, point: CrashPoint, launcher: LifeLauncher, tmp_path: Path) -> CaseResult:

@@ -25,6 +25,8 @@ from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.lives.tracer import read_trace
 from crashmatrix.harness.verdict.explain import explain
 
+from ...launchers import warm_launcher
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 NOTES = EXAMPLES / "python_agent"
 ORDER_DESK = EXAMPLES / "blackbox_agent"
@@ -54,7 +56,8 @@ def _faults(case_dir: Path) -> list[dict[str, object]]:
 
 @pytest.fixture(scope="module")
 def launcher() -> LifeLauncher:
-    return LifeLauncher("fork", preload=["crashmatrix.harness.agents.foreign"])
+    # python_agent's imports (openai) once, not in each life; the black box is its own program.
+    return warm_launcher(NOTES / "adapter.yaml", preload=["crashmatrix.harness.agents.foreign"])
 
 
 # -- power loss --------------------------------------------------------------------------------
