@@ -135,10 +135,21 @@ def test_a_kind_2_jsonl_agent_lists_its_torn_writes_and_survives_them(
     [fault] = _faults(result.case_dir)
     assert fault["fault"] == "torn_write" and fault["acted"] is True
     assert str(fault["detail"]).startswith("cut the last line of notes-agent.jsonl")
-    # The trace: the append announced, the death there (the timeline marks it torn), then
-    # the harness's cut, after the life.
-    events = [(e.get("event"), e.get("label")) for e in read_trace(result.case_dir) if e.get("life") == 1]
-    assert events[-3:] == [("append", "running"), ("crash", None), ("fault", None)]
+    # The trace: the append announced, the tracer's half line in its scratch file (a torn
+    # event), the death there (the timeline marks it torn), then the harness's cut of the
+    # agent's own line after the life: its torn event (the life's last: its tear, whose
+    # fragment is followed into the final session) and the fault.
+    trace = read_trace(result.case_dir)
+    events = [(e.get("event"), e.get("label")) for e in trace if e.get("life") == 1]
+    assert events[-5:] == [
+        ("append", "running"),
+        ("torn", "running"),
+        ("crash", None),
+        ("torn", "running"),
+        ("fault", None),
+    ]
+    tear = [e for e in trace if e.get("life") == 1 and e.get("event") == "torn"][-1]
+    assert tear["path"].endswith("/notes-agent.jsonl") and bytes.fromhex(tear["fragment"])
 
 
 @pytest.mark.slow
