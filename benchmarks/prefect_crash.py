@@ -31,6 +31,7 @@ came from the cache, and each life's wall time (the ephemeral server's start is 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -105,10 +106,8 @@ def _life(folder: Path, env: dict[str, str], policy: str, kill: str, life: int, 
         except subprocess.TimeoutExpired:
             code = None
         took = time.monotonic() - started
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # the server left behind, and a hung life
-        except ProcessLookupError:
-            pass
         process.wait()
     return (process.returncode if code is None else code), took
 
