@@ -30,6 +30,7 @@ are found the same way.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import contextlib
 import io
 import json
@@ -303,6 +304,30 @@ def _same_user(conn: socket.socket) -> bool:
     return uid == os.getuid()
 
 
+# The thread that starts fork servers for threads that end sooner than the run.
+_starter: concurrent.futures.ThreadPoolExecutor | None = None
+_starter_lock = threading.Lock()
+
+
+def _from_a_lasting_thread(command: list[str], **options: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(command, **options)``, started from a thread that lives as long as
+    this process. The server's ``PR_SET_PDEATHSIG`` follows the THREAD that started it
+    (``parent_death``): a server started by a thread that then ended -- one of a double
+    resume's two concurrent lives (``harness.lives.double_resume``), the clean lives run ahead
+    of collection (``collection.clean_ahead``) -- was SIGKILLed with that thread, and every
+    life it had forked with it (seen under load: 'the fork server ... ended' on the life still
+    running). The main thread lasts; any other hands the start to one thread of its own that
+    is never stopped before exit."""
+    global _starter
+    if threading.current_thread() is threading.main_thread():
+        return subprocess.Popen(command, **options)
+    with _starter_lock:
+        if _starter is None:
+            _starter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="crashmatrix-forkserver")
+        starter = _starter
+    return starter.submit(subprocess.Popen, command, **options).result()
+
+
 class ForkServer:
     """A warm process that forks lives on request. Started lazily; one per preload list
     (``shared``), stopped at exit. Dies with the harness even when the harness is
@@ -343,7 +368,7 @@ class ForkServer:
                 # still importing waits in the backlog instead of being refused.
                 listener.listen(64)
                 env = _child_env(CRASHMATRIX_FORKSERVER_FD=str(listener.fileno()))
-                self._process = subprocess.Popen(
+                self._process = _from_a_lasting_thread(
                     [sys.executable, "-c", f"from {__name__} import serve; serve()"],
                     stdin=subprocess.PIPE,
                     pass_fds=(listener.fileno(),),

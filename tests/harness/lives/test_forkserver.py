@@ -79,6 +79,25 @@ def test_threads_may_run_children_at_once(server: ForkServer, tmp_path: Path) ->
     assert [e.pid for e in ended] == pids and len(set(pids)) == 8
 
 
+def test_a_server_started_by_a_thread_that_ends_outlives_it(server: ForkServer) -> None:
+    """The server's PR_SET_PDEATHSIG follows the thread that started it: started by one of
+    double resume's two life threads, it was SIGKILLed when that thread ended, and the other
+    life still running with it ('the fork server ... ended', under load)."""
+    import threading
+
+    first = threading.Thread(target=server.run, args=(time.sleep, (0.3,)), kwargs={"deadline": 30})
+    first.start()  # this thread starts the server, runs its life, and ends
+    while server._process is None:
+        time.sleep(0.01)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # A life that runs on past the first thread's end, on the same server.
+        longer = pool.submit(server.run, time.sleep, (1.5,), deadline=30)
+        first.join()
+        assert longer.result().code == 0
+    process = server._process
+    assert process is not None and process.poll() is None
+
+
 def test_a_server_that_dies_mid_life_is_an_error_and_the_next_run_starts_a_new_one(
     server: ForkServer, tmp_path: Path
 ) -> None:
