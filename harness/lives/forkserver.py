@@ -325,7 +325,11 @@ def _from_a_lasting_thread(command: list[str], **options: Any) -> subprocess.Pop
         if _starter is None:
             _starter = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="crashmatrix-forkserver")
         starter = _starter
-    return starter.submit(subprocess.Popen, command, **options).result()
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(command, **options)
+
+    return starter.submit(start).result()
 
 
 class ForkServer:
