@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -177,9 +178,14 @@ def test_run_shares_each_first_crash_between_a_point_its_recovery_and_its_power_
     scenario: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     scenario.write_text(email_once(expect=EXPECT), encoding="utf-8")  # recovery crashes: the default
-    # In this process, to look into the run's scratch directory before it is removed.
+    # In this process, to look into the run's scratch directory before it is removed: the
+    # seam copies it aside (its janitor removes the directory itself once the run returns).
     scratch: list[Path] = []
-    monkeypatch.setattr(cli, "_discard", scratch.append)
+
+    def keep_a_copy(base: Path) -> None:
+        scratch.append(shutil.copytree(base, tmp_path / "scratch", symlinks=True))
+
+    monkeypatch.setattr(cli, "_discard", keep_a_copy)
     monkeypatch.chdir(tmp_path)
     assert cli.main(["run", str(scenario)]) == 0
     out = capsys.readouterr().out
