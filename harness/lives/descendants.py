@@ -156,12 +156,24 @@ def _settle(parent: int, started: Collection[int]) -> None:
     ``_SETTLE``). The orphans are listed again each round: a chain dying by
     ``PR_SET_PDEATHSIG`` (the life, its agent, the MCP relay the agent spawned, the real
     server the relay started) hands each process to ``parent`` only as the one above it exits,
-    so the roots first seen are zombies with no children by then."""
+    so the roots first seen are zombies with no children by then.
+
+    Quiet means quiet twice over the same processes: a listing is not one instant. A process
+    handed from its dying parent to ``parent`` between the read of ``parent``'s children and
+    the read of its old parent's is in neither; its old parent, a zombie by the time it was
+    looked at, was not exiting either. A tie (1 in ~150 chain tests under load) was then
+    found by the search that followed, stopped and named a survivor."""
     deadline = time.monotonic() + _SETTLE
+    quiet: list[int] | None = None
     while time.monotonic() < deadline:
         orphans = [pid for pid in _children(parent) if pid not in started]
-        if not any(_exiting(pid) or _tying(pid) for pid in _subtree(orphans)):
+        listed = sorted(_subtree(orphans))
+        if any(_exiting(pid) or _tying(pid) for pid in listed):
+            quiet = None
+        elif listed == quiet:
             return
+        else:
+            quiet = listed
         time.sleep(0.002)
 
 
