@@ -454,7 +454,10 @@ def run_recovery(
 
     The first life runs once: every case starts from a copy of the directory it left
     (``run_case(resume=...)``), so a depth-2 case costs the two lives after the crash.
-    With ``shared``, that first crash is also the depth-1 item's (``first_crash.py``)."""
+    With ``shared``, that first crash is also the depth-1 item's (``first_crash.py``); with
+    its snapshots, that item's recovering life left each second crash too (``found.window``),
+    and a second crash costs its last life alone. ``lives`` counts the case's lives either
+    way (the verdict's, not the harness's cost: ``benchmarks/matrix.py`` counts those)."""
     started = time.monotonic()
     if shared is not None:
         found = shared.get(scenario, point, launcher, agent=agent, deadline=deadline)
@@ -480,7 +483,7 @@ def run_recovery(
             point=point,
             second=second,
             deadline=deadline,
-            resume=resume,
+            resume=found.window.get(second.id, resume),
         )
         lives += len(run.lives) - 1
         observation, verdict = _judged(run, scenario, point, agent, recovery=True, check_ledger=False)

@@ -115,7 +115,11 @@ def first_crashes(config: pytest.Config) -> FirstCrashes | None:
         if hasattr(config, "workerinput"):  # an xdist worker's basetemp is <session's>/popen-gwN
             base = base.parent
         config.stash[_FIRST_CRASHES_KEY] = FirstCrashes(
-            base / "crashmatrix-first-crashes", record_syncs=power_column(config), snapshots=snapshots(config)
+            base / "crashmatrix-first-crashes",
+            record_syncs=power_column(config),
+            snapshots=snapshots(config),
+            # recovery@P's second crashes from P's recovering life (unless there are none)
+            window_boundaries=() if config.getoption("no_recovery_crashes") else RECOVERY_FIRST,
         )
     return config.stash[_FIRST_CRASHES_KEY]
 

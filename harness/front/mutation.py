@@ -540,7 +540,11 @@ def run_kill_matrix(
     ``benchmarks/snapshot_equivalence.py``)."""
     started = time.monotonic()
     scenarios = [load_scenario(p) for p in scenario_paths]
-    shared = FirstCrashes(work_dir / "first-crashes", snapshots=True) if snapshots else None
+    shared = (
+        FirstCrashes(work_dir / "first-crashes", snapshots=True, window_boundaries=RECOVERY_FIRST)
+        if snapshots
+        else None
+    )
     runner = _Runner(launcher, power, work_dir, deadline, reference, progress or (lambda _: None), shared)
 
     def row(mutant: str) -> MutantRow:

@@ -36,8 +36,8 @@ import fcntl
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,9 @@ class FirstCrash:
     # when life 1 never crashed (not reached, an error): then ``run`` is all there is.
     crashed: CaseRun | None
     run: CaseRun  # the depth-1 case: the crash, then recovery to the end
+    # Second crashes already made (``first_crash(window=)``): second point id -> the case
+    # stopped after life 2, killed there by its snapshot; ``recovery@P`` goes on with life 3.
+    window: Mapping[str, CaseRun] = field(default_factory=dict)
 
 
 def first_crash(
@@ -69,9 +72,14 @@ def first_crash(
     deadline: float = 30.0,
     record_syncs: bool = False,
     crashed: CaseRun | None = None,
+    window: str = "",
 ) -> FirstCrash:
     """P's first crash and its depth-1 case. ``crashed``: life 1 killed at P already (a
-    clean life's snapshot, ``harness.lives.snapshots``); else life 1 runs here."""
+    clean life's snapshot, ``harness.lives.snapshots``); else life 1 runs here.
+
+    ``window`` (``snapshots.WINDOW``, ``WINDOW_TORN``): the recovering life 2 leaves a
+    snapshot at each point of its recovery window, the second crashes of ``recovery@P``
+    (issue 31): each then costs its life 3 alone instead of lives 2 and 3."""
     if crashed is None:
         crashed = run_case(
             case_dir / "crashed",
@@ -85,10 +93,22 @@ def first_crash(
         )
     if crashed.lives[-1].status != "crashed":
         return FirstCrash(None, crashed)
+    snapshots = case_dir / "window" if window else None
     run = run_case(
-        case_dir / "first", scenario, launcher, agent=agent, point=point, deadline=deadline, resume=crashed
+        case_dir / "first",
+        scenario,
+        launcher,
+        agent=agent,
+        point=point,
+        deadline=deadline,
+        resume=crashed,
+        snapshots=snapshots,
+        snapshot_window=window,
     )
-    return FirstCrash(crashed, run)
+    if snapshots is None or len(run.lives) < 2:
+        return FirstCrash(crashed, run)
+    seconds, _ = read_snapshots(snapshots, scenario, agent, deadline, earlier=run.lives[:1])
+    return FirstCrash(crashed, run, seconds)
 
 
 class FirstCrashes:
@@ -97,10 +117,21 @@ class FirstCrashes:
     ``snapshots``: first crashes taken from one clean life per scenario where faithful
     (the module docstring)."""
 
-    def __init__(self, root: Path, *, record_syncs: bool = False, snapshots: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        record_syncs: bool = False,
+        snapshots: bool = False,
+        window_boundaries: Collection[str] = (),
+    ) -> None:
         self.root = root
         self.record_syncs = record_syncs
         self.snapshots = snapshots
+        # The boundaries whose first crash (its first occurrence) starts a ``recovery@P`` item
+        # in this session (``enumeration.RECOVERY_FIRST``, told by the caller: lives does
+        # not import the plan): with snapshots, P's recovering life leaves its second crashes.
+        self.window_boundaries = frozenset(window_boundaries)
         # Per scenario directory: the points no other item starts from (``alone``), and the
         # published snapshot index read once (a published file never changes).
         self._alone: dict[Path, set[str]] = {}
@@ -218,6 +249,19 @@ class FirstCrashes:
             return None
         return _case(where / "snapshots" / str(entry["dir"]), entry["lives"])
 
+    def _window(self, scenario: Scenario, point: CrashPoint, launcher: LifeLauncher, agent: str) -> str:
+        """Whether P's recovering life leaves ``recovery@P``'s second crashes, and which."""
+        from crashmatrix.harness.lives.snapshots import WINDOW, WINDOW_TORN
+
+        if not (
+            scenario.recovery_crashes
+            and point.occurrence == 1
+            and point.boundary in self.window_boundaries
+            and self.snapshotting(agent, launcher)
+        ):
+            return ""
+        return WINDOW_TORN if scenario.recovery_torn_writes else WINDOW
+
     def point_run(
         self,
         scenario: Scenario,
@@ -265,6 +309,7 @@ class FirstCrashes:
                 deadline=deadline,
                 record_syncs=self.record_syncs,
                 crashed=snapshot,
+                window=self._window(scenario, point, launcher, agent),
             )
             # Written last: its presence means both runs are complete.
             saved.write_text(json.dumps(_dump(found)), encoding="utf-8")
@@ -285,13 +330,14 @@ def _locked(path: Path, *, wait: bool = True) -> Iterator[bool]:
 
 
 def read_snapshots(
-    into: Path, scenario: Scenario, agent: str, deadline: float
+    into: Path, scenario: Scenario, agent: str, deadline: float, *, earlier: tuple[LifeRecord, ...] = ()
 ) -> tuple[dict[str, CaseRun], dict[str, str]]:
     """The copies a clean life left in ``into`` (``harness.lives.snapshots``): point id ->
     the case stopped after a life 1 that crashed there, its record made as the injector
     makes a killed life's (``life_record``, from the child's exit status; the adapter's
     ``after_life`` run on it); and point id -> why it has none (the manifest's reason, or a
-    child that did not die by SIGKILL at the point)."""
+    child that did not die by SIGKILL at the point). ``earlier``: the lives before the one
+    that left them (a recovering life 2's: life 1, killed at P)."""
     import signal
 
     from crashmatrix.harness.agents.loading import adapter_for
@@ -318,7 +364,7 @@ def read_snapshots(
             skipped[point_id] = f"the snapshot's child ended with {entry.get('exitcode')}, not SIGKILL"
             continue
         trace = read_trace(copy)
-        spec = LifeSpec(str(copy), scenario, agent, 1, parse_point(point_id))
+        spec = LifeSpec(str(copy), scenario, agent, len(earlier) + 1, parse_point(point_id))
         record = life_record(spec, -signal.SIGKILL, False, float(entry["seconds"]), deadline, trace)
         if record.status != "crashed":
             skipped[point_id] = f"the snapshot is no crash at the point ({record.status})"
@@ -326,7 +372,7 @@ def read_snapshots(
         record = replace(record, survivors=())  # none were running: ``Snapshotter.why_not``
         if callable(after_life):
             after_life(copy, record, trace)
-        runs[point_id] = CaseRun(copy, (record,), read_trace(copy))
+        runs[point_id] = CaseRun(copy, (*earlier, record), read_trace(copy))
     return runs, skipped
 
 
@@ -346,6 +392,9 @@ def _dump(found: FirstCrash) -> dict[str, object]:
         # A snapshot's first crash lives where the clean life left it, not in "crashed".
         "crashed_dir": str(found.crashed.case_dir) if found.crashed else None,
         "run": {"dir": found.run.case_dir.name, "lives": _lives(found.run)},
+        "window": {
+            point: {"dir": str(run.case_dir), "lives": _lives(run)} for point, run in found.window.items()
+        },
     }
 
 
@@ -359,11 +408,14 @@ def _load(where: Path, data: dict[str, object]) -> FirstCrash:
     run = data["run"]
     assert isinstance(run, dict)
     crashed_dir = data.get("crashed_dir")
+    window = data.get("window") or {}
+    assert isinstance(window, dict)
     return FirstCrash(
         _case(Path(str(crashed_dir)) if crashed_dir else where / "crashed", crashed)
         if isinstance(crashed, list)
         else None,
         _case(where / str(run["dir"]), run["lives"]),
+        {point: _case(Path(str(made["dir"])), made["lives"]) for point, made in window.items()},
     )
 
 

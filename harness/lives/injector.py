@@ -251,6 +251,7 @@ def run_case(
     resume: CaseRun | None = None,
     prepare: Callable[[Path], None] | None = None,
     snapshots: Path | None = None,
+    snapshot_window: str = "",
     restart_after_fault: bool = False,
 ) -> CaseRun:
     """Run one case: crash at ``point`` (and at ``second`` while recovering), then restart
@@ -265,6 +266,8 @@ def run_case(
     ``max_lives=1`` stops after the first life. ``resume`` is such a stopped case whose
     first life crashed at ``point``: this case starts from a copy of it instead of running
     that life again (depth-2 cases share one first crash; ``harness.front.cases.run_recovery``).
+    With ``second``, ``resume`` may also hold life 2 killed at ``second`` (a snapshot of the
+    recovering life, below): the case goes on with life 3.
 
     ``prepare`` is called on the fresh case directory before life 1 (not with ``resume``):
     what the case arms there -- a tool-side fault (``harness.front.cases.run_tool_fault``) --
@@ -272,6 +275,9 @@ def run_case(
 
     ``snapshots``: a clean case's life 1 leaves a first crash at every point it passes in
     this directory (``harness.lives.snapshots``; read by ``harness.lives.first_crash``).
+    With ``snapshot_window`` (``snapshots.WINDOW``, ``WINDOW_TORN``) it is instead the life
+    that recovers from the crash at ``point`` (life 2) that leaves them, at the points of
+    its recovery window only: each the second crash of ``recovery@P`` there.
 
     ``restart_after_fault``: a life that raised or exited non-zero after a tool-side fault
     acted in it is a death on that fault (``died_on_fault``), restarted within ``max_lives``."""
@@ -281,13 +287,19 @@ def run_case(
         if prepare is not None:
             prepare(case_dir)
     else:
-        if len(resume.lives) != 1 or resume.lives[0].status != "crashed" or point is None:
-            raise HarnessError("resume= takes a case stopped after a first life that crashed at point=")
-        if resume.lives[0].crash != point.id:
-            raise HarnessError(f"resume= crashed at {resume.lives[0].crash}, not at {point.id}")
+        crashes = [point, second] if len(resume.lives) == 2 else [point]
+        if len(resume.lives) not in (1, 2) or point is None or None in crashes:
+            raise HarnessError(
+                "resume= takes a case stopped after a first life that crashed at point= "
+                "(or after a second life that crashed at second=, too)"
+            )
+        for life, crash in zip(resume.lives, crashes, strict=True):
+            if life.status != "crashed" or crash is None or life.crash != crash.id:
+                raise HarnessError(f"resume= life {life.life} crashed at {life.crash}, not at {crash}")
         clone_case(resume.case_dir, case_dir)
-        lives.append(resume.lives[0])
+        lives.extend(resume.lives)
     plan: list[CrashPoint | None] = [point, second] if second else [point]
+    carrier = 2 if snapshot_window else 1  # the life that leaves the snapshots
     for index in range(len(lives) + 1, max_lives + 1):
         if index == 2:
             # Between the first crash and the restart, not right after the crash: a case
@@ -306,7 +318,8 @@ def run_case(
                 index,
                 crash,
                 power_loss or (record_syncs and index == 1),
-                str(snapshots) if snapshots is not None and index == 1 and crash is None else "",
+                str(snapshots) if snapshots is not None and index == carrier and crash is None else "",
+                snapshot_window if index == carrier else "",
             ),
             deadline=deadline,
         )

@@ -76,6 +76,10 @@ class LifeSpec:
     # A clean life that leaves a first crash at every point it passes, in this directory
     # (``harness.lives.snapshots``); "" for none.
     snapshots: str = ""
+    # With ``snapshots``, which points: "" every one (a clean life's first crashes), or a
+    # recovering life's recovery window (``snapshots.WINDOW``, ``WINDOW_TORN``): the second
+    # crashes of ``recovery@P``.
+    snapshot_window: str = ""
     # A double resume's concurrent life: held at its first step until the harness opens
     # this gate (a FIFO; ``harness.lives.gate``); "" for none.
     gate: str = ""
@@ -274,7 +278,7 @@ def life_main(spec: LifeSpec) -> None:
     if spec.snapshots and spec.crash is None:
         from crashmatrix.harness.lives.snapshots import Snapshotter
 
-        snapshots = Snapshotter(case_dir, Path(spec.snapshots), spec.life)
+        snapshots = Snapshotter(case_dir, Path(spec.snapshots), spec.life, spec.snapshot_window)
     tracer = Tracer(case_dir / "trace.jsonl", spec.life, spec.crash, snapshots)
     if spec.gate:
         tracer = GatedTracer(tracer, spec.gate)

@@ -63,10 +63,14 @@ from crashmatrix.harness.lives.descendants import _children
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
 
-__all__ = ["MANIFEST", "Snapshotter", "unfaithful"]
+__all__ = ["MANIFEST", "WINDOW", "WINDOW_TORN", "Snapshotter", "unfaithful"]
 
 # Beside the snapshot directories: one line per crash point the clean life passed.
 MANIFEST = "snapshots.jsonl"
+# A recovering life's snapshots (``LifeSpec.snapshot_window``): only the points of its
+# recovery window, each the second crash of ``recovery@P`` there; with torn writes or not.
+WINDOW = "window"
+WINDOW_TORN = "window+torn"
 
 
 def _append(path: Path, record: Mapping[str, Any]) -> None:
@@ -137,13 +141,34 @@ class Snapshotter:
     child killed there (see the module docstring). ``into`` gets the copies (``0001``, ...)
     and the manifest."""
 
-    def __init__(self, case_dir: Path, into: Path, life: int) -> None:
+    def __init__(self, case_dir: Path, into: Path, life: int, window: str = "") -> None:
         self.case_dir = case_dir
         self.into = into
         self.life = life
         self.started = time.monotonic()
         self.count = 0
+        # "" every point; WINDOW / WINDOW_TORN: only the points ``recovery_window`` would
+        # name in this life's trace (see ``in_window``).
+        self.window = window
+        self.asked = False
+        self.before_asking = 0  # window points passed before the life first asked its model
         into.mkdir(parents=True, exist_ok=True)
+
+    def model_request(self) -> None:
+        self.asked = True
+
+    def in_window(self, torn: bool) -> bool:
+        """Whether this point is one of the life's recovery window, decided as it is passed,
+        by the rule ``harness.plan.enumeration.recovery_window`` applies to the whole trace
+        afterwards: its boundaries (and with WINDOW_TORN its appends) before it first asked
+        the model; all of them when it asked before passing any."""
+        if torn and self.window != WINDOW_TORN:
+            return False
+        if self.asked and self.before_asking:
+            return False
+        if not self.asked:
+            self.before_asking += 1
+        return True
 
     def why_not(self) -> str:
         """Why a copy made now would not be the state a kill leaves ("" when it would)."""
@@ -155,6 +180,8 @@ class Snapshotter:
         return ""
 
     def take(self, point: CrashPoint, tear: tuple[Path, bytes] | None = None) -> None:
+        if self.window and not self.in_window(tear is not None):
+            return
         self.count += 1
         name = f"{self.count:04d}"
         why = self.why_not()

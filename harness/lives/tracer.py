@@ -23,6 +23,8 @@ class SnapshotTaker(Protocol):
 
     def take(self, point: CrashPoint, tear: tuple[Path, bytes] | None = None) -> None: ...
 
+    def model_request(self) -> None: ...
+
 
 def append_label(line: bytes) -> tuple[str, str] | None:
     """(tool_call_id, label) for a session line that belongs to a tool call, else None.
@@ -95,6 +97,8 @@ class Tracer:
         """The agent asked the model (not a crash point: where recovery ends, see
         ``harness.plan.enumeration.recovery_window``)."""
         self.write({"life": self.life, "event": "model_request"})
+        if self.snapshots is not None:
+            self.snapshots.model_request()  # a recovering life's window ends here
 
     def before_append(self, path: Path, line: bytes) -> None:
         labelled = append_label(line)

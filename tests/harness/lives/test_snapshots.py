@@ -22,11 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from crashmatrix.harness.core.boundaries import parse_point
+from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint, parse_point
 from crashmatrix.harness.input.suite import BUILTIN_SUITE
 from crashmatrix.harness.lives import postgres
-from crashmatrix.harness.lives.snapshots import MANIFEST, Snapshotter, unfaithful
+from crashmatrix.harness.lives.snapshots import MANIFEST, WINDOW, WINDOW_TORN, Snapshotter, unfaithful
+from crashmatrix.harness.plan.enumeration import recovery_window
 from crashmatrix.reports.results import CaseRecord, Results, load_results
 
 from ...pytest_runs import run_inprocess
@@ -113,8 +116,23 @@ def test_snapshots_give_every_case_of_the_slice_the_verdict_a_killed_life_gives(
     assert compare(plain, snapshotted) == []
     # It proves something: the snapshot run took its first crashes from snapshots (a manifest
     # per scenario, one copy per point it passed), and the slice has red cells too.
-    manifests = list((pytester.path / "tmp-snapshots").rglob(MANIFEST))
+    found = list((pytester.path / "tmp-snapshots").rglob(MANIFEST))
+    manifests = [m for m in found if m.parent.name == "snapshots"]
     assert len(manifests) == len(SLICE)
+    # And every recovery@P item's second crashes from P's recovering life (its window's
+    # snapshots, ``first_crash(window=)``), not from lives 2 run again to each point.
+    windows = {
+        (m.parent.parent.parent.name.rpartition("-")[0], m.parent.parent.name)
+        for m in found
+        if m.parent.name == "window"
+    }
+    recovering = {
+        (Path(case.node_id.partition("::")[0]).stem, case.point.partition("@")[2])
+        for case in snapshotted.cases
+        if case.point.startswith("recovery@")
+    }
+    assert windows == recovering and len(recovering) > 5
+    assert len(found) == len(SLICE) + len(windows)
     assert not list((pytester.path / "tmp-plain").rglob(MANIFEST))
     copies = [json.loads(line) for m in manifests for line in m.read_text().splitlines()]
     assert sum("dir" in c for c in copies) > 30
@@ -291,3 +309,37 @@ def test_a_different_verdict_is_named_case_by_case() -> None:
     assert compare(plain, Results(agent="reference", cases=plain.cases[:1])) == [
         "a.yaml::after_running[c]: only in the plain run"
     ]
+
+
+@given(
+    events=st.lists(st.sampled_from(["boundary", "append", "model_request"]), max_size=10), torn=st.booleans()
+)
+def test_a_recovering_life_snapshots_the_points_recovery_window_names_in_its_trace(
+    tmp_path_factory: pytest.TempPathFactory, events: list[str], torn: bool
+) -> None:
+    """The recovering life decides as it passes each point; ``recovery_window`` reads the
+    whole trace afterwards (its rule: the points before the first model request, all of
+    them if it asked before passing any; appends only with torn writes). Both must name the
+    same points, or a second crash would come from no snapshot (run plainly: slower, not
+    wrong) or a snapshot no item reads."""
+    where = tmp_path_factory.mktemp("window")
+    taker = Snapshotter(where, where / "into", 2, WINDOW_TORN if torn else WINDOW)
+    trace: list[dict[str, Any]] = []
+    taken: list[CrashPoint] = []
+    for index, kind in enumerate(events):
+        call = f"call_{index}"
+        if kind == "model_request":
+            trace.append({"life": 2, "event": "model_request"})
+            taker.model_request()
+            continue
+        if kind == "boundary":
+            point = CrashPoint("after_running", call)
+            trace.append(
+                {"life": 2, "event": "boundary", "boundary": point.boundary, "call": call, "occurrence": 1}
+            )
+        else:
+            point = CrashPoint(TORN_WRITE, call, 1, "unknown")
+            trace.append({"life": 2, "event": "append", "call": call, "label": "unknown", "occurrence": 1})
+        if taker.in_window(kind == "append"):
+            taken.append(point)
+    assert taken == recovery_window(trace, torn=torn)
