@@ -173,7 +173,10 @@ def _settle(parent: int, started: Collection[int]) -> None:
         elif listed == quiet:
             return
         else:
+            # At once, no sleep (a settle runs after every life): a hand-over the first
+            # listing straddled was complete before its last read, so this one sees it.
             quiet = listed
+            continue
         time.sleep(0.002)
 
 
