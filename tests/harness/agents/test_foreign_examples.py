@@ -296,7 +296,8 @@ def test_planted_bug_fails_a_case_with_the_check_that_names_it(
     catch = CATCHES[(example, bug)]
     agent = _variant(catch.example, bug, tmp_path / "adapters")
     result = _case(catch.example, catch.point, launcher, tmp_path / "case", agent=agent, second=catch.second)
-    assert not result.passed, f"{bug} was not caught at {catch.point}"
+    # Not caught: the case's own account (its lives, what each saw and did) says why.
+    assert not result.passed, f"{bug} was not caught at {catch.point}\n{explain(result, str(agent))}"
     assert catch.checks <= _checks(result), explain(result, str(agent))
 
 
