@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -77,9 +78,19 @@ def pytest_configure(config: pytest.Config) -> None:
     files and crashmatrix's sources, so a twin or a copied adapter has its own entry; a test
     about the doctor's own run sets ``CRASHMATRIX_CACHE_DIR`` itself (test_doctor.py). One
     the caller set is kept. An xdist worker inherits the controller's."""
-    if "CRASHMATRIX_CACHE_DIR" not in os.environ and not hasattr(config, "workerinput"):
-        factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker inherits the controller's environment
+    factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
+    if "CRASHMATRIX_CACHE_DIR" not in os.environ:
         os.environ["CRASHMATRIX_CACHE_DIR"] = str(factory.getbasetemp() / "crashmatrix-doctor-cache")
+    # $TMPDIR too: a rerun line (`crashmatrix run S --crash P`) keeps its case in a new
+    # directory by design, as explore and mutants keep theirs, and tests that run those
+    # commands in process left them in /tmp, about eight a CI run. Under the basetemp they go
+    # with pytest's own retention. A test about what a run leaves in $TMPDIR sets its own.
+    scratch = factory.getbasetemp() / "tmp"
+    scratch.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(scratch)
+    tempfile.tempdir = None  # read $TMPDIR again on the next call
 
 
 @pytest.fixture(scope="session")
