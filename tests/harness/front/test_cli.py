@@ -1,13 +1,16 @@
-"""The ``crashmatrix`` command line, run as a user runs it (a subprocess)."""
+"""The ``crashmatrix`` command line as a user runs it: each command through ``main()``, what
+the console script calls, in this process (what it prints read at the file descriptors);
+one test runs the console script itself, in a process of its own."""
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,17 +29,38 @@ EXPECT = {
 SCENARIO = email_once(recovery_crashes=False, expect=EXPECT)
 
 
-def crashmatrix(
-    *args: str, cwd: Path, env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "crashmatrix.harness.front.cli", *args],
-        cwd=cwd,
-        env={**os.environ, **env} if env is not None else None,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+@dataclass(frozen=True)
+class Done:
+    """A command's exit status and what it printed, as a process running it would show them."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+Crashmatrix = Callable[..., Done]
+
+
+@pytest.fixture
+def crashmatrix(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Crashmatrix:
+    """``crashmatrix ARGS`` run from ``cwd``: ``main(ARGS)`` in this process, as the console
+    script and ``python -m`` call it (``raise SystemExit(main())``), a few seconds less than a
+    new interpreter and fork server per command. Its lives are still real processes, forked
+    from a warm server and SIGKILLed; the console script itself is proven once, below."""
+    # main() puts the current directory on sys.path (a team's agent module is found there).
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+    def run(*args: str, cwd: Path) -> Done:
+        monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exit_:  # argparse's usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 1
+        out, err = capfd.readouterr()
+        return Done(code, out, err)
+
+    return run
 
 
 @pytest.fixture
@@ -46,7 +70,9 @@ def scenario(tmp_path: Path) -> Path:
     return path
 
 
-def test_run_one_point_by_bare_boundary_keeps_the_case_directory(scenario: Path, tmp_path: Path) -> None:
+def test_run_one_point_by_bare_boundary_keeps_the_case_directory(
+    crashmatrix: Crashmatrix, scenario: Path, tmp_path: Path
+) -> None:
     keep = tmp_path / "kept"
     done = crashmatrix(
         "run", str(scenario), "--crash", "after_side_effect", "--keep", str(keep), cwd=tmp_path
@@ -60,7 +86,7 @@ def test_run_one_point_by_bare_boundary_keeps_the_case_directory(scenario: Path,
 
 
 def test_run_without_crash_runs_the_whole_matrix_and_fails_with_exit_1_on_a_wrong_expectation(
-    scenario: Path, tmp_path: Path
+    crashmatrix: Crashmatrix, scenario: Path, tmp_path: Path
 ) -> None:
     wrong = {**EXPECT, "after_side_effect": {**EXPECT["after_side_effect"], "world": {"emails": 2}}}
     scenario.write_text(email_once(recovery_crashes=False, expect=wrong), encoding="utf-8")
@@ -73,7 +99,7 @@ def test_run_without_crash_runs_the_whole_matrix_and_fails_with_exit_1_on_a_wron
 
 
 def test_an_unknown_point_is_a_one_line_usage_error_listing_the_points(
-    scenario: Path, tmp_path: Path
+    crashmatrix: Crashmatrix, scenario: Path, tmp_path: Path
 ) -> None:
     done = crashmatrix("run", str(scenario), "--crash", "after_lunch", cwd=tmp_path)
     assert done.returncode == 2
@@ -84,7 +110,9 @@ def test_an_unknown_point_is_a_one_line_usage_error_listing_the_points(
     )
 
 
-def test_validate_reports_each_bad_file_on_one_line_and_exits_2(scenario: Path, tmp_path: Path) -> None:
+def test_validate_reports_each_bad_file_on_one_line_and_exits_2(
+    crashmatrix: Crashmatrix, scenario: Path, tmp_path: Path
+) -> None:
     bad = tmp_path / "bad.yaml"
     fax = email_once(
         edits=[("tools: [send_email]", "tools: [send_fax]")], recovery_crashes=False, expect=EXPECT
@@ -97,7 +125,9 @@ def test_validate_reports_each_bad_file_on_one_line_and_exits_2(scenario: Path, 
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: Path) -> None:
+def test_points_lists_the_points_a_clean_run_records(
+    crashmatrix: Crashmatrix, scenario: Path, tmp_path: Path
+) -> None:
     done = crashmatrix("points", str(scenario), cwd=tmp_path)
     assert done.returncode == 0
     points = done.stdout.split()
@@ -109,7 +139,9 @@ def test_points_lists_the_points_a_clean_run_records(scenario: Path, tmp_path: P
     ]
 
 
-def test_points_that_records_no_point_says_why_on_one_line_and_exits_1(tmp_path: Path) -> None:
+def test_points_that_records_no_point_says_why_on_one_line_and_exits_1(
+    crashmatrix: Crashmatrix, tmp_path: Path
+) -> None:
     # The example notes agent, its one boundary rule misspelt: the rule never holds, the
     # clean run passes no boundary, and an empty list must not read as "nothing to crash".
     example = Path(__file__).resolve().parents[3] / "examples" / "python_agent"
@@ -139,14 +171,18 @@ def test_points_that_records_no_point_says_why_on_one_line_and_exits_1(tmp_path:
     )
 
 
-def test_mutants_prints_the_kill_matrix_and_exits_0_when_every_chosen_mutant_dies() -> None:
+def test_mutants_prints_the_kill_matrix_and_exits_0_when_every_chosen_mutant_dies(
+    crashmatrix: Crashmatrix,
+) -> None:
     root = Path(__file__).resolve().parents[3]
     done = crashmatrix("mutants", "--mutant", "ledger_in_prompt", cwd=root)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "ledger_in_prompt" in done.stdout and "K" in done.stdout
 
 
-def test_run_replays_a_power_loss_and_a_second_crash_while_recovering(scenario: Path, tmp_path: Path) -> None:
+def test_run_replays_a_power_loss_and_a_second_crash_while_recovering(
+    crashmatrix: Crashmatrix, scenario: Path, tmp_path: Path
+) -> None:
     power = crashmatrix("run", str(scenario), "--crash", "power@after_side_effect", cwd=tmp_path)
     assert power.returncode == 0, power.stdout + power.stderr
     assert "email.yaml::power@after_side_effect[call_1] ... passed" in power.stdout
@@ -165,7 +201,9 @@ def test_run_replays_a_power_loss_and_a_second_crash_while_recovering(scenario: 
     assert lonely.returncode == 2 and "--second needs --crash" in lonely.stderr
 
 
-def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_path: Path) -> None:
+def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(
+    crashmatrix: Crashmatrix, tmp_path: Path
+) -> None:
     done = crashmatrix(
         "explore", "--examples", "2", "--seed", "3", "--out", str(tmp_path / "found"), cwd=tmp_path
     )
@@ -175,20 +213,23 @@ def test_explore_is_wired_and_finds_nothing_wrong_with_the_reference_agent(tmp_p
 
 
 def test_run_shares_each_first_crash_between_a_point_its_recovery_and_its_power_item(
-    scenario: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    crashmatrix: Crashmatrix,
+    scenario: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     scenario.write_text(email_once(expect=EXPECT), encoding="utf-8")  # recovery crashes: the default
-    # In this process, to look into the run's scratch directory before it is removed: the
-    # seam copies it aside (its janitor removes the directory itself once the run returns).
+    # To look into the run's scratch directory before it is removed: the seam copies it
+    # aside (its janitor removes the directory itself once the run returns).
     scratch: list[Path] = []
 
     def keep_a_copy(base: Path) -> None:
         scratch.append(shutil.copytree(base, tmp_path / "scratch", symlinks=True))
 
     monkeypatch.setattr(cli, "_discard", keep_a_copy)
-    monkeypatch.chdir(tmp_path)
-    assert cli.main(["run", str(scenario)]) == 0
-    out = capsys.readouterr().out
+    done = crashmatrix("run", str(scenario), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
     assert out.rstrip().endswith("case directories removed (--keep DIR keeps them)")
     recovery = [line for line in out.splitlines() if "::recovery@" in line]
     assert recovery and all(line.endswith("passed") for line in recovery)
@@ -213,7 +254,7 @@ def test_run_shares_each_first_crash_between_a_point_its_recovery_and_its_power_
 
 
 def test_a_bad_adapter_declaration_is_one_line_and_exit_2_before_anything_runs(
-    scenario: Path, tmp_path: Path
+    crashmatrix: Crashmatrix, scenario: Path, tmp_path: Path
 ) -> None:
     broken = Path(__file__).parents[1] / "data" / "broken" / "a01_effect_query_invalid.yaml"
     keep = tmp_path / "kept"
@@ -238,7 +279,7 @@ def _failure(lines: list[str]) -> list[str]:
 
 
 def test_the_rerun_line_of_a_failed_recovery_case_fails_again_at_the_same_second_crash(
-    tmp_path: Path,
+    crashmatrix: Crashmatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # blind_retry passes after_approved alone; only a second crash while it recovers shows
     # the bug, so a rerun line without that second crash would print "1 passed".
@@ -272,7 +313,8 @@ def test_the_rerun_line_of_a_failed_recovery_case_fails_again_at_the_same_second
     assert "--keep" not in words
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    again = crashmatrix(*words[1:], cwd=root, env={"TMPDIR": str(scratch)})
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # $TMPDIR, as this process read it
+    again = crashmatrix(*words[1:], cwd=root)
     assert again.returncode == 1, again.stdout + again.stderr
     relines = again.stdout.splitlines()
     assert "send_once.yaml::after_approved[call_mail] then after_running[call_mail] ... failed" in relines
@@ -308,7 +350,7 @@ def test_the_console_script_imports_a_teams_agent_module_from_the_current_direct
 
 
 @pytest.mark.slow
-def test_a_relative_keep_directory_is_where_the_user_stands(tmp_path: Path) -> None:
+def test_a_relative_keep_directory_is_where_the_user_stands(crashmatrix: Crashmatrix, tmp_path: Path) -> None:
     # A life works in its case's workspace: a relative --keep taken as it is meant another
     # place there ("the clean run never reaches it; points: none").
     root = Path(__file__).resolve().parents[3]
