@@ -111,10 +111,17 @@ def test_without_prompts_the_write_prompt_makes_each_case_not_applicable_with_wh
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
     adapter = _adapter(tmp_path, "without-prompts", _without_prompts)
-    # Power losses, second crashes and double resumes would only repeat the same answers, for a
-    # minute more (and the agent holds no lease: two processes on its session are red).
+    # Power losses, second crashes, double resumes and the tool-side faults would only repeat
+    # the same answers, for a minute more (and the agent holds no lease: two processes on its
+    # session are red).
     cases = _run(
-        pytester, adapter, APPROVALS, "--no-power-loss", "--no-recovery-crashes", "--no-double-resume"
+        pytester,
+        adapter,
+        APPROVALS,
+        "--no-power-loss",
+        "--no-recovery-crashes",
+        "--no-double-resume",
+        "--no-tool-side-faults",
     )
     reason = _reason(adapter)
     assert cases[WRITE] and all(item == ("skipped", reason) for item in cases[WRITE].values()), cases[WRITE]
@@ -152,13 +159,24 @@ def test_its_twin_that_runs_the_tool_after_a_no_stays_red(pytester: pytest.Pytes
     def ignores_no(data: dict[str, Any]) -> None:
         data["env"] = {"GOLDEN_APPROVALS_BUG": "ignore_no"}
 
+    # The three cases the claim names, no others: the clean runs and the crash after the tests'
+    # approval (42 cases before, every column, for the same three verdicts).
     cases = _run(
         pytester,
         _adapter(tmp_path, "twin", ignores_no),
         _named(WRITE, "npm_test_again_no"),
         "--no-power-loss",
+        "--no-recovery-crashes",
+        "--no-double-resume",
+        "--no-tool-side-faults",
+        "-k",
+        "clean or (npm_test_again_no and after_approved)",
     )
     # The write rejected up front; the tests rejected when asked again after the approval.
     assert cases[WRITE]["clean"][0] == "failed"
     assert cases["npm_test_again_no"]["after_approved[call_tests]"][0] == "failed"
     assert cases["npm_test_again_no"]["clean"][0] == "passed"  # no "no" there: nothing to ignore
+    assert sorted(cases[WRITE]) == ["clean"] and sorted(cases["npm_test_again_no"]) == [
+        "after_approved[call_tests]",
+        "clean",
+    ], cases
