@@ -34,6 +34,7 @@ from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.reference_agent.agent import Agent
 
 from ...scenario_data import email_once
+from ...waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -88,6 +89,30 @@ def _late_written(case_dir: Path) -> bool:
     return (case_dir / "world" / "workspace" / LATE).exists()
 
 
+def _running_in(case_dir: Path) -> list[int]:
+    """Live processes whose working directory is the case's workspace: the only ones that
+    could still write LATE there (a relative path, appended by a shell started in it)."""
+    workspace = str((case_dir / "world" / "workspace").resolve())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cwd = os.readlink(entry / "cwd")
+            except OSError:  # gone, or a zombie: it writes nothing
+                continue
+            if cwd == workspace or cwd.startswith(workspace + "/"):
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_nothing_runs_in(case_dir: Path) -> None:
+    """Instead of sleeping past the moment the shell would have written (DELAY): wait until
+    no process is left that could write it. Bounded by DELAY: a shell the harness left
+    running writes by then, or is still there and named."""
+    gone = wait_until(lambda: not _running_in(case_dir), within=DELAY + 5)
+    assert gone, f"still running in the workspace of {case_dir}: {_running_in(case_dir)}"
+
+
 def _scenario(tmp_path: Path) -> Scenario:
     path = tmp_path / "email_once.yaml"
     path.write_text(email_once(), encoding="utf-8")
@@ -105,10 +130,10 @@ def test_a_process_left_running_is_killed_named_and_fails_the_case(
     assert found, result.verdict.violations
     assert f"sleep {DELAY}; echo late >> {LATE}" in found[0].message
     assert "life 1" in found[0].message
-    # Killed (not just stopped), so it never writes: wait past the moment it would have.
+    # Killed (not just stopped), so it never writes: gone, with nothing left that could.
     pid = int(found[0].message.split("pid ", 1)[1].split()[0])
     _wait_gone(pid)
-    time.sleep(DELAY + 0.5)
+    _wait_nothing_runs_in(tmp_path / "case")
     assert not _late_written(tmp_path / "case")
     assert result.observation is not None
     lives = result.observation.lives
@@ -164,8 +189,8 @@ def test_a_black_box_that_leaves_a_shell_in_its_own_session_fails_and_the_shell_
         found = [v for v in result.verdict.violations if v.invariant == "no_effect_after_death"]
         assert found and f"sleep {DELAY}; echo late >> {LATE}" in found[0].message, result.verdict
         assert result.verdict.status == "failed"
-    time.sleep(DELAY + 0.5)
     for case in ("clean", "crashed"):
+        _wait_nothing_runs_in(tmp_path / case)
         assert not (tmp_path / case / "world" / "workspace" / LATE).exists()
 
 
