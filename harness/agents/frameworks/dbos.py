@@ -14,8 +14,9 @@ DBOS's system database is the session: SQLite in the case's workspace (``dbos.sq
 with the case), one workflow per user turn (id ``turn-N``), called with the conversation so
 far and the turn's user message last (the chat messages read back from the earlier turns'
 steps). A restarted life calls ``DBOS.launch()``, which recovers the workflows this executor
-left PENDING (DBOS's own startup recovery, in its own thread); the life waits for them, then
-sends the turns not started.
+left PENDING (DBOS's own startup recovery, in its own thread: re-enqueued on DBOS's internal
+queue, which a life polls every 0.05 s instead of every second, ``launch``); the life waits for
+them, then sends the turns not started.
 
 The seams, nothing of DBOS edited (``install_seams``):
 
@@ -86,6 +87,7 @@ __all__ = [
     "configured_dbos",
     "drive",
     "install_seams",
+    "launch",
     "read_records",
     "read_turns",
     "running_call",
@@ -560,6 +562,28 @@ def sqlite_url(workspace: Path) -> str:
     return f"sqlite:///{workspace / DB_NAME}"
 
 
+# How often a life's DBOS polls its internal queue. DBOS.launch()'s recovery re-enqueues each
+# workflow a killed life left PENDING on that queue, and its worker polls it every second (DBOS's
+# default), its first poll a full interval after launch: every recovering life waited ~1.1 s
+# for its turn to start again, most of a crash case. Polled this often, the same queue hands
+# the same workflow to the same worker (ENQUEUED -> PENDING, then run from its step rows).
+RECOVERY_POLL_SEC = 0.05
+
+
+def launch(instance: Any) -> None:
+    """``DBOS.launch()`` on the configured ``instance``: DBOS's own startup and recovery, its
+    internal queue (where the recovery re-enqueues what a killed life left PENDING) polled every
+    ``RECOVERY_POLL_SEC`` instead of every second. A DBOS that keeps no such queue is launched as
+    it is."""
+    from dbos import DBOS
+
+    internal_queue = getattr(getattr(instance, "_registry", None), "get_internal_queue", None)
+    queue: Any = internal_queue() if callable(internal_queue) else None
+    if isinstance(getattr(queue, "_polling_interval_sec", None), float):
+        queue._polling_interval_sec = min(queue._polling_interval_sec, RECOVERY_POLL_SEC)
+    DBOS.launch()
+
+
 def turn_result(number: int) -> Any:
     """Turn ``number``'s workflow's result, as DBOS keeps it: waited for while
     ``DBOS.launch()``'s recovery runs it in its own thread (a killed life left it PENDING),
@@ -572,7 +596,7 @@ def turn_result(number: int) -> Any:
 def drive(life: TeamLife) -> None:
     """One life: DBOS configured on the case's database, the seams installed, DBOS launched
     (recovering what a killed life left pending), then every turn not yet started run."""
-    from dbos import DBOS, SetWorkflowID
+    from dbos import SetWorkflowID
 
     where = str(life.spec.path)
     check_version(where)
@@ -580,9 +604,9 @@ def drive(life: TeamLife) -> None:
     url = _system_database_url(life, _store_option(life.spec))
     context = TeamContext(workspace=life.workspace, life=life.ctx.life, system_database_url=url)
     workflow = _built(life, context)
-    configured_dbos(where, url)
+    instance = configured_dbos(where, url)
     install_seams(_workflow_seams(life))
-    DBOS.launch()
+    launch(instance)
     started = {turn.number: turn.status for turn in case_turns(workspace)}
     for number, text in enumerate(life.ctx.scenario.turns, start=1):
         workflow_id = TURN.format(number)

@@ -538,10 +538,10 @@ async def _drive(life: TeamLife) -> None:
     # A DBOSAgent's DBOS steps: the model's reply saved as its step row commits; a tool of the
     # team's that calls a @DBOS.step acts inside it (the step's seams fire its effect and its
     # row's commit, not the tool's return).
-    seams = None
+    seams = instance = None
     if app.durable:
         dbos_adapter.check_version(where)
-        dbos_adapter.configured_dbos(where, url)
+        instance = dbos_adapter.configured_dbos(where, url)
         seams = dbos_adapter.StepSeams(life.hook, lambda step_name: _CALL.get(), _reply_calls)
         dbos_adapter.install_seams(seams)
 
@@ -560,9 +560,8 @@ async def _drive(life: TeamLife) -> None:
     bracket_tools(agent, before, after)
     app.base = len(history)  # a run DBOS recovers starts from the saved history too
     if app.durable:
-        from dbos import DBOS
-
-        DBOS.launch()  # recovers the turn's workflow a killed life left PENDING, in its own thread
+        # Recovers the turn's workflow a killed life left PENDING, in its own thread.
+        dbos_adapter.launch(instance)
         started = {t.number: t.status for t in dbos_adapter.case_turns(workspace)}
         if turn[0] + 1 in started:  # started as a workflow, never saved: DBOS has its result
             turn[0] += 1
