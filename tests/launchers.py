@@ -22,5 +22,10 @@ def warm_launcher(*agents: str | Path, preload: Sequence[str] = ()) -> LifeLaunc
     """A forking launcher preloading what each of ``agents`` needs (in order, once each) and
     ``preload``, with their adapters warm: the lives of every agent named fork warm."""
     names = [str(agent) for agent in agents]
-    modules = [*preload, *(module for name in names for module in fork_preload(name))]
-    return LifeLauncher("fork", preload=list(dict.fromkeys(modules)), warm=names)
+    modules = list(preload)
+    for name in names:
+        own = fork_preload(name)
+        # The first list as it is (a module in it twice included): for one agent, the list
+        # ``launcher_for`` gives ``pytest --agent``, so both share one server (shared by list).
+        modules += [module for module in own if module not in modules] if modules else own
+    return LifeLauncher("fork", preload=modules, warm=names)

@@ -25,8 +25,8 @@ import pytest
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
-from crashmatrix.harness.lives.injector import LifeLauncher
 
+from ..launchers import warm_launcher
 from ..pytest_runs import Cases, case_outcomes
 
 pytest.importorskip("dbos")
@@ -58,7 +58,7 @@ def test_a_crash_past_the_send_is_judged_on_the_world_without_a_ledger(tmp_path:
     result = run_point(
         load_scenario(SEND_ONCE),
         parse_point("after_side_effect[call_mail]"),
-        LifeLauncher("fork", preload=("dbos",)),
+        warm_launcher(AGENT / "adapter.yaml"),  # the matrix run's server: the agent warm in it
         tmp_path / "case",
         agent=str(AGENT / "adapter.yaml"),
         deadline=120.0,

@@ -16,8 +16,8 @@ from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
-from crashmatrix.harness.lives.injector import LifeLauncher
 
+from ....launchers import warm_launcher
 from ....pytest_runs import case_outcomes
 
 pytest.importorskip("dbos")
@@ -52,7 +52,7 @@ def test_the_failure_says_dbos_ran_the_send_twice(tmp_path: Path) -> None:
     result = run_point(
         load_scenario(SCENARIOS[0]),
         parse_point("after_side_effect[call_mail]"),
-        LifeLauncher("fork", preload=("dbos",)),
+        warm_launcher(TEAM / "adapter.yaml"),  # the matrix runs' server: the agent warm in it
         tmp_path / "case",
         agent=str(TEAM / "adapter.yaml"),
         deadline=120.0,
@@ -81,13 +81,17 @@ def test_the_fixed_agent_is_green_at_every_first_crash(pytester: pytest.Pytester
 # -- DBOS's system database on PostgreSQL, a real server ------------------------------------------
 
 
+PG_ADAPTERS = (TEAM / "adapter_postgres.yaml", TEAM / "adapter_fixed_postgres.yaml")
+
+
 def _pg_run(postgres_url: str, adapter: str, scenario: Path, point: str, tmp_path: Path) -> Any:
     # A fork server started after the server (its own preload list: fork servers are shared per
-    # list), so its lives inherit CRASHMATRIX_POSTGRES_URL, as the plugin starts it first.
+    # list), so its lives inherit CRASHMATRIX_POSTGRES_URL, as the plugin starts it first; one
+    # for both adapters, each loaded warm in it.
     return run_point(
         load_scenario(scenario),
         parse_point(point),
-        LifeLauncher("fork", preload=("dbos", "psycopg")),
+        warm_launcher(*PG_ADAPTERS, preload=("psycopg",)),
         tmp_path / adapter,
         agent=str(TEAM / f"{adapter}.yaml"),
         deadline=120.0,
@@ -131,7 +135,8 @@ def test_the_doctors_faults_land_in_dboss_step_rows(tmp_path: Path) -> None:
     a DBOS row (not applicable, with why), never blind."""
     from crashmatrix.harness.front.doctor import run_doctor
 
-    coverage = run_doctor(str(TEAM / "adapter.yaml"), launcher=LifeLauncher("fork"), work=tmp_path)
+    agent = TEAM / "adapter.yaml"
+    coverage = run_doctor(str(agent), launcher=warm_launcher(agent), work=tmp_path)
     states = {result.check: result.state for result in coverage.results}
     assert coverage.blind == (), coverage.table()
     assert states["turn_ends_with_final"] == "fires", coverage.table()
