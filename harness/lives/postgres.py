@@ -49,6 +49,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -241,6 +242,35 @@ def _run_as(user: pwd.struct_passwd | None) -> dict[str, Any]:
     return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
 
 
+def _cluster_base(user: pwd.struct_passwd | None) -> Path:
+    """Where the cluster's directory goes: ``$TMPDIR``, or ``/tmp`` when the server runs as
+    another user (``postgres``, under root) who could not reach a directory there: a
+    ``$TMPDIR`` under root's own 0700 directory (pytest's basetemp, a container's
+    ``/root/tmp``) made initdb fail with "could not change directory ... Permission denied"."""
+    base = Path(tempfile.gettempdir())
+    if user is None or _reachable(base, user) or not _reachable(Path("/tmp"), user):
+        return base
+    return Path("/tmp")
+
+
+def _reachable(path: Path, user: pwd.struct_passwd) -> bool:
+    """Whether ``user`` may pass through every directory down to ``path`` (search permission)."""
+    for directory in (path.resolve(), *path.resolve().parents):
+        try:
+            status = directory.stat()
+        except OSError:
+            return False
+        if status.st_uid == user.pw_uid:
+            bit = stat.S_IXUSR
+        elif status.st_gid == user.pw_gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not status.st_mode & bit:
+            return False
+    return True
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -253,8 +283,7 @@ def _start() -> _Cluster:
     binaries = find_binaries()
     user = _as_user()
     started = time.monotonic()
-    # $TMPDIR, not pytest's basetemp: the postgres user must reach it (basetemp is root's, 0700).
-    base = Path(tempfile.gettempdir())
+    base = _cluster_base(user)
     _sweep(base)
     directory = Path(tempfile.mkdtemp(prefix=_PREFIX, dir=base))
     try:
