@@ -8,14 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, _Console
 from crashmatrix.harness.agents.supervised import _pump
-from crashmatrix.harness.front.cases import enumerate_points, run_point
+from crashmatrix.harness.front.cases import Enumeration, enumerate_points, run_point
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.capped_log import HEAD, TAIL, CappedLog, left_out
 from crashmatrix.harness.lives.injector import LifeLauncher
@@ -81,6 +81,26 @@ def launcher() -> Iterator[LifeLauncher]:
     yield LifeLauncher("fork", preload=["crashmatrix.mock_tools.toolbox"])
 
 
+@pytest.fixture(scope="module")
+def enumerated(
+    launcher: LifeLauncher, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[Path], Enumeration]:
+    """Each adapter's clean run (its enumeration), run once for the module: the kind-2 one is
+    both a claim of its own (it passes with bounded logs) and where the killed life's point
+    comes from; each of its lives prints 400 MB, so running it twice cost a few seconds."""
+    runs: dict[Path, Enumeration] = {}
+
+    def enumerate_once(adapter: Path) -> Enumeration:
+        if adapter not in runs:
+            work = tmp_path_factory.mktemp("clean")
+            runs[adapter] = enumerate_points(
+                load_scenario(BLACKBOX / "scenario.yaml"), launcher, work, agent=str(adapter)
+            )
+        return runs[adapter]
+
+    return enumerate_once
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("adapter", "stderr"),
@@ -88,10 +108,9 @@ def launcher() -> Iterator[LifeLauncher]:
     ids=["kind 3", "kind 2"],
 )
 def test_an_agent_printing_200_mb_then_answering_correctly_passes_with_bounded_logs(
-    adapter: Path, stderr: str, launcher: LifeLauncher, tmp_path: Path
+    adapter: Path, stderr: str, enumerated: Callable[[Path], Enumeration]
 ) -> None:
-    scenario = load_scenario(BLACKBOX / "scenario.yaml")
-    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=str(adapter))
+    enum = enumerated(adapter)
     case = enum.clean_case()
     assert case.verdict.status == "passed", (case.verdict.status, case.verdict.problems)
     assert enum.points  # it reached its crash points too
@@ -106,13 +125,13 @@ def test_an_agent_printing_200_mb_then_answering_correctly_passes_with_bounded_l
 
 @pytest.mark.slow
 def test_a_life_killed_after_its_flood_leaves_bounded_logs_and_recovers(
-    launcher: LifeLauncher, tmp_path: Path
+    launcher: LifeLauncher, enumerated: Callable[[Path], Enumeration], tmp_path: Path
 ) -> None:
     adapter = FLOOD.with_name("adapter-in-process.yaml")
-    scenario = load_scenario(BLACKBOX / "scenario.yaml")
-    enum = enumerate_points(scenario, launcher, tmp_path / "clean", agent=str(adapter))
+    enum = enumerated(adapter)  # the clean run the kind-2 item above asserts on
     point = next(p for p in enum.points if p.boundary == "after_running")
-    case = run_point(scenario, point, launcher, tmp_path / "case", agent=str(adapter))
+    # Life 1 runs from the start and floods again: the life killed here is its own.
+    case = run_point(enum.scenario, point, launcher, tmp_path / "case", agent=str(adapter))
     assert case.verdict.status == "passed", (case.verdict.status, case.verdict.problems)
     # Life 1 was SIGKILLed at the point, after its flood: its logs are bounded all the same.
     sizes = {p.name: os.path.getsize(p) for p in case.case_dir.iterdir() if p.suffix in (".log", ".stderr")}
