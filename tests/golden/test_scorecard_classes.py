@@ -42,11 +42,11 @@ SCENARIO = BUILTIN_SUITE / "send_email" / "send_then_list.yaml"
 READ, SEND = "list_sent_emails", "send_email"
 
 
-def _run(pytester: pytest.Pytester, adapter: Path) -> Results:
+def _run(pytester: pytest.Pytester, adapter: Path, *options: str) -> Results:
     target = pytester.path / "scenarios" / SCENARIO.name
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(SCENARIO, target)
-    result = run_inprocess(pytester, "scenarios", f"--agent={adapter}", "-p", "no:cacheprovider")
+    result = run_inprocess(pytester, "scenarios", f"--agent={adapter}", "-p", "no:cacheprovider", *options)
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")
     assert results.cases, result.stdout.str()
     return results
@@ -64,7 +64,10 @@ def _tools_behind(results: Results, card: Scorecard, cls: str) -> set[str]:
 
 
 def test_each_class_of_rows_is_answered_by_crashes_on_its_own_tool(pytester: pytest.Pytester) -> None:
-    results = _run(pytester, HERE / "adapter.yaml")
+    # Green, and the doctor finds nothing blind on this agent (its run with the doctor gives
+    # the same verdicts): no doctor run (tests/README.md). The twins' red runs below keep it,
+    # as a team runs them: a check it found blind would leave their red cases green.
+    results = _run(pytester, HERE / "adapter.yaml", "--no-doctor")
     statuses = {case.node_id: case.status for case in results.cases}
     assert set(statuses.values()) <= {"passed", "not_applicable", "not_reached"}, statuses
     classed = {(c.crash_tool, c.crash_class) for c in results.cases if c.crash_call}
