@@ -13,6 +13,7 @@ only at the crash point that catches it, picked from full runs of every variant
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import os
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ import yaml
 from crashmatrix.harness.agents.foreign import load_foreign_adapter
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.core.records import ExecutionRecord
+from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.first_crash import FirstCrashes
@@ -87,6 +89,8 @@ HTTP_POINTS = (
 HTTP_LOST_POINTS = (*HTTP_POINTS[:-1], "torn_write[call_order:running#2]", HTTP_POINTS[-1])
 # The first crashes a recovery@ case is made of (harness.plan.enumeration.RECOVERY_FIRST).
 _RECOVERY_FIRST = ("after_approved", "after_running", "after_side_effect", "before_tool_result")
+# Each scenario's YAML parsed and checked once, not for each of its ~25 cases.
+_load_scenario = functools.cache(load_scenario)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +118,10 @@ class Example:
     @property
     def scenario_path(self) -> Path:
         return self.here / self.scenario
+
+    def loaded(self) -> Scenario:
+        """Its scenario, read once for the module (a frozen value), not once a case."""
+        return _load_scenario(self.scenario_path)
 
     def items(self) -> list[str]:
         """The cases ``crashmatrix run`` runs for it: clean, each point, recovery@ each
@@ -233,7 +241,7 @@ def _case(
     shared: FirstCrashes | None = None,
 ) -> CaseResult:
     """One case of ``example``'s matrix: "clean", a point id, or "recovery@<point id>"."""
-    scenario = load_scenario(example.scenario_path)
+    scenario = example.loaded()
     adapter = str(agent or example.adapter_path)
     if item.startswith("recovery@"):
         point = parse_point(item.removeprefix("recovery@"))
@@ -269,7 +277,7 @@ def test_correct_agent_passes_every_case_of_its_matrix(
     if item == "clean":
         # The enumeration run is the clean case; its points are the matrix this test lists.
         enumeration = enumerate_points(
-            load_scenario(example.scenario_path),
+            example.loaded(),
             launcher,
             tmp_path / "enumerate",
             agent=str(example.adapter_path),
@@ -366,7 +374,7 @@ def test_intercept_leaves_the_state_agent_untouched_and_counts_its_effects(
 
 def test_unreadable_session_is_judged_on_the_model_requests(launcher: LifeLauncher, tmp_path: Path) -> None:
     enumeration = enumerate_points(
-        load_scenario(STATE_UNREADABLE.scenario_path),
+        STATE_UNREADABLE.loaded(),
         launcher,
         tmp_path / "enumerate",
         agent=str(STATE_UNREADABLE.adapter_path),
