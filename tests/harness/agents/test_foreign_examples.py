@@ -346,12 +346,14 @@ def _digests(directory: Path) -> dict[str, str]:
 
 
 def test_intercept_leaves_the_state_agent_untouched_and_counts_its_effects(
-    launcher: LifeLauncher, tmp_path: Path
+    launcher: LifeLauncher, shared: FirstCrashes, tmp_path: Path
 ) -> None:
     before = _digests(STATE.here)
     # A crash after the order committed: both tools ran through the mock tools, one of them
-    # in each life, and the restarted life placed the order again under the same key.
-    result = _case(STATE, "after_side_effect[call_order]", launcher, tmp_path / "case")
+    # in each life, and the restarted life placed the order again under the same key. Its
+    # lives are the matrix item's (state_agent-after_side_effect[call_order]), run once for
+    # both, judged here in a copy.
+    result = _case(STATE, "after_side_effect[call_order]", launcher, tmp_path / "case", shared=shared)
     assert result.passed, explain(result, str(STATE.adapter_path))
     assert _digests(STATE.here) == before  # not a byte of the agent's files changed
     observation = result.observation
