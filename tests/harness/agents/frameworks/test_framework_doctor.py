@@ -15,7 +15,8 @@ pytest.importorskip("agents")
 pytest.importorskip("langgraph")
 
 from crashmatrix.harness.front.doctor import run_doctor
-from crashmatrix.harness.lives.injector import LifeLauncher
+
+from ....launchers import warm_launcher
 
 pytestmark = pytest.mark.slow
 
@@ -27,22 +28,24 @@ AGENTS = (
 
 
 @pytest.fixture(scope="module")
-def launcher() -> Iterator[LifeLauncher]:
+def on_path() -> Iterator[None]:
     # The examples are imported by their dotted names from the repository root, in the lives
     # too (the fork server gets this process's sys.path with every life).
     added = str(ROOT) not in sys.path
     if added:
         sys.path.insert(0, str(ROOT))
-    yield LifeLauncher("fork")
+    yield
     if added:
         sys.path.remove(str(ROOT))
 
 
 @pytest.mark.parametrize("agent", AGENTS, ids=["openai-agents", "langgraph"])
 def test_the_doctors_faults_land_in_the_frameworks_own_store(
-    agent: str, launcher: LifeLauncher, tmp_path: Path
+    agent: str, on_path: None, tmp_path: Path
 ) -> None:
-    coverage = run_doctor(agent, launcher=launcher, work=tmp_path)
+    # The server ``pytest --agent`` would start: the SDK imported and the agent loaded once,
+    # not again in every life of the doctor's runs (a bare server's lives import them each).
+    coverage = run_doctor(agent, launcher=warm_launcher(agent), work=tmp_path)
     states = {result.check: result.state for result in coverage.results}
     assert coverage.blind == (), coverage.table()
     assert states["one_tool_result_per_call"] == "fires", coverage.table()
