@@ -24,6 +24,8 @@ from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.errors import InputError
 
+from ....launchers import warm_launcher
+
 ROOT = Path(__file__).resolve().parents[4]
 SUITE = ROOT / "scenarios"
 TEAM = ROOT / "examples" / "agents_sdk_team"
@@ -169,13 +171,13 @@ def test_a_steps_calls_stay_concurrent_under_the_brackets() -> None:
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[object]:
-    from crashmatrix.harness.lives.injector import LifeLauncher
-
     # examples.openai_agents_agent.own_client is imported by its dotted name, in the lives too.
     added = str(ROOT) not in sys.path
     if added:
         sys.path.insert(0, str(ROOT))
-    yield LifeLauncher("fork", preload=("agents", oa.__name__))
+    # The server ``pytest --agent`` would start, both team agents loaded warm in it: a bare
+    # agents one made every life import openai and load the adapter again.
+    yield warm_launcher(TEAM / "adapter.yaml", TEAM / "adapter_fixed.yaml")
     if added:
         sys.path.remove(str(ROOT))
 

@@ -26,6 +26,8 @@ from crashmatrix.harness.agents.session_records import CannotPlant
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.errors import InputError
 
+from ....launchers import warm_launcher
+
 ROOT = Path(__file__).resolve().parents[4]
 SUITE = ROOT / "scenarios"
 TEAM = ROOT / "examples" / "pydantic_ai_team"
@@ -324,9 +326,9 @@ def test_the_brackets_are_around_the_team_function_and_keep_calls_concurrent() -
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[object]:
-    from crashmatrix.harness.lives.injector import LifeLauncher
-
-    yield LifeLauncher("fork", preload=("pydantic_ai", pai.__name__))
+    # The server ``pytest --agent`` would start, both team agents loaded warm in it: a bare
+    # pydantic_ai one made every life import openai and load the adapter again.
+    yield warm_launcher(TEAM / "adapter.yaml", TEAM / "adapter_fixed.yaml")
 
 
 def _run(launcher: object, adapter: Path, scenario_file: str, point: str, tmp_path: Path) -> Any:
