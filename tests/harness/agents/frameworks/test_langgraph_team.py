@@ -25,6 +25,7 @@ from crashmatrix.harness.agents.loading import load_adapter
 from crashmatrix.harness.core.boundaries import parse_point
 from crashmatrix.harness.errors import InputError
 
+from ....launchers import warm_launcher
 from ....pytest_runs import run_inprocess
 
 pytest_plugins = ["pytester"]
@@ -223,9 +224,10 @@ def test_a_power_loss_on_postgres_is_not_reachable_with_why() -> None:
 
 @pytest.fixture(scope="module")
 def launcher() -> Iterator[object]:
-    from crashmatrix.harness.lives.injector import LifeLauncher
-
-    yield LifeLauncher("fork", preload=lg.FRAMEWORK.preload)
+    # The server ``pytest --agent`` starts for the team's agent (the matrix run below shares it:
+    # one server, not two), that agent loaded warm in it; a bare langgraph one made every life
+    # import langchain_openai and openai and load the adapter again.
+    yield warm_launcher(TEAM / "adapter.yaml")
 
 
 def _run(launcher: object, adapter: str, scenario_file: str, point: str, tmp_path: Path) -> Any:
@@ -306,9 +308,11 @@ def test_the_fixed_agent_recovers_by_its_tools_contracts(
 @pytest.mark.slow
 def test_the_suite_tools_it_lacks_are_not_applicable_never_red(pytester: pytest.Pytester) -> None:
     shutil.copytree(SUITE / "read_only", pytester.path / "scenarios")
-    result = run_inprocess(
-        pytester, "scenarios", f"--agent={TEAM / 'adapter.yaml'}", "-p", "no:cacheprovider", "-rs"
-    )
+    # No doctor: the doctor finds nothing blind on this agent (the doctor test below), and a
+    # case not applicable is skipped before any check could be blind. Its server is the
+    # module's launcher's (the same agent, preloaded and warm alike): no second one.
+    agent = f"--agent={TEAM / 'adapter.yaml'}"
+    result = run_inprocess(pytester, "scenarios", agent, "--no-doctor", "-p", "no:cacheprovider", "-rs")
     outcomes = result.parseoutcomes()
     assert outcomes.get("skipped", 0) >= 1 and not outcomes.get("failed") and not outcomes.get("passed")
     result.stdout.fnmatch_lines(["*not applicable: the agent has no read_file*"])
