@@ -19,6 +19,8 @@ from crashmatrix.harness.front.cases import run_point
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 
+from ....launchers import warm_launcher
+
 pytest.importorskip("temporalio")
 pytestmark = pytest.mark.slow
 
@@ -32,9 +34,9 @@ DEADLINE = 120.0
 
 @pytest.fixture(scope="module")
 def launcher() -> LifeLauncher:
-    from crashmatrix.harness.agents.loading import fork_preload
-
-    return LifeLauncher("fork", preload=fork_preload(str(TEAM / "adapter.yaml")))
+    # The server ``pytest --agent`` would start, both agents loaded warm in it (the lives of a
+    # preloading one loaded the adapter again each).
+    return warm_launcher(TEAM / "adapter.yaml", TEAM / "adapter_fixed.yaml")
 
 
 def _case(launcher: LifeLauncher, case_dir: Path, adapter: str, scenario: Path, point: str) -> Any:
