@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["run_inprocess", "run_subprocess"]
+__all__ = ["OTHER_PLUGINS_OFF", "run_inprocess", "run_subprocess"]
 
 # What an inner run imports, imported before pytester snapshots sys.modules: pytester drops
 # every module first imported during an in-process run, so each run would import openai
@@ -44,6 +44,13 @@ IMPORTED_FIRST = (
 )
 for _name in IMPORTED_FIRST:
     importlib.import_module(_name)
+
+# The dev venv's other pytest plugins (respx, anyio, hypothesis, langsmith), there for other
+# tests, turned off for a pytest subprocess whose claim is about crashmatrix's and xdist's
+# plugins: about 1.1 s of CPU in each interpreter of the run (its controller and each worker).
+# A name not installed is ignored.
+OTHER_PLUGINS = ("respx", "anyio", "hypothesispytest", "langsmith_plugin")
+OTHER_PLUGINS_OFF = tuple(arg for name in OTHER_PLUGINS for arg in ("-p", f"no:{name}"))
 
 # Longer than any healthy run on a loaded 2-core machine; a deadlocked run fails instead of
 # holding the suite until the CI timeout.

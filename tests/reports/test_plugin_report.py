@@ -1,8 +1,9 @@
 """The report after a real ``pytest scenarios/`` run.
 
 Most runs are in-process (``tests/pytest_runs.py``); two need their own interpreter: the
-run with xdist workers, and the run whose lives must inherit an API key from the
-environment. The failing run with ``--junitxml`` is shared by the two tests that read it.
+run with xdist workers (``tests/xdist_run.py``, shared with test_casedir), and the run whose
+lives must inherit an API key from the environment. The failing run with ``--junitxml`` is
+shared by the two tests that read it.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import pytest
 
 from crashmatrix.reports.results import SCHEMA_PATH, load_results
 
-from ..pytest_runs import run_inprocess, run_subprocess
+from ..pytest_runs import OTHER_PLUGINS_OFF, run_inprocess, run_subprocess
 from ..scenario_data import email_once
+from ..xdist_run import ParallelRun, parallel_run
 
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytester"]
@@ -38,16 +40,19 @@ FAILING = scenario("replayed")
 SECRET = "sk-crashmatrix-report-test-77e1c2"
 
 
-def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(pytester: pytest.Pytester) -> None:
-    pytester.makefile(".yaml", **{"scenarios/email": PASSING})
-    # The tool-side columns left out for time (tests/reference_agent/test_tool_side_columns.py
-    # has them): the report says so, as it says what the scenario's cover leaves out.
-    result = pytester.runpytest_subprocess(
-        "scenarios", "-n", "2", "-p", "no:cacheprovider", "--no-tool-side-faults"
-    )
+@pytest.fixture(scope="module")
+def xdist_run(tmp_path_factory: pytest.TempPathFactory) -> ParallelRun:
+    return parallel_run(tmp_path_factory)
+
+
+def test_a_run_with_xdist_writes_the_report_once_and_prints_the_table(xdist_run: ParallelRun) -> None:
+    # PASSING, with two workers and without the tool-side columns (tests/xdist_run.py: the
+    # run test_casedir reads for what it leaves in $TMPDIR)
+    assert xdist_run.path.joinpath("scenarios", "email.yaml").read_text(encoding="utf-8") == PASSING
+    result = xdist_run.result
     # clean, two crash points, each one's power loss, and two lives resuming after_running at once
     result.assert_outcomes(passed=6)
-    report = pytester.path / "reports" / "latest"
+    report = xdist_run.path / "reports" / "latest"
     assert sorted(p.name for p in report.iterdir()) == ["matrix.html", "matrix.json", "matrix.md"]
     raw = json.loads((report / "matrix.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(raw)
@@ -105,6 +110,7 @@ def failing_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pytest.
         "custom",
         "--junitxml",
         "junit.xml",
+        *OTHER_PLUGINS_OFF,
     )
     return path, run_subprocess(path, *args, env={"OPENAI_API_KEY": SECRET})
 

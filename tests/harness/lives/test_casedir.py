@@ -18,7 +18,8 @@ from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives import casedir
 from crashmatrix.harness.lives.casedir import fresh_case, prepare_case, remove_templates, session_path_of
 
-from ...pytest_runs import SUBPROCESS_TIMEOUT, run_inprocess, run_subprocess
+from ...pytest_runs import SUBPROCESS_TIMEOUT, run_inprocess
+from ...xdist_run import parallel_run
 
 pytest_plugins = ["pytester"]
 
@@ -79,24 +80,14 @@ def test_an_in_process_pytest_run_removes_its_templates_at_session_finish(pytest
 
 
 @pytest.mark.slow
-def test_pytest_with_workers_leaves_nothing_in_tmpdir(tmp_path: Path) -> None:
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    shutil.copy(SCENARIO, tmp_path / "send_once.yaml")
-    run = run_subprocess(
-        tmp_path,
-        "send_once.yaml",
-        "-n",
-        "2",
-        "-p",
-        "no:cacheprovider",
-        "--no-report",
-        "--crash-boundary",
-        "after_running",
-        env={"TMPDIR": str(tmpdir)},
-    )
-    assert run.ret == 0, "\n".join(run.outlines[-20:])
-    assert _left(tmpdir) == []
+def test_pytest_with_workers_leaves_nothing_in_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # pytest scenarios -n 2 with its own $TMPDIR (tests/xdist_run.py: the run test_plugin_report
+    # reads for its report): workers, their fork servers and templates, every case kind's lives
+    # (crash, power loss, double resume), the report.
+    run = parallel_run(tmp_path_factory)
+    assert run.result.ret == 0, "\n".join(run.result.outlines[-20:])
+    run.result.stdout.fnmatch_lines(["created: 2/2 workers"])
+    assert _left(run.tmpdir) == []
 
 
 @pytest.mark.slow
