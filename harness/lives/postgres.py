@@ -418,12 +418,19 @@ def _checked(command: list[str], user: pwd.struct_passwd | None, cwd: Path, what
 
 def _wait_ready(cluster: _Cluster, *, last: bool) -> bool:
     """True once the server accepts connections; False if it exited at once and this was not
-    the ``last`` try (its port taken); otherwise ``PostgresUnavailable`` with its log's tail."""
+    the ``last`` try (its port taken); otherwise ``PostgresUnavailable`` with its log's tail.
+
+    Asked through the cluster's own Unix socket (in its directory), not the TCP port: a port
+    taken first is another process's, and a connection there reaches that process (a
+    listener that never answers held each try for the 5 s connect timeout; another
+    PostgreSQL would have answered for ours). The postmaster opens its TCP socket before
+    its Unix socket and exits if it cannot, so an answer here is ours on the URL's port too."""
     psycopg = _psycopg()
+    own = {"host": str(cluster.directory), "port": urllib.parse.urlsplit(cluster.url).port}
     deadline = time.monotonic() + _START_WITHIN
     while True:
         try:
-            psycopg.connect(cluster.url, connect_timeout=5).close()
+            psycopg.connect(user="crashmatrix", dbname="postgres", connect_timeout=5, **own).close()
             return True
         except psycopg.OperationalError:
             pass
