@@ -26,7 +26,7 @@ from crashmatrix.harness.verdict.result import CaseResult
 from crashmatrix.reports.collector import case_record
 from crashmatrix.reports.results import load_results
 
-from ...pytest_runs import run_inprocess
+from ...pytest_runs import OTHER_PLUGINS_OFF, run_inprocess
 from ...scenario_data import DATA, email_once
 
 pytest_plugins = ["pytester"]
@@ -302,6 +302,7 @@ def pytest_runtest_call(item):
         "no:cacheprovider",
         "--no-doctor",
         "--max-worker-restart=0",
+        *OTHER_PLUGINS_OFF,
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     results = load_results(pytester.path / "reports" / "latest" / "matrix.json")

@@ -25,7 +25,7 @@ import pytest
 from crashmatrix.harness.lives import postgres
 from crashmatrix.harness.lives.casedir import clone_case, remove_case
 
-from ...pytest_runs import run_inprocess
+from ...pytest_runs import OTHER_PLUGINS_OFF, run_inprocess
 
 pytest_plugins = ["pytester"]
 
@@ -460,7 +460,7 @@ def _pytest_n2(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
     (tmp_path / "test_worker.py").write_text(_WORKER_TEST)
     (tmp_path / "out").mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", *options],
+        [sys.executable, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", *OTHER_PLUGINS_OFF, *options],
         cwd=tmp_path,
         env={**_env_without_server(), "OUT": str(tmp_path / "out")},
         capture_output=True,
@@ -522,21 +522,18 @@ def test_a_server_an_xdist_worker_started_stops_with_its_session(tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_pytest_says_in_one_line_when_the_server_an_adapter_needs_cannot_be_had(tmp_path: Path) -> None:
-    (tmp_path / "pg_adapter.py").write_text(_ADAPTER)
-    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--agent=pg_adapter:build"],
-        cwd=tmp_path,
-        env={**_env_without_server(), postgres.ENV: _UNREACHABLE},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+def test_pytest_says_in_one_line_when_the_server_an_adapter_needs_cannot_be_had(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In this process: the run's controller reads the URL from its own environment.
+    monkeypatch.setenv(postgres.ENV, _UNREACHABLE)
+    pytester.makepyfile(pg_adapter=_ADAPTER, test_nothing="def test_nothing():\n    pass\n")
+    pytester.syspathinsert()
+    done = run_inprocess(pytester, "-p", "no:cacheprovider", "--agent=pg_adapter:build")
+    said = done.stdout.str() + done.stderr.str()
+    assert done.ret == pytest.ExitCode.USAGE_ERROR, said
     assert (
         f"ERROR: --agent=pg_adapter:build: cannot reach the PostgreSQL server at {_UNREACHABLE}"
-        in done.stderr
+        in done.stderr.str()
     )
-    assert "Traceback" not in done.stdout + done.stderr
+    assert "Traceback" not in said
