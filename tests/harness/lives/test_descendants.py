@@ -294,6 +294,25 @@ def test_a_process_already_dying_of_sigkill_is_not_a_survivor() -> None:
         process.wait()
 
 
+def test_a_process_inside_its_exec_is_waited_for_and_a_zombie_is_not(tmp_path: Path) -> None:
+    """Inside ``execve``, after its close-on-exec descriptors closed (its parent's ``Popen``
+    returned) and before the new program's arguments are laid out, a process's command line
+    reads empty. A tie listed there twice in a row (its relay just killed) was stopped and
+    named "?": a false no_effect_after_death of a correct agent, once in a full run."""
+    stat = "4242 (python) {state} 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 1 1\n"
+    (tmp_path / "4242").mkdir()
+    for command, state, resolving in (
+        (b"", "R", True),  # mid-exec
+        (b"", "Z", False),  # a zombie: dying, the settle's other test
+        (b"python\0-c\0" + descendants.TIE_MARK + b"\0", "S", True),  # the tie before its exec
+        (b"sleep\x0030\0", "S", False),  # a program running: a survivor if left
+    ):
+        (tmp_path / "4242" / "cmdline").write_bytes(command)
+        (tmp_path / "4242" / "stat").write_text(stat.format(state=state))
+        assert descendants._resolving(4242, proc=str(tmp_path)) is resolving, (command, state)
+    assert descendants._resolving(os.getpid()) is False
+
+
 def test_a_process_the_kernel_is_tearing_down_is_dying_not_a_survivor(tmp_path: Path) -> None:
     """Its SIGKILL already taken (no longer pending), not a zombie yet: PF_EXITING in its
     flags. A node MCP server killed with its relay sat there long enough to be listed as a
