@@ -64,17 +64,19 @@ def _stages(agent: str, preload: list[str]) -> None:  # pragma: no cover - a chi
     from crashmatrix.harness.lives import warm_agent
 
     at = mark("import crashmatrix.harness.lives.warm_agent", at)
-    for step in ("adapter_for", "share_default_tls", "warm_openai", "warm_async_http"):
-        if step == "adapter_for":
-            from crashmatrix.harness.agents.loading import adapter_for
+    from crashmatrix.harness.agents.loading import adapter_for
 
-            try:
-                adapter_for(agent)
-            except Exception as error:
-                figures.append((f"warm: adapter_for FAILED: {error!r}", 0.0))
-        else:
+    adapter: object = None
+    try:
+        adapter = adapter_for(agent)
+    except Exception as error:
+        figures.append((f"warm: adapter_for FAILED: {error!r}", 0.0))
+    at = mark(f"warm({agent!r}): adapter_for", at)
+    # As warm() does (an adapter whose lives use only the harness's client gets no more).
+    if getattr(adapter, "own_http_client", True) is not False:
+        for step in ("share_default_tls", "warm_openai", "warm_async_http"):
             getattr(warm_agent, step)()
-        at = mark(f"warm({agent!r}): {step}", at)
+            at = mark(f"warm({agent!r}): {step}", at)
     # harness.lives.warmup, one top-level statement at a time (its work runs at import).
     name = preload[-1]
     spec = importlib.util.find_spec(name)

@@ -41,6 +41,10 @@ class ReferenceAdapter:
     # One thread, its tools in process: a clean life paused at a boundary leaves what a kill
     # there leaves, so first crashes come from its snapshots (harness.lives.snapshots).
     snapshots = True
+    # Its lives reach the model only through the harness's client (``ctx.http``: sync, TLS
+    # context built once, body posted as is): the fork server prepares no client of the
+    # agent's own (``harness.lives.warm_agent``).
+    own_http_client = False
     agent_class: type[Agent] = Agent
 
     def build(self, ctx: LifeContext) -> Agent:

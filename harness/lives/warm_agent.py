@@ -18,6 +18,10 @@ forked from it starts where the last one would have been after its first second 
   a life talks plain HTTP to its loopback services anyway. The reference agent's own client
   gets the same treatment in ``harness.lives.life`` (``_TLS``).
 
+The last three are for an agent that builds its own clients in the life. An adapter whose
+lives only use the harness's client (``ctx.http``) says ``own_http_client = False`` (the
+reference adapter does) and gets its adapter loaded only.
+
 Anything that fails here is left for the life, which fails with its real error.
 """
 
@@ -35,8 +39,14 @@ __all__ = ["share_default_tls", "warm", "warm_async_http", "warm_openai"]
 def warm(agent: str) -> None:
     from crashmatrix.harness.agents.loading import adapter_for
 
+    adapter: object = None
     with contextlib.suppress(Exception):
-        adapter_for(agent)
+        adapter = adapter_for(agent)
+    if getattr(adapter, "own_http_client", True) is False:
+        # Its lives build no HTTP or OpenAI client (the reference agent: they use the life's,
+        # ``ctx.http``); the steps below would be ~115 ms of CPU at every server start, for
+        # no life (benchmarks/forkserver_start.py).
+        return
     with contextlib.suppress(Exception):
         share_default_tls()
     with contextlib.suppress(Exception):

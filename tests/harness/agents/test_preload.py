@@ -91,6 +91,18 @@ def test_warming_openai_answers_a_tool_call_without_a_socket() -> None:
     warm_agent.warm_openai()  # raises if the client, the transport or the answer were wrong
 
 
+def test_a_server_prepares_clients_only_for_an_agent_whose_lives_build_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    called: list[str] = []
+    for step in ("share_default_tls", "warm_openai", "warm_async_http"):
+        monkeypatch.setattr(warm_agent, step, lambda step=step: called.append(step))
+    warm_agent.warm("reference")  # its lives use the harness's client: own_http_client = False
+    assert called == []
+    warm_agent.warm(str(ROOT / "examples" / "python_agent" / "adapter.yaml"))  # builds OpenAI()
+    assert called == ["share_default_tls", "warm_openai", "warm_async_http"]
+
+
 @pytest.mark.slow
 def test_warming_imports_anyios_asyncio_backend_only_for_an_agent_that_uses_anyio() -> None:
     # A fresh interpreter: this process's sys.modules already holds whatever other tests used.
