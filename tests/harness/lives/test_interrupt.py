@@ -21,6 +21,7 @@ import pytest
 
 from crashmatrix.reports.results import load_results
 
+from ...pytest_runs import OTHER_PLUGINS_OFF
 from ...scenario_data import email_once
 from ...waiting import texts_under, wait_until
 
@@ -28,10 +29,6 @@ pytestmark = pytest.mark.slow
 
 SCENARIO = email_once(recovery_crashes=False)
 CASE_DEADLINE = 120.0  # per life: the hung lives outlive the test unless the interrupt stops them
-# The dev venv's other pytest plugins, there for other tests: left out of the interrupted run
-# (about 1.1 s of CPU in each of its three interpreters, the controller and both workers),
-# whose plugins are crashmatrix's and xdist's. A name not installed is ignored.
-THIRD_PARTY_PLUGINS = ("respx", "anyio", "hypothesispytest", "langsmith_plugin")
 
 
 def _marked(marker: str) -> list[int]:
@@ -138,7 +135,7 @@ def test_an_interrupted_parallel_run_leaves_no_process_behind(tmp_path: Path, si
         # interrupts as soon as a case is recorded and still checks the orderly stop.
         "-p",
         "crashmatrix.reports.collector",
-        *(arg for name in THIRD_PARTY_PLUGINS for arg in ("-p", f"no:{name}")),
+        *OTHER_PLUGINS_OFF,  # the dev venv's unrelated plugins: ~1.1 s of CPU per interpreter
         "--agent=crashmatrix.reference_agent.mutants:torn_tail_blocks_forever",
         "--crash-boundary=torn_write",
         f"--case-deadline={CASE_DEADLINE}",
