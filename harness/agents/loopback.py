@@ -44,13 +44,18 @@ passes no edge. The service is told the id and tool (``X-Tool-Call-Id`` / ``X-To
 added when absent), so its events and faults carry them. A lookup (GET) is forwarded as it
 came: no edges, and no tool name, so it never consumes a fault armed for the sending tool.
 
-Only the ``after_model_reply`` edge leaves the agent free to act between the edge and its
-death, so the server brackets it with ``freeze``: the owner stops the agent before the reply
-is written and resumes it after the hook returned. A reply that reached the agent's socket but
-was never read is what "the process died right after the model answered" means. An agent that
-cannot be stopped apart from the server (``stoppable=False``: a kind-2 agent, in the server's
-own process) reaches the edge just before the reply is written: the hook kills them both, and
-the agent is in the same state, the reply asked for and not read.
+Every edge of a stoppable agent is passed with the agent stopped (``freeze``: the owner
+stops its process group and resumes it after the hook returned). A hook that kills does so by
+ending the life, and a dying process closes its sockets before the kernel sends its children
+their parent-death SIGKILL: an agent left running sees its request's connection close in that
+window and may write "uncertain" to its session before it dies. That is a tool failure it
+survived, not the crash the case names, and its line can hide a bug (an ``after_running`` whose
+``started`` line lands after the death made an effect look ledgered first). The
+``after_model_reply`` edge is passed after the reply is written, still stopped: a reply that
+reached the agent's socket but was never read is what "the process died right after the model
+answered" means. An agent that cannot be stopped apart from the server (``stoppable=False``: a
+kind-2 agent, in the server's own process) dies with it at once; it reaches the model edge just
+before the reply is written, so it is in the same state, the reply asked for and not read.
 
 An MCP call reaches the server as the relay's requests (docs/MCP: the relay is a protocol
 translator, every decision is made here). ``/mcp/begin`` attributes it to a model tool call as
@@ -79,7 +84,7 @@ import contextlib
 import json
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -166,6 +171,42 @@ class McpLife:
 
 def _no_freeze() -> AbstractContextManager[None]:
     return contextlib.nullcontext()
+
+
+class _Freezer:
+    """The owner's ``freeze``, shared by the server's threads: the agent is stopped at the
+    first freeze and resumed at the last one's end. Two request threads (or a response held
+    until ``/mcp/sent``) can overlap; one resuming the agent while another's hook is about to
+    kill it would let the agent act in the window the freeze closes."""
+
+    def __init__(self, freeze: Callable[[], AbstractContextManager[None]]) -> None:
+        self._freeze = freeze
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._held: AbstractContextManager[None] | None = None
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                held = self._freeze()
+                held.__enter__()
+                self._held = held
+            self._depth += 1
+
+    def exit(self) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._held is not None:
+                held, self._held = self._held, None
+                held.__exit__(None, None, None)
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        self.enter()
+        try:
+            yield
+        finally:
+            self.exit()
 
 
 def _no_request(route: str) -> None:
@@ -430,7 +471,7 @@ class LoopbackServer:
         self.service_tools = {**SERVICE_TOOLS, **service_tools}
         self.on_edge = on_edge
         self.edges = edges
-        self.freeze = freeze
+        self.freeze = _Freezer(freeze)
         self.stoppable = stoppable
         self.before_tool = before_tool
         self.on_request = on_request
@@ -508,9 +549,12 @@ class LoopbackServer:
         self.close()
 
     def _edge(self, boundary: str, tool_call_id: str) -> None:
-        if boundary in self.edges:
-            with self._edge_lock:
-                self.on_edge(boundary, tool_call_id)
+        """Pass ``boundary``; a stoppable agent is stopped while the hook runs (a freeze
+        nests), so a hook that kills leaves it no moment to act."""
+        if boundary not in self.edges:
+            return
+        with self.freeze() if self.stoppable else contextlib.nullcontext(), self._edge_lock:
+            self.on_edge(boundary, tool_call_id)
 
     # -- routes -----------------------------------------------------------------------------
 
@@ -627,7 +671,6 @@ class LoopbackServer:
         if fault is not None and call_id is not None:
             self._tool_fault(fault, call_id, tool)
         handler._send_response(response, fault)
-
 
     # -- MCP: the relay's requests ------------------------------------------------------------
 
@@ -772,7 +815,7 @@ class LoopbackServer:
 
     def _freeze_until_sent(self, key: tuple[int, str]) -> None:
         stop = self.freeze()
-        stop.__enter__()
+        stop.__enter__()  # left at _thaw, from /mcp/sent or the timer
         timer = threading.Timer(SENT_TIMEOUT, self._thaw, args=(key,))
         timer.daemon = True
         with self._mcp_lock:

@@ -3,12 +3,13 @@ adapter YAML errors, ledger normalisation, stdin answers, boundary wrapping."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import types
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from crashmatrix.harness.agents.adapter_file import BoundaryRule, Where, load_foreign
 from crashmatrix.harness.agents.foreign_session import LedgerMap, read_foreign_session
-from crashmatrix.harness.agents.loopback import LoopbackServer
+from crashmatrix.harness.agents.loopback import LoopbackServer, _Freezer
 from crashmatrix.harness.agents.python_agent import install_boundaries
 from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.core.tools import ToolContext, ToolObservation
@@ -297,3 +298,25 @@ def test_the_tools_whose_effects_the_world_watches_come_from_the_adapter(
     example: str, watched: frozenset[str] | None
 ) -> None:
     assert load_foreign(ROOT / "examples" / example / "adapter.yaml").watched == watched
+
+
+def test_freezes_nest_across_threads_the_agent_resumed_only_at_the_last_ones_end() -> None:
+    # Two request threads, or a response held until /mcp/sent, overlap: the first to end must
+    # not resume an agent another edge's hook may be about to kill.
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def stop() -> Iterator[None]:
+        events.append("stop")
+        yield
+        events.append("resume")
+
+    freeze = _Freezer(stop)
+    with freeze():
+        with freeze():
+            assert events == ["stop"]
+        assert events == ["stop"]
+    assert events == ["stop", "resume"]
+    with freeze():
+        pass
+    assert events == ["stop", "resume", "stop", "resume"]

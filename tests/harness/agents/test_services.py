@@ -104,6 +104,7 @@ class Recorder:
     log: list[tuple[str, str]] = field(default_factory=list)
     counts: list[tuple[str, int, int]] = field(default_factory=list)
     frozen: threading.Lock = field(default_factory=threading.Lock)
+    stopped: list[bool] = field(default_factory=list)  # per edge: was the agent stopped
 
     @contextlib.contextmanager
     def freeze(self) -> Iterator[None]:
@@ -117,6 +118,7 @@ class Recorder:
 
     def edge(self, boundary: str, tool_call_id: str) -> None:
         self.log.append((boundary, tool_call_id))
+        self.stopped.append(self.frozen.locked())
         counts = self.world.snapshot().counts
         self.counts.append((boundary, counts["orders"], counts["emails"]))
 
@@ -200,6 +202,28 @@ def _count(world: World, svc: Service) -> int:
 
 
 # -- one effect, counted ------------------------------------------------------------------------
+
+
+@BOTH
+@pytest.mark.parametrize("stoppable", [True, False])
+def test_a_stoppable_agent_is_stopped_at_every_edge_so_a_killing_hook_leaves_it_no_moment_to_act(
+    tmp_path: Path, svc: Service, stoppable: bool
+) -> None:
+    # The hook kills by ending the life, whose sockets close before the kernel SIGKILLs its
+    # children: an agent left running sees its request fail in that window and writes
+    # "uncertain" (the http agent's running_after_effect bug then passed, its late started
+    # line hiding that the effect came first). Stopped, it dies where the case says.
+    world = _world(tmp_path)
+    recorder = Recorder(world)
+    with _server(tmp_path, world, recorder, stoppable=stoppable) as server:
+        _ask(server, recorder, svc.prompt)
+        assert _post(server, svc, "k1").status == 201
+    assert [boundary for boundary, _ in recorder.edges] == [
+        "after_model_reply",
+        "after_running",
+        "after_side_effect",
+    ]
+    assert recorder.stopped == [stoppable] * 3
 
 
 @BOTH
