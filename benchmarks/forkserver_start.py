@@ -14,6 +14,10 @@ For each agent, two measures (medians of ``--runs``):
 * **From the harness's side**: a new ``ForkServer`` for the agent's key and its first
   request (a child that does nothing), i.e. what the first life of a run waits for beyond
   its own work; then a second request on the warm server.
+* **A second server, cloned or started** (``ForkServer._clone``): with the reference agent's
+  server running, a new server for the agent, its start and first request (wall) and the CPU
+  the new server process used to get there, forked from the running one and, with
+  ``CRASHMATRIX_SERVER_CLONES=0``, as a new interpreter.
 * **Whether the warm-up life is repaid**: a reference agent's server with and without
   ``harness.lives.warmup``, its start, its first life and its median life.
 """
@@ -50,11 +54,11 @@ def _stages(agent: str, preload: list[str]) -> None:  # pragma: no cover - a chi
         figures.append((name, now - since))
         return now
 
-    from crashmatrix.harness.lives import forkserver
+    from crashmatrix.harness.lives import forkserver, server_state
 
     at = mark("import crashmatrix.harness.lives.forkserver", started)
-    forkserver._serving = True
-    forkserver._warming = (agent,)
+    assert forkserver.in_server is server_state.in_server
+    server_state.serving((agent,))
     for imported in preload[:-1]:
         try:
             __import__(imported)
@@ -131,6 +135,39 @@ def _first_request(agent: str) -> None:  # pragma: no cover - a child process
     print(json.dumps([("new server: start + first request", first), ("warm server: a request", second)]))
 
 
+def _server_cpu(pid: int) -> float:
+    """CPU seconds a process used itself (not its children), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _second_server(agent: str) -> None:  # pragma: no cover - a child process
+    """The reference agent's server running, then a new one for ``agent``: cloned from it,
+    or a new interpreter (``CRASHMATRIX_SERVER_CLONES=0``, set by the caller)."""
+    from crashmatrix.harness.agents.loading import fork_preload
+    from crashmatrix.harness.lives.injector import LifeLauncher
+
+    base = LifeLauncher("fork", preload=fork_preload("reference"), warm=("reference",)).server
+    assert base is not None
+    base.run(_nothing, (), deadline=60.0)
+    server = LifeLauncher("fork", preload=fork_preload(agent), warm=(agent,)).server
+    assert server is not None and server is not base
+    started = time.perf_counter()
+    server.run(_nothing, (), deadline=60.0)
+    first = time.perf_counter() - started
+    process = server._process
+    assert process is not None
+    how = "cloned" if os.environ.get("CRASHMATRIX_SERVER_CLONES") != "0" else "a new interpreter"
+    print(
+        json.dumps(
+            [
+                (f"second server, {how}: start + first request (wall)", first),
+                (f"second server, {how}: its CPU", _server_cpu(process.pid)),
+            ]
+        )
+    )
+
+
 def _warmup_repaid(lives: int) -> None:  # pragma: no cover - a child process
     """A server for the reference agent with and without ``harness.lives.warmup`` (the last
     preload): its start and first request, then ``lives`` clean lives of keyed_once each."""
@@ -174,12 +211,14 @@ def _server_preload(agent: str) -> list[str]:
     return [*PRELOAD[:-1], *fork_preload(agent), PRELOAD[-1]]
 
 
-def _child(what: str, agent: str) -> list[tuple[str, float]]:
+def _child(what: str, agent: str, env: dict[str, str] | None = None) -> list[tuple[str, float]]:
     command = [sys.executable, str(Path(__file__).resolve()), f"--child-{what}"]
     command += [agent] if agent else []
     if what == "stages":
         command.append(json.dumps(_server_preload(agent)))
-    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        command, check=True, capture_output=True, text=True, cwd=ROOT, env={**os.environ, **(env or {})}
+    ).stdout
     return [(name, seconds) for name, seconds in json.loads(out.strip().splitlines()[-1])]
 
 
@@ -204,7 +243,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("preload", nargs="?", help=argparse.SUPPRESS)
     parser.add_argument("--child-first", metavar="AGENT", help=argparse.SUPPRESS)
     parser.add_argument("--child-repaid", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-second", metavar="AGENT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.child_second:
+        _second_server(args.child_second)
+        return
     if args.child_stages:
         _stages(args.child_stages, json.loads(args.preload))
         return
@@ -226,6 +269,10 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.runs):
             for name, seconds in _child("stages", agent) + _child("first", agent):
                 samples.setdefault(name, []).append(seconds)
+            if agent != "reference":  # alternating, so both see the same load
+                for clones in ("1", "0"):
+                    for name, seconds in _child("second", agent, {"CRASHMATRIX_SERVER_CLONES": clones}):
+                        samples.setdefault(name, []).append(seconds)
         for name, values in samples.items():
             print(f"  {name:<66} {statistics.median(values) * 1000:8.1f}")
     print("\nis the warm-up life repaid? the reference agent, create_order/keyed_once, 8 lives (wall)")

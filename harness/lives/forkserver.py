@@ -32,11 +32,13 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import gc
 import io
 import json
 import os
 import pickle
 import secrets
+import select
 import selectors
 import shutil
 import signal
@@ -53,6 +55,7 @@ from typing import Any, ClassVar
 
 from crashmatrix.harness.errors import HarnessError
 from crashmatrix.harness.lives import descendants
+from crashmatrix.harness.lives.server_state import in_server, serving, warming
 
 __all__ = ["Exited", "ForkServer", "in_server", "run_spawned", "serve", "stop_all", "warming"]
 
@@ -61,20 +64,6 @@ _PID = struct.Struct("!q")
 _STATUS = struct.Struct("!i")
 # Exit code of a child whose target raised (multiprocessing's convention).
 EXIT_TARGET_RAISED = 1
-_serving = False
-_warming: tuple[str, ...] = ()
-
-
-def in_server() -> bool:
-    """True in a fork server process and in the children it forks (a preload may prepare
-    state that only makes sense there, e.g. ``harness.lives.warmup``)."""
-    return _serving
-
-
-def warming() -> tuple[str, ...]:
-    """The agents this fork server prepares (``ForkServer(warm=...)``), known before its
-    preloads are imported: ``harness.lives.warmup`` runs a life of each framework agent."""
-    return _warming
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +163,6 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
     """The server's main loop (its own process; see the module docstring)."""
     from crashmatrix.harness.lives.parent_death import die_with_parent
 
-    global _serving, _warming
-    _serving = True
     die_with_parent(int(os.environ.pop(_PARENT_VARIABLE)))
     # Ctrl-C reaches the whole process group: the harness handles it (and stops us); the
     # lives get the harness's own disposition back -- Python's handler, or "ignored" when
@@ -187,18 +174,40 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     listener = socket.socket(fileno=int(os.environ.pop("CRASHMATRIX_FORKSERVER_FD")))
     init = pickle.load(sys.stdin.buffer)
-    _warming = tuple(init.get("warm", ()))
-    sys.path[:] = init["sys_path"]
     _stdin_from_devnull()
+    _prepare(init, clone=False)
+    _loop(listener, inherited)
+
+
+def _prepare(init: dict[str, Any], *, clone: bool) -> None:  # pragma: no cover - in a server
+    """Import the preloads and prepare the agents ``init`` names. A clone has its base's
+    preloads already (``__import__`` finds them) and imported ``harness.lives.warmup`` there,
+    with the base's agents: it runs the warm-up's framework lives for its own here."""
+    serving(tuple(init.get("warm", ())))
+    sys.path[:] = init["sys_path"]
     for module in init["preload"]:
         # A module that fails here fails again, with its real error, in the life that needs
         # it; a preload is only ever a speed-up.
         with contextlib.suppress(Exception):
             __import__(module)
-    for agent in init.get("warm", ()):
+    if clone and "crashmatrix.harness.lives.warmup" in init["preload"]:
+        from crashmatrix.harness.lives.warmup import warm_framework
+
+        for agent in warming():
+            with contextlib.suppress(Exception):  # a cold life is slower, not wrong
+                warm_framework(agent)
+    for agent in warming():
         from crashmatrix.harness.lives.warm_agent import warm
 
         warm(agent)  # never raises: what fails here fails again, with its error, in a life
+    if clone:
+        gc.collect()  # as the warm-up ends a fresh server's preparation
+
+
+def _loop(listener: socket.socket, inherited: Any) -> None:  # pragma: no cover - in a server
+    """Fork a life for each request on ``listener`` (a clone for a clone request), and report
+    how each ended. Never returns."""
+    from crashmatrix.harness.lives.parent_death import die_with_parent
 
     server = os.getpid()
     # What a life leaves running becomes ours when it dies, not init's (descendants.py).
@@ -211,6 +220,19 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
     selector.register(listener, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
     children: dict[int, socket.socket] = {}
+
+    def leave(conn: socket.socket) -> None:
+        """In a child: drop what is the server's (it must not hold the server's sockets)."""
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        selector.close()
+        for fd in (wake_r, wake_w):
+            os.close(fd)
+        listener.close()
+        for other in children.values():
+            other.close()
+        conn.close()
+
     while True:
         for key, _ in selector.select():
             if key.fileobj is listener:
@@ -219,24 +241,20 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
                     conn.close()
                     continue
                 try:
-                    request = _recv(conn)
+                    request, fds = _recv_request(conn)
                 except (EOFError, OSError):
                     conn.close()  # the harness gave up on this request
                     continue
                 pid = os.fork()
                 if pid == 0:
                     die_with_parent(server)  # before anything: the server may be dying too
-                    signal.set_wakeup_fd(-1)
-                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    leave(conn)
+                    if request.startswith(_CLONE):
+                        _become_clone(request, fds)
                     signal.signal(signal.SIGINT, inherited)
-                    selector.close()
-                    for fd in (wake_r, wake_w):
-                        os.close(fd)
-                    listener.close()
-                    for other in children.values():
-                        other.close()
-                    conn.close()
                     os._exit(_run_request(request))
+                for fd in fds:
+                    os.close(fd)
                 try:
                     conn.sendall(_PID.pack(pid))
                     children[pid] = conn
@@ -258,6 +276,59 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
                         with waiting, contextlib.suppress(OSError):  # the harness may be gone
                             waiting.sendall(_STATUS.pack(_returncode(status)))
                             _send(waiting, left)
+
+
+def _become_clone(request: bytes, fds: Sequence[int]) -> None:  # pragma: no cover
+    """In a child of a warm server: become a fork server of its own for the harness that asked
+    (``ForkServer._clone``): its listening socket, standard output and error, environment,
+    working directory, SIGINT disposition and preloads. Never returns."""
+    try:
+        init = pickle.loads(request[len(_CLONE) :])
+        inherited = signal.SIG_IGN if init["sigint_ignored"] else signal.default_int_handler
+        listener_fd, out, err = fds
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.close(out)
+        os.close(err)
+        # What the harness's environment and directory are now, as a new server gets them.
+        os.environ.clear()
+        os.environ.update(init["env"])
+        os.chdir(init["cwd"])
+        _prepare(init, clone=True)
+        _loop(socket.socket(fileno=listener_fd), inherited)
+    except BaseException:
+        traceback.print_exc()
+    os._exit(EXIT_TARGET_RAISED)
+
+
+# A clone request's first bytes (a life's request is a pickle: it starts with b"\x80").
+_CLONE = b"crashmatrix-clone\n"
+_MAX_FDS = 3  # a clone request passes its listener, standard output and error
+
+
+def _recv_request(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """One request, and the descriptors passed with its first bytes (a clone's)."""
+    head, fds, _, _ = socket.recv_fds(conn, _LEN.size, _MAX_FDS)
+    if not head:
+        for fd in fds:
+            os.close(fd)
+        raise EOFError("the harness closed the connection")
+    try:
+        head += _recv_exact(conn, _LEN.size - len(head))
+        (size,) = _LEN.unpack(head)
+        request = _recv_exact(conn, size)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    if fds and not (request.startswith(_CLONE) and len(fds) == _MAX_FDS):
+        for fd in fds:  # descriptors with a life's request: not ours to keep
+            os.close(fd)
+        fds = []
+    return request, fds
 
 
 # sun_path holds 108 bytes on Linux (104 on macOS): a long $TMPDIR (pytest's tmp_path under
@@ -332,10 +403,79 @@ def _from_a_lasting_thread(command: list[str], **options: Any) -> subprocess.Pop
     return starter.submit(start).result()
 
 
+class _Clone:
+    """A server forked from a warm one (``ForkServer._clone``), held as a ``Popen`` is. Its
+    parent is the base server, which reaps it and reports its wait status on the connection
+    that asked for it, as it reports a life's; the connection closing unanswered means the
+    base died, and the clone with it (``parent_death``)."""
+
+    def __init__(self, pid: int, conn: socket.socket) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self._conn = conn
+        # To signal this process and no other: the base reaps it, and its pid may be reused.
+        self._pidfd: int | None = None
+        with contextlib.suppress(OSError, AttributeError):
+            self._pidfd = os.pidfd_open(pid)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            ready, _, _ = select.select([self._conn], [], [], 0)
+            if ready:
+                self._ended()
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            self._ended()
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, OSError):
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+
+    def _ended(self) -> None:
+        self._conn.settimeout(None)
+        try:
+            (status,) = _STATUS.unpack(_recv_exact(self._conn, _STATUS.size))
+        except (EOFError, OSError):
+            status = -signal.SIGKILL  # the base died, and its parent-death signal killed us
+        self.returncode = status
+        self._conn.close()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+def _cloning() -> bool:
+    """Whether a new server may be forked from a warm one (``CRASHMATRIX_SERVER_CLONES=0``:
+    never; the benchmark's other side)."""
+    return os.environ.get("CRASHMATRIX_SERVER_CLONES", "1") != "0"
+
+
+# What a base server may have prepared beyond its preloads: the reference agent's adapter,
+# which every server imports anyway. An agent's own modules (a framework team's ``agent``)
+# must never be in another agent's server.
+_BASE_WARM = frozenset({"reference"})
+
+
 class ForkServer:
     """A warm process that forks lives on request. Started lazily; one per preload list
     (``shared``), stopped at exit. Dies with the harness even when the harness is
-    SIGKILLed, and its lives die with it (``harness.lives.parent_death``)."""
+    SIGKILLed, and its lives die with it (``harness.lives.parent_death``).
+
+    A new server is forked from a running shared one whose preloads are a subset of its own
+    and which prepared no agent but the reference (``_clone``): the interpreter, the common
+    imports and the reference warm-up (~75% of a start's CPU, docs/performance.md) are the
+    base's already, and the clone imports and prepares only what its list adds. Its
+    environment, working directory, ``sys.path`` and standard output and error are the
+    harness's at that moment, as a new process's would be. The chain of parent deaths is one
+    longer: harness -> base -> clone -> life."""
 
     _shared: ClassVar[dict[tuple[str, ...], ForkServer]] = {}  # by preload, "", warm
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
@@ -347,7 +487,7 @@ class ForkServer:
         # Reentrant: an interrupt landing just after acquire() (before ``with`` can release
         # it) must not deadlock the atexit stop in the same thread.
         self._lock = threading.RLock()
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: subprocess.Popen[bytes] | _Clone | None = None
         self._dir: str | None = None
         self._address = ""
 
@@ -371,22 +511,66 @@ class ForkServer:
                 # Listening before the server starts: a life requested while the server is
                 # still importing waits in the backlog instead of being refused.
                 listener.listen(64)
+                init = {"sys_path": list(sys.path), "preload": self.preload, "warm": self.warm}
+                clone = self._clone(init, listener)
+                if clone is not None:
+                    self._process = clone
+                    return self._address
                 env = _child_env(CRASHMATRIX_FORKSERVER_FD=str(listener.fileno()))
-                self._process = _from_a_lasting_thread(
+                process = _from_a_lasting_thread(
                     [sys.executable, "-c", f"from {__name__} import serve; serve()"],
                     stdin=subprocess.PIPE,
                     pass_fds=(listener.fileno(),),
                     env=env,
                     cwd=os.getcwd(),
                 )
+                self._process = process
             finally:
                 listener.close()
-            assert self._process.stdin is not None
-            self._process.stdin.write(
-                pickle.dumps({"sys_path": list(sys.path), "preload": self.preload, "warm": self.warm})
-            )
-            self._process.stdin.close()
+            assert process.stdin is not None
+            process.stdin.write(pickle.dumps(init))
+            process.stdin.close()
             return self._address
+
+    def _base(self) -> ForkServer | None:
+        """A running shared server this one can be forked from: a fresh process (not a clone),
+        whose preloads this one has too and which prepared no agent but the reference; the
+        one with the most preloads."""
+        with ForkServer._shared_lock:
+            servers = list(ForkServer._shared.values())
+        bases = [
+            server
+            for server in servers
+            if server is not self
+            and isinstance(server._process, subprocess.Popen)
+            and server._process.poll() is None
+            and set(server.preload) <= set(self.preload)
+            and set(server.warm) <= _BASE_WARM
+        ]
+        return max(bases, key=lambda server: len(server.preload), default=None)
+
+    def _clone(self, init: dict[str, Any], listener: socket.socket) -> _Clone | None:
+        """This server forked from a warm base, listening on ``listener``; None where there is
+        no base, or it did not answer (a new process is started instead)."""
+        base = self._base() if _cloning() else None
+        if base is None:
+            return None
+        # As a new interpreter would start: SIGINT ignored if the harness ignores it now.
+        ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        state = {"env": dict(os.environ), "cwd": os.getcwd(), "sigint_ignored": ignored}
+        payload = _CLONE + pickle.dumps({**init, **state})
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(base._address)
+            # Descriptors 1 and 2 as they are now: what a new process would inherit (under
+            # pytest's capture, its files).
+            socket.send_fds(conn, [_LEN.pack(len(payload))], [listener.fileno(), 1, 2])
+            conn.sendall(payload)
+            (pid,) = _PID.unpack(_recv_exact(conn, _PID.size))
+        except (OSError, EOFError):
+            conn.close()  # the base died just now, or descriptor 1 or 2 is closed
+            return None
+        return _Clone(pid, conn)
 
     def run(self, target: Callable[..., object], args: tuple[Any, ...], *, deadline: float) -> Exited:
         """Fork a child that runs ``target(*args)``; wait for it, SIGKILL it at ``deadline``."""

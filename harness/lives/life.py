@@ -47,9 +47,9 @@ from crashmatrix.harness.core.scenario import Scenario
 from crashmatrix.harness.lives import descendants
 from crashmatrix.harness.lives.capped_log import cap_file, watch
 from crashmatrix.harness.lives.casedir import session_path_of, stderr_path_of
-from crashmatrix.harness.lives.forkserver import in_server
 from crashmatrix.harness.lives.gate import GatedTracer
 from crashmatrix.harness.lives.parent_death import die_with_parent
+from crashmatrix.harness.lives.server_state import in_server
 from crashmatrix.harness.lives.tracer import Tracer
 from crashmatrix.mock_tools.model import ScriptedModel
 

@@ -32,9 +32,9 @@ import contextlib
 import gc
 from pathlib import Path
 
-from crashmatrix.harness.lives.forkserver import in_server, warming
 from crashmatrix.harness.lives.janitor import temporary_directory
 from crashmatrix.harness.lives.life import mocks
+from crashmatrix.harness.lives.server_state import in_server, warming
 
 __all__ = ["throwaway_life", "warm_framework"]
 
