@@ -475,15 +475,26 @@ class ForkServer:
     base's already, and the clone imports and prepares only what its list adds. Its
     environment, working directory, ``sys.path`` and standard output and error are the
     harness's at that moment, as a new process's would be. The chain of parent deaths is one
-    longer: harness -> base -> clone -> life."""
+    longer: harness -> base -> clone -> life, so stopping a base stops its clones (servers
+    are stopped at exit, all together)."""
 
     _shared: ClassVar[dict[tuple[str, ...], ForkServer]] = {}  # by preload, "", warm
     _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, preload: Sequence[str], warm: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        preload: Sequence[str],
+        warm: Sequence[str] = (),
+        base: tuple[Sequence[str], Sequence[str]] | None = None,
+    ) -> None:
         self.preload = tuple(preload)
         # Agents whose adapter (and TLS context) the server prepares once (warm_agent.py).
         self.warm = tuple(warm)
+        # The (preload, warm) of the shared server to fork this one from when none runs and
+        # this process has started a server already (``_clone``); None: never forked.
+        self.base = None if base is None else (tuple(base[0]), tuple(base[1]))
+        if self.base == (self.preload, self.warm):
+            self.base = None
         # Reentrant: an interrupt landing just after acquire() (before ``with`` can release
         # it) must not deadlock the atexit stop in the same thread.
         self._lock = threading.RLock()
@@ -492,11 +503,16 @@ class ForkServer:
         self._address = ""
 
     @classmethod
-    def shared(cls, preload: Sequence[str], warm: Sequence[str] = ()) -> ForkServer:
+    def shared(
+        cls,
+        preload: Sequence[str],
+        warm: Sequence[str] = (),
+        base: tuple[Sequence[str], Sequence[str]] | None = None,
+    ) -> ForkServer:
         with cls._shared_lock:
             key = (*preload, "", *warm)
             if key not in cls._shared:
-                cls._shared[key] = cls(preload, warm)
+                cls._shared[key] = cls(preload, warm, base)
             return cls._shared[key]
 
     def _ensure_running(self, *, restart: bool = False) -> str:
@@ -538,23 +554,41 @@ class ForkServer:
         one with the most preloads."""
         with ForkServer._shared_lock:
             servers = list(ForkServer._shared.values())
-        bases = [
-            server
-            for server in servers
-            if server is not self
-            and isinstance(server._process, subprocess.Popen)
-            and server._process.poll() is None
-            and set(server.preload) <= set(self.preload)
-            and set(server.warm) <= _BASE_WARM
-        ]
+        bases = [server for server in servers if server._base_of(self) is server]
         return max(bases, key=lambda server: len(server.preload), default=None)
+
+    def _base_of(self, other: ForkServer) -> ForkServer | None:
+        """This server, if ``other`` can be forked from it now."""
+        process = self._process
+        eligible = (
+            self is not other
+            and isinstance(process, subprocess.Popen)
+            and process.poll() is None
+            and set(self.preload) <= set(other.preload)
+            and set(self.warm) <= _BASE_WARM
+        )
+        return self if eligible else None
 
     def _clone(self, init: dict[str, Any], listener: socket.socket) -> _Clone | None:
         """This server forked from a warm base, listening on ``listener``; None where there is
-        no base, or it did not answer (a new process is started instead)."""
-        base = self._base() if _cloning() else None
-        if base is None:
+        no base, or it did not answer (a new process is started instead).
+
+        Without a running base, the one ``base`` names is started first, but only in a process
+        that has started a server already: one that needs a second server is likely to need
+        more (tests, mutants, several agents), and each after it costs ~0.2 s instead of ~0.9;
+        a run of one agent (``pytest --agent``, ``crashmatrix run``) starts just its own."""
+        if self.base is None or not _cloning():
             return None
+        base = self._base()
+        if base is None:
+            with ForkServer._shared_lock:
+                started = any(s._process is not None for s in ForkServer._shared.values() if s is not self)
+            if not started:
+                return None
+            base = ForkServer.shared(*self.base)
+            base._ensure_running()
+            if base._base_of(self) is not base:
+                return None
         # As a new interpreter would start: SIGINT ignored if the harness ignores it now.
         ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
         state = {"env": dict(os.environ), "cwd": os.getcwd(), "sigint_ignored": ignored}

@@ -71,6 +71,27 @@ PRELOAD = [
 ]
 
 
+# The servers another may be forked from (``ForkServer._clone``), largest first: the reference
+# agent's (what ``loading.fork_preload`` puts around every agent's list; its adapter warm),
+# then the bare list. A server's base is the first whose modules it imports too.
+_BASES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        (
+            *PRELOAD[:-1],
+            "crashmatrix.harness.agents.reference",
+            "crashmatrix.mock_tools.toolbox",
+            *PRELOAD[-1:],
+        ),
+        ("reference",),
+    ),
+    (tuple(PRELOAD), ()),
+)
+
+
+def _base_for(modules: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    return next((base for base in _BASES if set(base[0]) <= set(modules)), None)
+
+
 class LifeLauncher:
     """Starts agent lives in child processes: forked from a warm server, or spawned."""
 
@@ -82,8 +103,9 @@ class LifeLauncher:
         self.isolation = isolation
         # One warm server per preload list (and agents it prepares: ``warm``, their adapter
         # loaded once; harness.lives.warm_agent), shared by launchers that ask for the same.
+        modules = [*PRELOAD[:-1], *preload, PRELOAD[-1]]
         self._server = (
-            ForkServer.shared([*PRELOAD[:-1], *preload, PRELOAD[-1]], warm) if isolation == "fork" else None
+            ForkServer.shared(modules, warm, base=_base_for(modules)) if isolation == "fork" else None
         )
 
     @property

@@ -22,6 +22,9 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[3]
 LIFE = "crashmatrix.harness.lives.life"
+# In no other server's list: no other test's server is cloned from this module's base, which
+# its fixture stops (a base's clones die with it).
+BASE = [LIFE, "crashmatrix.harness.lives.server_state"]
 # A module the base does not import (its clone does): proves whose preloads a life has.
 EXTRA = "crashmatrix.harness.verdict.explain"
 
@@ -46,8 +49,8 @@ def _say(text: str) -> None:
 def servers() -> Iterator[tuple[ForkServer, ForkServer]]:
     # Shared, as launchers' servers are (only shared servers are bases); removed after, so
     # no other test of this worker finds them.
-    base = ForkServer.shared([LIFE])
-    clone = ForkServer.shared([LIFE, EXTRA])
+    base = ForkServer.shared(BASE)
+    clone = ForkServer.shared([*BASE, EXTRA], (), (BASE, ()))
     yield base, clone
     for server in (clone, base):
         server.stop()
@@ -133,7 +136,7 @@ def test_a_clone_and_its_lives_die_with_a_sigkilled_harness(tmp_path: Path) -> N
             from crashmatrix.harness.lives.forkserver import ForkServer
             base = ForkServer.shared([{LIFE!r}])
             base.run(os._exit, (0,), deadline=30)
-            clone = ForkServer.shared([{LIFE!r}, {EXTRA!r}])
+            clone = ForkServer.shared([{LIFE!r}, {EXTRA!r}], (), ([{LIFE!r}], ()))
             life = threading.Thread(target=clone.run, args=(time.sleep, (3600,)), kwargs={{"deadline": 3600}})
             life.start()
             while clone._process is None:
@@ -183,7 +186,7 @@ def test_the_clone_keeps_the_harness_sigint_disposition_of_its_start(tmp_path: P
             base = ForkServer.shared([{LIFE!r}])
             base.run(os._exit, (0,), deadline=30)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            clone = ForkServer.shared([{LIFE!r}, {EXTRA!r}])
+            clone = ForkServer.shared([{LIFE!r}, {EXTRA!r}], (), ([{LIFE!r}], ()))
             clone.run(shutil.copyfile, ("/proc/self/status", {str(tmp_path / "status")!r}), deadline=30)
             print(type(clone._process).__name__)
             """
@@ -200,3 +203,45 @@ def test_the_clone_keeps_the_harness_sigint_disposition_of_its_start(tmp_path: P
         if line.startswith(("SigIgn", "SigCgt"))
     }
     assert masks["SigIgn"] & (1 << (signal.SIGINT - 1))
+
+
+def test_the_reference_base_is_the_server_pytest_agent_reference_starts() -> None:
+    # Else the reference base would be one more server beside the reference agent's own.
+    from crashmatrix.harness.agents.loading import fork_preload
+    from crashmatrix.harness.lives.injector import _BASES, PRELOAD, LifeLauncher
+
+    reference = LifeLauncher("fork", preload=fork_preload("reference"), warm=("reference",)).server
+    assert reference is not None and reference.base is None  # it is a base: never a clone
+    assert (reference.preload, reference.warm) == _BASES[0]
+    bare = LifeLauncher("fork", preload=()).server
+    assert bare is not None and bare.base is None and (bare.preload, bare.warm) == (tuple(PRELOAD), ())
+    agent = LifeLauncher(
+        "fork", preload=fork_preload(str(ROOT / "examples/python_agent/adapter.yaml"))
+    ).server
+    assert agent is not None and agent.base == _BASES[0]
+
+
+def test_a_process_that_needs_a_second_server_starts_the_base_and_forks_it_from_there(tmp_path: Path) -> None:
+    # The first server of a process is started as a new interpreter (a run of one agent pays
+    # for no base); a second one, with no base running, starts its base and is forked from it.
+    script = tmp_path / "harness.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os
+            from crashmatrix.harness.lives.forkserver import ForkServer
+            base = ({BASE!r}, ())
+            first = ForkServer.shared([*{BASE!r}, "crashmatrix.harness.verdict.verdict"], (), base)
+            first.run(os._exit, (0,), deadline=60)
+            second = ForkServer.shared([*{BASE!r}, {EXTRA!r}], (), base)
+            second.run(os._exit, (0,), deadline=60)
+            started = ForkServer.shared({BASE!r})
+            print(*(type(server._process).__name__ for server in (first, second, started)))
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split() == ["Popen", "_Clone", "Popen"], done.stderr
