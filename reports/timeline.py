@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from crashmatrix.harness.core.records import Entry, ExecutionRecord, MessageEntry
+from crashmatrix.harness.core.tool_side import DIED_ON_FAULT
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.verdict.invariants import WorldEventLike
 
@@ -149,6 +150,13 @@ def build_timeline(
             # The harness's word on a life that ended where nothing planned it (the life
             # itself could not write it): an unplanned death, or the deadline.
             why = str(event.get("error") or event.get("signal") or "")
+            if why.startswith(DIED_ON_FAULT):
+                # A life that died on a tool-side fault (restarted, ``injector.died_on_fault``):
+                # its own error is quoted in this one, so it is shown once, as the death.
+                for back in range(len(moments) - 1, -1, -1):
+                    if moments[back].get("life") == life and moments[back].get("event") == "error":
+                        del moments[back], ends[back]
+                        break
             emit({"source": "life", "life": life, "event": str(event["status"]), "error": why[:300]})
         elif kind == "survivors":
             left = "; ".join(str(process) for process in event.get("processes") or ())

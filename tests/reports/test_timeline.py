@@ -123,3 +123,24 @@ def test_an_unplanned_death_and_what_a_life_left_running_are_on_the_timeline() -
     # The lines after the death are the restarted life's, not the dead one's.
     lines = [_short(m) for m in timeline if m["source"] == "session"]
     assert lines == ["L1@1", "L2@1", "L3@2", "L4@2", "L5@2", "L6@2", "L7@2"]
+
+
+def test_a_life_that_died_on_a_tool_side_fault_shows_one_death_not_an_error_and_a_death() -> None:
+    raised = "RuntimeError: the tool server went away"
+    died = f"on the tool-side fault tool_server_died[c1], restarted as a supervisor would: {raised}"
+    trace = [
+        {"life": 1, "event": "start", "pid": 11},
+        {"life": 1, "event": "error", "error": raised},
+        {"life": 1, "event": "ended", "status": "died", "error": died},
+        {"life": 2, "event": "start", "pid": 22},
+        {"life": 2, "event": "error", "error": "a later life's own error"},
+        {"life": 2, "event": "ended", "status": "error"},
+    ]
+    timeline = build_timeline(trace, ENTRIES, OFFSETS, [])
+    shown = [(m["life"], m["event"], m.get("error")) for m in timeline if m["source"] == "life"]
+    assert shown == [
+        (1, "start", None),
+        (1, "died", died),
+        (2, "start", None),
+        (2, "error", "a later life's own error"),
+    ]
