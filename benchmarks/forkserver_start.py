@@ -115,6 +115,12 @@ def _stages(agent: str, preload: list[str]) -> None:  # pragma: no cover - a chi
         exec(code, module.__dict__)
         label = ast.unparse(node).splitlines()[0][:60]
         at = mark(f"warmup: {label}", at)
+    for warmed in server_state.warming():  # as forkserver._prepare does after the preloads
+        try:
+            module.__dict__["warm_framework"](warmed)
+        except Exception as error:
+            figures.append((f"warm_framework FAILED: {error!r}", 0.0))
+        at = mark(f"warm_framework({warmed!r}): a framework agent's throwaway life", at)
     figures.append(("total in the server (after the interpreter's start)", time.process_time() - started))
     print(json.dumps(figures))
 

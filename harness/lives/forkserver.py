@@ -180,9 +180,10 @@ def serve() -> None:  # pragma: no cover - runs in the server process; tested th
 
 
 def _prepare(init: dict[str, Any], *, clone: bool) -> None:  # pragma: no cover - in a server
-    """Import the preloads and prepare the agents ``init`` names. A clone has its base's
-    preloads already (``__import__`` finds them) and imported ``harness.lives.warmup`` there,
-    with the base's agents: it runs the warm-up's framework lives for its own here."""
+    """Import the preloads and prepare the agents ``init`` names: a framework agent's throwaway
+    life after ``harness.lives.warmup`` (the reference agent's), then ``warm``. A clone has its
+    base's preloads already (``__import__`` finds them, the warm-up's reference life is done)
+    and does the rest for its own agents."""
     serving(tuple(init.get("warm", ())))
     sys.path[:] = init["sys_path"]
     for module in init["preload"]:
@@ -190,7 +191,7 @@ def _prepare(init: dict[str, Any], *, clone: bool) -> None:  # pragma: no cover 
         # it; a preload is only ever a speed-up.
         with contextlib.suppress(Exception):
             __import__(module)
-    if clone and "crashmatrix.harness.lives.warmup" in init["preload"]:
+    if "crashmatrix.harness.lives.warmup" in init["preload"]:
         from crashmatrix.harness.lives.warmup import warm_framework
 
         for agent in warming():
@@ -469,8 +470,8 @@ class ForkServer:
     (``shared``), stopped at exit. Dies with the harness even when the harness is
     SIGKILLed, and its lives die with it (``harness.lives.parent_death``).
 
-    A new server is forked from a running shared one whose preloads are a subset of its own
-    and which prepared no agent but the reference (``_clone``): the interpreter, the common
+    A server given a ``base`` is forked from a running shared one whose preloads are a subset
+    of its own and which prepared no agent but the reference (``_clone``): the interpreter, the common
     imports and the reference warm-up (~75% of a start's CPU, docs/performance.md) are the
     base's already, and the clone imports and prepares only what its list adds. Its
     environment, working directory, ``sys.path`` and standard output and error are the

@@ -15,7 +15,9 @@ it, the lives' respx router is started for good, with the HTTP client lives get
 patches httpx, nor builds the HTTP client it is given.
 
 A server prepared for a framework agent (``--agent=langgraph:...``, ``openai-agents:...``)
-then runs one life of that agent the same way (``warm_framework``): LangChain, LangGraph and
+then runs one life of that agent the same way (``warm_framework``, called by the server after
+its preloads, this module last among them; a server forked from another that imported this
+module calls it too, for its own agents): LangChain, LangGraph and
 the Agents SDK build much on a life's first turn (the adapter's modules imported inside
 ``run_life``, pydantic models and JSON schemas, typing caches, the checkpoint serializer),
 which every life forked before it paid again. Such an adapter's load check has already run
@@ -34,7 +36,7 @@ from pathlib import Path
 
 from crashmatrix.harness.lives.janitor import temporary_directory
 from crashmatrix.harness.lives.life import mocks
-from crashmatrix.harness.lives.server_state import in_server, warming
+from crashmatrix.harness.lives.server_state import in_server
 
 __all__ = ["throwaway_life", "warm_framework"]
 
@@ -105,7 +107,4 @@ if in_server():
     mocks().keep_started()
 with contextlib.suppress(Exception):  # a cold life is slower, not wrong
     _warm()
-for _agent in warming():
-    with contextlib.suppress(Exception):
-        warm_framework(_agent)
 gc.collect()

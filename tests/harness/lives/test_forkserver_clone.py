@@ -69,7 +69,7 @@ def test_a_new_server_is_forked_from_a_running_base_and_imports_only_what_its_li
     assert (tmp_path / "clone").read_text() == "True"
 
 
-def test_without_a_running_base_or_with_clones_off_a_new_process_is_started(
+def test_with_clones_off_a_new_process_is_started_though_a_base_runs(
     servers: tuple[ForkServer, ForkServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     base, clone = servers
@@ -245,3 +245,36 @@ def test_a_process_that_needs_a_second_server_starts_the_base_and_forks_it_from_
         [sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.split() == ["Popen", "_Clone", "Popen"], done.stderr
+
+
+def test_a_clone_for_a_framework_agent_runs_its_throwaway_life_before_the_first_fork(tmp_path: Path) -> None:
+    # The base imported harness.lives.warmup (the reference agent's life) before this clone
+    # existed: the framework agent's own life is the clone's to run (forkserver._prepare).
+    pytest.importorskip("langgraph")
+    import json
+
+    from crashmatrix.harness.agents.loading import fork_preload
+    from crashmatrix.harness.lives.injector import _BASES, PRELOAD
+
+    spec = "langgraph:examples.langgraph_agent.agent:build"
+    added = str(ROOT) not in sys.path
+    if added:
+        sys.path.insert(0, str(ROOT))  # the server gets this sys.path: examples.* import
+    server = ForkServer([*PRELOAD[:-1], *fork_preload(spec), PRELOAD[-1]], (spec,), _BASES[0])
+    try:
+        ForkServer.shared(*_BASES[0]).run(os._exit, (0,), deadline=60)  # the base runs
+        out = tmp_path / "state.json"
+        # The life's code as a string (exec): unpickling a function of this module would
+        # import modules the server may not have imported itself.
+        report = (
+            "import json, sys\n"
+            "framework_life = 'crashmatrix.harness.agents.foreign_session' in sys.modules\n"
+            f"open({str(out)!r}, 'w').write(json.dumps(framework_life))\n"
+        )
+        assert server.run(exec, (report,), deadline=120).code == 0
+        assert isinstance(server._process, _Clone)
+        assert json.loads(out.read_text(encoding="utf-8")) is True
+    finally:
+        server.stop()
+        if added:
+            sys.path.remove(str(ROOT))
