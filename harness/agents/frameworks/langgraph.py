@@ -54,10 +54,11 @@ The graph runs as the team runs it: ``durability`` is an option (sync, async, ex
 default LangGraph's own ``"async"`` (a step's checkpoint is written by LangGraph's background
 pool while the next step already runs), and ``max_concurrency`` is not set unless the team
 sets it (``ToolNode`` runs the calls of one message in parallel threads, the pool saves in
-parallel too). The hooks fire on the thread that made the write, once it returned. Two orders
-are held so that each boundary stays one state (``_Saves``): a checkpoint showing a result or
-a reply is committed after that message's own pending write, and a tool starts after the
-checkpoint holding its call. What stays a race, said in docs/frameworks.md: with calls in
+parallel too). The hooks fire on the thread that made the write, once it returned. Three
+orders are held so that each boundary stays one state (``_Saves``): a checkpoint showing a
+result or a reply is committed after that message's own pending write, a tool starts after
+the checkpoint holding its call, and a model reply is written after the checkpoint it is
+written against. What stays a race, said in docs/frameworks.md: with calls in
 parallel, a kill at one call's boundary finds the other calls of its message anywhere (not
 started, running, done), and under async durability a kill at ``after_tool_result`` may find
 the model already asked again (the request is in the log; nothing of it was saved). The
@@ -493,7 +494,7 @@ class _Saves:
     LangGraph hands its saves to a thread pool: a step's checkpoint (``put``, awaited before
     the next step only under ``durability="sync"``) and each task's pending writes
     (``put_writes``, never awaited), and with more than one thread those can finish in any
-    order. Two orders are held, each one of the orders the pool can take, so that every
+    order. Three orders are held, each one of the orders the pool can take, so that every
     boundary is one state in every run:
 
     * a checkpoint that shows a ToolMessage or a model reply is committed only after that
@@ -505,6 +506,11 @@ class _Saves:
       checkpoint is still being written; a tool that did anything first (a team's own ledger
       row) would make the boundary two states. (A tool a node runs in the same step as the
       model that asked for it has no checkpoint to wait for, and is not held.)
+    * a model reply's pending write starts only after the checkpoint it is written against was
+      committed (``wait_committed``): under async durability the model node runs while its
+      step's checkpoint is still being written, and a kill at after_tool_call_pending could
+      find the reply saved against a checkpoint that never was (resumed, the graph asks the
+      model again: after_model_reply's state, not the boundary's).
 
     Under ``durability="exit"`` nothing is saved until the run ends: nothing is waited for."""
 
@@ -518,6 +524,7 @@ class _Saves:
         self.seen: set[str] = set()
         self.written: set[str] = set()  # results (tool call ids) whose pending write returned
         self.replied: set[str] = set()  # replies (message ids) whose pending write returned
+        self.committed: set[str] = set()  # checkpoint ids whose ``put`` returned (or an earlier life's)
 
     def _wait(self, ready: Callable[[], bool], what: str) -> None:
         if self.durability == "exit":
@@ -538,6 +545,13 @@ class _Saves:
             lambda: results <= self.written and replies <= self.replied,
             f"the pending writes of {sorted(results | replies)}",
         )
+
+    def wait_committed(self, checkpoint_id: str) -> None:
+        """Hold a model reply's pending write until the checkpoint it is written against was
+        committed: under async durability the step's checkpoint is still being written while
+        its model node runs, and a reply saved against a checkpoint that a kill then loses is
+        not reused on resume (the model is asked again)."""
+        self._wait(lambda: checkpoint_id in self.committed, f"the checkpoint {checkpoint_id}")
 
     def note(self, **sets: Any) -> None:
         with self.changed:
@@ -570,6 +584,7 @@ def _hook_checkpointer(
         # Model replies already saved as pending writes (a life killed at
         # after_tool_call_pending): LangGraph reuses them on resume, no reply of this life.
         saves.replied.update(str(m.id) for m in _replies(found.pending_writes or []))
+        saves.committed.add(str(found.config["configurable"].get("checkpoint_id")))
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
@@ -579,6 +594,7 @@ def _hook_checkpointer(
             {str(m.id) for m in fresh if isinstance(m, AIMessage) and m.tool_calls},
         )
         out = inner_put(config, checkpoint, metadata, new_versions)
+        saves.note(committed={str(checkpoint.get("id"))})
         for message in fresh:
             if isinstance(message, AIMessage):
                 for call in message.tool_calls:
@@ -595,6 +611,9 @@ def _hook_checkpointer(
         replies = [
             m for m in _replies(writes) if str(m.id) not in saves.seen and str(m.id) not in saves.replied
         ]
+        checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
+        if replies and checkpoint_id:
+            saves.wait_committed(str(checkpoint_id))
         for message in replies:
             hook("after_model_reply", str(message.tool_calls[0]["id"]))
         inner_writes(config, writes, task_id, task_path)

@@ -443,6 +443,54 @@ def test_the_model_reply_boundaries_are_killed_there_and_the_resumed_graph_sends
     assert len(requests) == asked
 
 
+# A team's graph whose checkpoint saves are slow (a busy disk, a remote saver): under
+# LangGraph's async durability its model node answers while the step's checkpoint is still
+# being written, so its reply's pending write would land first.
+SLOW_PUT_GRAPH = """
+import sqlite3, time
+from langgraph.checkpoint.sqlite import SqliteSaver
+from examples.langgraph_agent import agent
+
+class SlowSaver(SqliteSaver):
+    def put(self, *args, **kwargs):
+        time.sleep(0.3)
+        return super().put(*args, **kwargs)
+
+def build(ctx):
+    graph = agent._graph(ctx, list(ctx.tools))
+    graph.checkpointer = SlowSaver(sqlite3.connect(ctx.checkpoint_path, check_same_thread=False))
+    return graph
+"""
+
+
+@pytest.mark.slow
+def test_a_kill_at_the_pending_reply_finds_its_checkpoint_saved_however_slow_the_saver(
+    launcher: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``after_tool_call_pending`` is one state: the reply is a pending write of a committed
+    checkpoint, so the resumed graph reuses it. Without ``_Saves.wait_committed`` the kill
+    finds the step's checkpoint unwritten and the resumed graph asks the model again."""
+    (tmp_path / "crashmatrix_lg_slow_put.py").write_text(SLOW_PUT_GRAPH)
+    monkeypatch.syspath_prepend(str(tmp_path))  # lives get this process's sys.path
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    result = run_point(
+        load_scenario(SUITE / "send_email/send_once.yaml"),
+        parse_point("after_tool_call_pending[call_mail]"),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / "case",
+        agent="langgraph:crashmatrix_lg_slow_put:build",
+        deadline=60.0,
+    )
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]
+    second = [e["boundary"] for e in trace if e["life"] == 2 and e["event"] == "boundary"]
+    assert second[0] == "after_tool_call_saved", second
+    assert len((result.case_dir / "model_requests.jsonl").read_text().splitlines()) == 2
+
+
 @pytest.mark.slow
 def test_two_calls_of_one_message_are_in_flight_together_and_the_ledger_never_sends_twice(
     launcher: object, tmp_path: Path
@@ -716,6 +764,30 @@ def test_a_checkpoint_showing_a_result_waits_for_its_pending_write_and_a_tool_fo
         "before_tool_result",
         "after_tool_result",
     ]
+
+
+def test_a_reply_is_written_only_after_the_checkpoint_it_is_written_against() -> None:
+    """The model node may answer while its step's checkpoint is still being written: the
+    reply's pending write (after_model_reply, then after_tool_call_pending) waits for that
+    checkpoint, so a kill at either finds it saved."""
+    import threading
+    import time
+
+    from langchain_core.messages import AIMessage
+
+    saver = _Saver()
+    fired: list[str] = []
+    lg._hook_checkpointer(saver, lambda b, c: fired.append(b), {}, None, "async")
+    reply = AIMessage("", id="m1", tool_calls=[{"name": "send_email", "args": {}, "id": "call_1"}])
+    config = {"configurable": {"checkpoint_id": "c1"}}
+    writes = threading.Thread(target=saver.put_writes, args=(config, [("messages", reply)], "t1"))
+    writes.start()
+    time.sleep(0.05)
+    assert fired == []  # held: the checkpoint c1 is not committed
+    saver.put({}, {"id": "c1", "channel_values": {"messages": []}}, {}, {})
+    writes.join()
+    assert saver.order == ["put", "put_writes"]
+    assert fired == ["after_model_reply", "after_tool_call_pending"]
 
 
 def test_a_toolnode_is_held_until_the_reply_it_runs_is_checkpointed() -> None:
