@@ -13,6 +13,8 @@ call with UNKNOWN_TOOL, and a misspelt expected word can never match.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -273,7 +275,45 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
                     _check_word(doc, name, where, option)
 
 
+# Loaded scenarios, by the file as named and its bytes: a run loads each file many times (the
+# collection, the doctor, every item of some callers), ~10 ms of parsing and schema checks
+# each. A hit also needs every contract file of the directories it was built from unchanged
+# (none added or removed). Scenario is frozen and its mappings are read-only (``Mapping``),
+# so one instance is shared. A file that fails to load is not cached: it fails again, with
+# its message.
+_LOADED: dict[tuple[str, str, str, tuple[str, ...]], tuple[tuple[Path, ...], tuple[str, ...], Scenario]] = {}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _stamps(dirs: Sequence[Path]) -> tuple[str, ...]:
+    """Every contract file of ``dirs`` with its digest."""
+    out = []
+    for path in (p for d in dirs for p in sorted(d.glob("*.yaml"))):
+        try:
+            out.append(f"{path}\0{_digest(path)}")
+        except OSError:
+            out.append(f"{path}\0")
+    return tuple(out)
+
+
 def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> Scenario:
+    try:
+        key = (str(path), os.path.abspath(path), _digest(Path(path)), tuple(map(str, contracts_dirs)))
+    except OSError:
+        return _load_scenario(path, contracts_dirs)[1]  # says what is wrong with the file
+    cached = _LOADED.get(key)
+    if cached is not None and cached[1] == _stamps(cached[0]):
+        return cached[2]
+    dirs, scenario = _load_scenario(path, contracts_dirs)
+    _LOADED[key] = (dirs, _stamps(dirs), scenario)
+    return scenario
+
+
+def _load_scenario(path: Path | str, contracts_dirs: Sequence[Path]) -> tuple[tuple[Path, ...], Scenario]:
+    """The contract directories read, and the scenario."""
     doc = load_yaml(path)
     validate(doc, "scenario.schema.json")
     data = doc.data
@@ -296,7 +336,7 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
         lookup = contracts[name].lookup_tool
         if lookup and lookup not in given and lookup in contracts:
             given.append(lookup)
-    return Scenario(
+    return tuple(dirs), Scenario(
         path=doc.path,
         name=data["name"],
         tools=tools,
