@@ -12,6 +12,7 @@ import respx
 from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.mock_tools import MockToolbox, World, catalogue, install
 from crashmatrix.mock_tools.order_api import ORDERS_HOST
+from tests.tls import CONTEXT
 
 SEED_FILES = {
     "README.md": "hello\n",
@@ -44,7 +45,7 @@ def router(world: World) -> Iterator[respx.MockRouter]:
 
 @pytest.fixture
 def http(router: respx.MockRouter) -> Iterator[httpx.Client]:
-    with httpx.Client() as client:
+    with httpx.Client(verify=CONTEXT) as client:
         yield client
 
 

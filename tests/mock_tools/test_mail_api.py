@@ -14,6 +14,7 @@ import respx
 
 from crashmatrix.mock_tools import BASE_URL, EMAILS_PATH, FaultSpec, MailAPI, OrderAPI, World
 from crashmatrix.mock_tools.mail_api import MAIL_BASE_URL, MAIL_HOST
+from tests.tls import CONTEXT
 
 EMAIL = {"to": "ann@example.test", "subject": "Invoice", "body": "Attached."}
 URL = f"{MAIL_BASE_URL}{EMAILS_PATH}"
@@ -36,7 +37,7 @@ def _mocked(world: World, service: MailAPI | None = None) -> tuple[respx.MockRou
 @pytest.fixture
 def api(world: World) -> Iterator[tuple[MailAPI, httpx.Client]]:
     router, service = _mocked(world)
-    with router, httpx.Client() as client:
+    with router, httpx.Client(verify=CONTEXT) as client:
         yield service, client
 
 
@@ -183,7 +184,7 @@ def test_an_ordinary_error_in_flight_releases_the_key(
 def test_timeout_before_raises_connect_timeout_and_sends_nothing(tmp_path: Path) -> None:
     world = World.create(tmp_path / "w", faults=[FaultSpec("send_email", "timeout_before")])
     router, _ = _mocked(world)
-    with router, httpx.Client() as client:
+    with router, httpx.Client(verify=CONTEXT) as client:
         with pytest.raises(httpx.ConnectTimeout):
             _post(client, "k1")
         assert world.snapshot().counts["emails"] == 0
@@ -194,7 +195,7 @@ def test_timeout_before_raises_connect_timeout_and_sends_nothing(tmp_path: Path)
 def test_response_lost_sends_the_email_then_raises_read_timeout(tmp_path: Path) -> None:
     world = World.create(tmp_path / "w", faults=[FaultSpec("send_email", "response_lost")])
     router, _ = _mocked(world)
-    with router, httpx.Client() as client:
+    with router, httpx.Client(verify=CONTEXT) as client:
         with pytest.raises(httpx.ReadTimeout):
             _post(client, "k1")
         assert world.snapshot().counts["emails"] == 1
@@ -206,7 +207,7 @@ def test_response_lost_sends_the_email_then_raises_read_timeout(tmp_path: Path) 
 def test_permission_denied_is_403_and_sends_nothing(tmp_path: Path) -> None:
     world = World.create(tmp_path / "w", faults=[FaultSpec("send_email", "permission_denied")])
     router, _ = _mocked(world)
-    with router, httpx.Client() as client:
+    with router, httpx.Client(verify=CONTEXT) as client:
         response = _post(client, "k1")
     assert (response.status_code, response.json()["error"]["code"]) == (403, "permission_denied")
     assert world.snapshot().counts["emails"] == 0
@@ -215,14 +216,14 @@ def test_permission_denied_is_403_and_sends_nothing(tmp_path: Path) -> None:
 def test_a_lookup_does_not_consume_a_fault_armed_for_sending(tmp_path: Path) -> None:
     world = World.create(tmp_path / "w", faults=[FaultSpec("send_email", "permission_denied")])
     router, _ = _mocked(world)
-    with router, httpx.Client() as client:
+    with router, httpx.Client(verify=CONTEXT) as client:
         assert client.get(URL, params={"idempotency_key": "k1"}).status_code == 404
         assert _post(client, "k1").status_code == 403
 
 
 def test_the_same_key_at_the_order_api_and_the_mail_api_names_two_requests(world: World) -> None:
     mail, orders = MailAPI(world), OrderAPI(world)
-    with respx.mock(assert_all_mocked=True) as router, httpx.Client() as client:
+    with respx.mock(assert_all_mocked=True) as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host=MAIL_HOST).mock(side_effect=mail.handle)
         router.route(host="orders.crashmatrix.test").mock(side_effect=orders.handle)
         order = client.post(f"{BASE_URL}/orders", json={"item": "pen"}, headers={"Idempotency-Key": "k1"})

@@ -16,6 +16,7 @@ import respx
 from respx.models import AllMockedAssertionError
 
 from crashmatrix.mock_tools import BASE_URL, FaultSpec, OrderAPI, World
+from tests.tls import CONTEXT
 
 FORK = multiprocessing.get_context("fork")
 ORDER = {"item": "pen", "quantity": 2}
@@ -32,7 +33,7 @@ def _post(client: httpx.Client, key: str | None, body: dict[str, object] = ORDER
 @pytest.fixture
 def api(world: World) -> Iterator[tuple[OrderAPI, httpx.Client]]:
     service = OrderAPI(world)
-    with respx.mock(assert_all_called=False) as router, httpx.Client() as client:
+    with respx.mock(assert_all_called=False) as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host="orders.crashmatrix.test").mock(side_effect=service.handle)
         yield service, client
 
@@ -124,7 +125,7 @@ def test_many_threads_with_one_key_create_exactly_one_order(
 
 def _process_sender(root: str, barrier: threading.Barrier, results: multiprocessing.Queue[int]) -> None:
     service = OrderAPI(World(Path(root)), hold_in_flight=HOLD)
-    with respx.mock() as router, httpx.Client() as client:
+    with respx.mock() as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host="orders.crashmatrix.test").mock(side_effect=service.handle)
         barrier.wait()
         results.put(_post(client, "k1").status_code)
@@ -151,7 +152,7 @@ def test_several_processes_with_one_key_create_exactly_one_order(world: World) -
 
 def _dies_in_flight(root: str) -> None:
     service = OrderAPI(World(Path(root)), on_in_flight=lambda _key: os.kill(os.getpid(), signal.SIGKILL))
-    with respx.mock() as router, httpx.Client() as client:
+    with respx.mock() as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host="orders.crashmatrix.test").mock(side_effect=service.handle)
         _post(client, "k1")
 
@@ -163,7 +164,7 @@ def test_an_in_flight_key_whose_owner_died_is_taken_over(world: World) -> None:
     child.join()
     assert child.exitcode == -signal.SIGKILL
     assert world.snapshot().counts["orders"] == 0  # it died between claim and commit
-    with respx.mock() as router, httpx.Client() as client:
+    with respx.mock() as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host="orders.crashmatrix.test").mock(side_effect=OrderAPI(world).handle)
         assert _post(client, "k1").status_code == 201
         assert _post(client, "k1").status_code == 200
@@ -187,7 +188,7 @@ def test_an_ordinary_error_in_flight_releases_the_key(
 
 def test_timeout_before_raises_connect_timeout_and_commits_nothing(tmp_path: Path) -> None:
     world = World.create(tmp_path / "w", faults=[FaultSpec("create_order", "timeout_before")])
-    with respx.mock() as router, httpx.Client() as client:
+    with respx.mock() as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host="orders.crashmatrix.test").mock(side_effect=OrderAPI(world).handle)
         with pytest.raises(httpx.ConnectTimeout):
             _post(client, "k1")
@@ -197,7 +198,7 @@ def test_timeout_before_raises_connect_timeout_and_commits_nothing(tmp_path: Pat
 
 def test_response_lost_commits_then_raises_read_timeout(tmp_path: Path) -> None:
     world = World.create(tmp_path / "w", faults=[FaultSpec("create_order", "response_lost")])
-    with respx.mock() as router, httpx.Client() as client:
+    with respx.mock() as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host="orders.crashmatrix.test").mock(side_effect=OrderAPI(world).handle)
         with pytest.raises(httpx.ReadTimeout):
             _post(client, "k1")
@@ -207,7 +208,7 @@ def test_response_lost_commits_then_raises_read_timeout(tmp_path: Path) -> None:
 
 def test_permission_denied_is_403_and_commits_nothing(tmp_path: Path) -> None:
     world = World.create(tmp_path / "w", faults=[FaultSpec("create_order", "permission_denied")])
-    with respx.mock() as router, httpx.Client() as client:
+    with respx.mock() as router, httpx.Client(verify=CONTEXT) as client:
         router.route(host="orders.crashmatrix.test").mock(side_effect=OrderAPI(world).handle)
         assert _post(client, "k1").status_code == 403
         assert world.snapshot().counts["orders"] == 0
@@ -229,7 +230,7 @@ def test_an_in_flight_key_whose_owner_is_an_unreaped_zombie_is_taken_over(world:
     # WNOWAIT: wait until it is dead but leave it unreaped, so os.kill(pid, 0) still succeeds.
     os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
     try:
-        with respx.mock() as router, httpx.Client() as client:
+        with respx.mock() as router, httpx.Client(verify=CONTEXT) as client:
             router.route(host="orders.crashmatrix.test").mock(side_effect=OrderAPI(world).handle)
             assert _post(client, "k1").status_code == 201
     finally:

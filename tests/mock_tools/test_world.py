@@ -16,6 +16,7 @@ from crashmatrix.harness.core.tools import ToolContext
 from crashmatrix.harness.errors import HarnessError, InputError
 from crashmatrix.mock_tools import FaultSpec, MockToolbox, World, catalogue
 from crashmatrix.mock_tools.fileops import sha256_text
+from tests.tls import CONTEXT
 
 SESSION_LINE = b'{"type":"message"}\n'  # what the world fixture (conftest.py) writes
 
@@ -24,7 +25,7 @@ FORK = multiprocessing.get_context("fork")
 
 def _child_sends_email(root: str) -> None:
     world = World(Path(root))
-    with httpx.Client() as http:  # send_email makes no HTTP request
+    with httpx.Client(verify=CONTEXT) as http:  # send_email makes no HTTP request
         toolbox = MockToolbox(world, catalogue(), http)
         ctx = ToolContext("call_child", "exec_1", "key_1", "0" * 64)
         toolbox.execute("send_email", {"to": "a@b.test", "subject": "s", "body": "b"}, ctx)

@@ -10,6 +10,7 @@ import pytest
 import respx
 
 from crashmatrix.mock_tools import World, install
+from tests.tls import CONTEXT
 
 from .rig import MODEL_URL, SESSION_ID, Rig
 
@@ -21,7 +22,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     world = World.create(root, session_path=session)
     with (
         respx.mock(assert_all_mocked=True, assert_all_called=False) as router,
-        httpx.Client() as http,
+        httpx.Client(verify=CONTEXT) as http,
     ):
         route = router.post(MODEL_URL)
         install(router, world)

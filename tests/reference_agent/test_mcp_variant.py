@@ -44,6 +44,7 @@ from crashmatrix.reference_agent.mcp_client import (
     server_from_env,
 )
 from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
+from tests.tls import CONTEXT
 
 from .rig import MODEL_BASE_URL, MODEL_URL, SESSION_ID, SimulatedCrash, crash_at
 
@@ -258,7 +259,7 @@ def _run(
     requests: list[JSON] = []
     with (
         respx.mock(assert_all_mocked=True, assert_all_called=False) as router,
-        httpx.Client() as http,
+        httpx.Client(verify=CONTEXT) as http,
     ):
         model = ScriptedModel(list(rules))
         router.post(MODEL_URL).mock(side_effect=model.handle)
@@ -362,7 +363,10 @@ def test_a_lost_mcp_answer_for_an_order_is_reconciled_by_key_not_ordered_twice(t
     root = tmp_path / "mcp"
     session = root / "workspace" / ".agent_state" / f"session-{SESSION_ID}.jsonl"
     world = World.create(root, session_path=session)
-    with respx.mock(assert_all_mocked=True, assert_all_called=False) as router, httpx.Client() as http:
+    with (
+        respx.mock(assert_all_mocked=True, assert_all_called=False) as router,
+        httpx.Client(verify=CONTEXT) as http,
+    ):
         router.post(MODEL_URL).mock(side_effect=ScriptedModel(rules).handle)
         install(router, world)
         contracts = catalogue()

@@ -20,6 +20,7 @@ from crashmatrix.mock_tools import MockToolbox
 from crashmatrix.mock_tools.model import ScriptedModel
 from crashmatrix.mock_tools.order_api import ORDERS_HOST
 from crashmatrix.reference_agent.model import ModelSettings, OpenAIChatModel, make_openai_client
+from tests.tls import CONTEXT
 
 from .rig import Rig, SimulatedCrash, crash_at
 
@@ -147,7 +148,7 @@ def test_the_agent_sends_exactly_what_chat_completions_create_would(tmp_path: Pa
     assert any(m.get("role") == "tool" for body in bodies for m in body["messages"])
     assert any(m.get("tool_calls") for body in bodies for m in body["messages"])
     answer = chat_completion(Reply(tool_calls=(("call_x", "read_file", {"path": "a"}),)), model="m", serial=1)
-    with respx.mock(assert_all_mocked=True) as router, httpx.Client() as http:
+    with respx.mock(assert_all_mocked=True) as router, httpx.Client(verify=CONTEXT) as http:
         route = router.post("http://model.test/v1/chat/completions").mock(
             return_value=httpx.Response(200, json=answer)
         )

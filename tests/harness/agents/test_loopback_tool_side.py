@@ -18,6 +18,7 @@ from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.mock_tools import MailAPI, MockToolbox, World, catalogue
 from crashmatrix.mock_tools.calls import ToolSide
 from crashmatrix.mock_tools.model import ScriptedModel
+from tests.tls import CONTEXT
 
 EMAIL = {"to": "ann@example.test", "subject": "Invoice", "body": "Attached."}
 RULES = [Rule(When(role="user", contains="mail"), Reply(tool_calls=(("call_m", "send_email", EMAIL),)))]
@@ -57,7 +58,7 @@ def world(tmp_path: Path) -> World:
 
 def _server(world: World, armed: Armed) -> LoopbackServer:
     model = ScriptedModel(RULES)
-    with httpx.Client() as http:
+    with httpx.Client(verify=CONTEXT) as http:
         toolbox = MockToolbox(world, catalogue(), http)
     return LoopbackServer(
         model,
@@ -136,7 +137,7 @@ def test_a_lookup_after_the_fault_is_seen_and_takes_no_fault(world: World) -> No
     armed = Armed("tool_server_died")
     with _server(world, armed) as server:
         armed.kind = "tool_server_died"  # still armed: a lookup must not take it
-        with httpx.Client() as client:
+        with httpx.Client(verify=CONTEXT) as client:
             answer: Any = client.get(
                 f"{server.mail_url}/emails",
                 params={"idempotency_key": "k"},

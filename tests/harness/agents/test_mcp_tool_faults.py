@@ -18,6 +18,7 @@ from crashmatrix.harness.errors import InputError
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.input.suite import BUILTIN_SUITE
 from crashmatrix.mock_tools.world import World
+from tests.tls import CONTEXT
 
 
 def test_a_fault_is_taken_once_for_its_call_and_never_for_another(tmp_path: Path) -> None:
@@ -69,7 +70,7 @@ def test_the_shared_toolbox_builder_puts_the_case_s_tool_side_on_every_call(tmp_
         session_id="s",
         world_dir=world.root,
         scenario=load_scenario(BUILTIN_SUITE / "send_email" / "send_once.yaml"),
-        http=httpx.Client(),  # send_email's backend is in process: no request leaves
+        http=httpx.Client(verify=CONTEXT),  # send_email's backend is in process: no request leaves
         model_base_url=MODEL_BASE_URL,
         hook=lambda boundary, call_id: None,
         before_append=lambda *args: None,

@@ -42,6 +42,7 @@ from crashmatrix.harness.verdict.invariants import Evidence, check_all
 from crashmatrix.mock_tools import MockToolbox, World, catalogue
 from crashmatrix.reference_agent.agent import Agent
 from crashmatrix.reference_agent.approval import ScriptedApprover
+from tests.tls import CONTEXT
 
 SESSION_ID = "sm"
 CONTRACTS = catalogue()
@@ -93,7 +94,7 @@ class AgentRuntime(RuleBasedStateMachine):
         self.world = World.create(
             self.root / "world", session_path=self.session, files={"notes.txt": "old\n"}
         )
-        self.http = httpx.Client()
+        self.http = httpx.Client(verify=CONTEXT)
         self.model = ScriptModel()
         self.turns: list[str] = []
         self.agent: Agent | None = None
