@@ -39,3 +39,19 @@ def scenario_text(name: str, *, edits: Sequence[tuple[str, str]] = (), **keys: o
 def email_once(*, edits: Sequence[tuple[str, str]] = (), **keys: object) -> str:
     """The ``email_once`` scenario (``tests/data/email_once.yaml``), varied as ``scenario_text``."""
     return scenario_text("email_once", edits=edits, **keys)
+
+
+# A scenario whose one tool, create_ticket, has its contract in the directory beside it
+# (``contracts_dir: contracts``): for tests of contract directories.
+TICKET_SCENARIO = """name: ticket
+tools: [create_ticket]
+contracts_dir: contracts
+turns: ["File it"]
+model:
+  - when: {role: user}
+    reply:
+      tool_calls:
+        - {id: call_1, name: create_ticket, arguments: {title: Broken}}
+  - when: {tool: create_ticket}
+    reply: {content: "Done."}
+"""

@@ -11,25 +11,13 @@ import pytest
 from crashmatrix.harness.errors import YamlError
 from crashmatrix.harness.input.scenario import load_scenario
 
-from ...scenario_data import email_once
+from ...scenario_data import TICKET_SCENARIO, email_once
 
 TICKET = (
     "name: create_ticket\nidempotency: non_idempotent\n"
     "parameters: {type: object, required: [title], properties: {title: {type: string}}}\n"
     "mock: {kind: record_row, table: tickets}\n"
 )
-TICKET_SCENARIO = """name: ticket
-tools: [create_ticket]
-contracts_dir: contracts
-turns: ["File it"]
-model:
-  - when: {role: user}
-    reply:
-      tool_calls:
-        - {id: call_1, name: create_ticket, arguments: {title: Broken}}
-  - when: {tool: create_ticket}
-    reply: {content: "Done."}
-"""
 
 
 def test_an_unchanged_file_is_loaded_once_and_a_changed_one_again(tmp_path: Path) -> None:

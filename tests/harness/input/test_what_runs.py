@@ -27,24 +27,12 @@ from crashmatrix.mock_tools.registry import catalogue
 from crashmatrix.mock_tools.toolbox import BUILTIN_TOOLS
 from crashmatrix.reference_agent.recovery import OUTCOMES
 
-from ...scenario_data import email_once
+from ...scenario_data import TICKET_SCENARIO, email_once
 
 TICKET = (
     "name: create_ticket\nidempotency: non_idempotent\n"
     "parameters: {type: object, required: [title], properties: {title: {type: string}}}\n"
 )
-TICKET_SCENARIO = """name: ticket
-tools: [create_ticket]
-contracts_dir: contracts
-turns: ["File it"]
-model:
-  - when: {role: user}
-    reply:
-      tool_calls:
-        - {id: call_1, name: create_ticket, arguments: {title: Broken}}
-  - when: {tool: create_ticket}
-    reply: {content: "Done."}
-"""
 
 
 def write(directory: Path, name: str, text: str) -> Path:
