@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from crashmatrix.harness.core.scenario import NEEDS, SIMULATED_PROGRAMS, SPECIAL
 from crashmatrix.harness.core.script import Reply, Rule, When
 from crashmatrix.harness.core.tools import CODES
 from crashmatrix.harness.input.contract_files import load_contracts
+from crashmatrix.harness.input.limits import oversize
 from crashmatrix.harness.input.yamlfile import Located, load_yaml, validate
 
 __all__ = ["NO_RESULT", "load_scenario"]
@@ -282,6 +284,7 @@ def _check_semantics(doc: Located, contracts: Mapping[str, ToolContract]) -> Non
 # so one instance is shared. A file that fails to load is not cached: it fails again, with
 # its message.
 _LOADED: dict[tuple[str, str, str, tuple[str, ...]], tuple[tuple[Path, ...], tuple[str, ...], Scenario]] = {}
+_KEEP = 512
 
 
 def _digest(path: Path) -> str:
@@ -301,13 +304,19 @@ def _stamps(dirs: Sequence[Path]) -> tuple[str, ...]:
 
 def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> Scenario:
     try:
+        # Only a regular file within the input limit is hashed: any other is loaded as before,
+        # which says what is wrong with it (before reading a byte of an oversized one).
+        if not stat.S_ISREG(os.stat(path).st_mode) or oversize(Path(path)) is not None:
+            return _load_scenario(path, contracts_dirs)[1]
         key = (str(path), os.path.abspath(path), _digest(Path(path)), tuple(map(str, contracts_dirs)))
     except OSError:
-        return _load_scenario(path, contracts_dirs)[1]  # says what is wrong with the file
+        return _load_scenario(path, contracts_dirs)[1]
     cached = _LOADED.get(key)
     if cached is not None and cached[1] == _stamps(cached[0]):
         return cached[2]
     dirs, scenario = _load_scenario(path, contracts_dirs)
+    if len(_LOADED) >= _KEEP:  # explore writes a new file per conversation: bounded
+        _LOADED.clear()
     _LOADED[key] = (dirs, _stamps(dirs), scenario)
     return scenario
 
