@@ -13,6 +13,7 @@ call with UNKNOWN_TOOL, and a misspelt expected word can never match.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -308,16 +309,21 @@ def load_scenario(path: Path | str, *, contracts_dirs: Sequence[Path] = ()) -> S
         # which says what is wrong with it (before reading a byte of an oversized one).
         if not stat.S_ISREG(os.stat(path).st_mode) or oversize(Path(path)) is not None:
             return _load_scenario(path, contracts_dirs)[1]
-        key = (str(path), os.path.abspath(path), _digest(Path(path)), tuple(map(str, contracts_dirs)))
+        from crashmatrix.mock_tools.registry import CONTRACTS_DIR
+
+        named = (str(CONTRACTS_DIR), *map(str, contracts_dirs))
+        key = (str(path), os.path.abspath(path), _digest(Path(path)), named)
     except OSError:
         return _load_scenario(path, contracts_dirs)[1]
     cached = _LOADED.get(key)
     if cached is not None and cached[1] == _stamps(cached[0]):
         return cached[2]
     dirs, scenario = _load_scenario(path, contracts_dirs)
-    if len(_LOADED) >= _KEEP:  # explore writes a new file per conversation: bounded
-        _LOADED.clear()
-    _LOADED[key] = (dirs, _stamps(dirs), scenario)
+    with contextlib.suppress(OSError):
+        if _digest(Path(path)) == key[2]:  # not rewritten while it was read
+            if len(_LOADED) >= _KEEP:  # explore writes a new file per conversation: bounded
+                _LOADED.clear()
+            _LOADED[key] = (dirs, _stamps(dirs), scenario)
     return scenario
 
 
