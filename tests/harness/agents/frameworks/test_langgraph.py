@@ -782,8 +782,12 @@ def test_a_reply_is_written_only_after_the_checkpoint_it_is_written_against() ->
     config = {"configurable": {"checkpoint_id": "c1"}}
     writes = threading.Thread(target=saver.put_writes, args=(config, [("messages", reply)], "t1"))
     writes.start()
-    time.sleep(0.05)
-    assert fired == []  # held: the checkpoint c1 is not committed
+    # Held while c1 is not committed: nothing fires (a write that did not wait fires
+    # after_model_reply at once; half a second is room for a thread on a loaded machine).
+    deadline = time.monotonic() + 0.5
+    while not fired and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fired == []
     saver.put({}, {"id": "c1", "channel_values": {"messages": []}}, {}, {})
     writes.join()
     assert saver.order == ["put", "put_writes"]
