@@ -555,20 +555,19 @@ class ForkServer:
         one with the most preloads."""
         with ForkServer._shared_lock:
             servers = list(ForkServer._shared.values())
-        bases = [server for server in servers if server._base_of(self) is server]
+        bases = [server for server in servers if server._can_fork(self)]
         return max(bases, key=lambda server: len(server.preload), default=None)
 
-    def _base_of(self, other: ForkServer) -> ForkServer | None:
-        """This server, if ``other`` can be forked from it now."""
+    def _can_fork(self, other: ForkServer) -> bool:
+        """Whether ``other`` can be forked from this server now."""
         process = self._process
-        eligible = (
+        return (
             self is not other
             and isinstance(process, subprocess.Popen)
             and process.poll() is None
             and set(self.preload) <= set(other.preload)
             and set(self.warm) <= _BASE_WARM
         )
-        return self if eligible else None
 
     def _clone(self, init: dict[str, Any], listener: socket.socket) -> _Clone | None:
         """This server forked from a warm base, listening on ``listener``; None where there is
@@ -588,7 +587,7 @@ class ForkServer:
                 return None
             base = ForkServer.shared(*self.base)
             base._ensure_running()
-            if base._base_of(self) is not base:
+            if not base._can_fork(self):
                 return None
         # As a new interpreter would start: SIGINT ignored if the harness ignores it now.
         ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN

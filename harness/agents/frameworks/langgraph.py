@@ -584,7 +584,8 @@ def _hook_checkpointer(
         # Model replies already saved as pending writes (a life killed at
         # after_tool_call_pending): LangGraph reuses them on resume, no reply of this life.
         saves.replied.update(str(m.id) for m in _replies(found.pending_writes or []))
-        saves.committed.add(str(found.config["configurable"].get("checkpoint_id")))
+        if found.config["configurable"].get("checkpoint_id"):
+            saves.committed.add(str(found.config["configurable"]["checkpoint_id"]))
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
