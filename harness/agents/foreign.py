@@ -176,6 +176,12 @@ class ForeignAdapter:
         # A framework runs a message's calls at the same time: its clean run's points are
         # grouped by call, the same in every run (``plan.enumeration.by_call``).
         self.concurrent_calls = spec.kind == "framework"
+        # A kind-2 agent runs in the life's process: its first crashes come from the clean
+        # life's snapshots wherever the life is one thread at the point (its own threads, a
+        # relay or a command it started, leave that point to a killed life: the manifest
+        # says why, harness.lives.snapshots). A kind-3 agent is a process of its own: a
+        # snapshot would copy while it runs, so its points never are.
+        self.snapshots = spec.kind == "python"
         self.unreachable: Mapping[str, str] = {}
         if spec.kind == "framework":
             self._as_framework(spec)

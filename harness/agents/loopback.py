@@ -97,6 +97,7 @@ from crashmatrix.harness.core.boundaries import BoundaryHook
 from crashmatrix.harness.core.ledger import arguments_sha256
 from crashmatrix.harness.core.tools import ToolContext, ToolObservation, no_step
 from crashmatrix.harness.errors import InputError
+from crashmatrix.harness.lives.threads import GATE, active, quiet
 from crashmatrix.mock_tools.calls import ToolSide
 from crashmatrix.mock_tools.model import ScriptedModel
 
@@ -234,6 +235,19 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silence: the request log and the trace say what happened, not stderr."""
 
+    def handle_one_request(self) -> None:
+        # The thread is quiet (_Server.process_request_thread) but while it answers: waiting
+        # for a request, a snapshot need not leave its point to a killed life for it, and a
+        # request wakes it under the gate, so none is answered while a copy is made
+        # (harness.lives.threads).
+        try:
+            self.rfile.peek(1)  # type: ignore[attr-defined]  # a BufferedReader (rbufsize -1)
+        except TimeoutError:
+            self.close_connection = True  # as the base class does when the request line times out
+            return
+        with active():
+            super().handle_one_request()
+
     def _send(self, reply: _Reply) -> None:
         data = json.dumps(reply.body, ensure_ascii=False).encode("utf-8")
         self._write(reply.status, [("Content-Type", "application/json")], data, reply.fault)
@@ -323,6 +337,17 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True  # a handler stuck on a dead agent must not keep the life alive
     request_queue_size = 16
     app: LoopbackServer
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # A handler thread starts only under the snapshots' gate (harness.lives.threads): one
+        # never starts while a snapshot is being copied.
+        with GATE:
+            super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # A connection's thread is quiet but while it answers a request (_Handler).
+        with quiet():
+            super().process_request_thread(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client gone mid-connection (an MCP relay killed or exiting, an agent killed
@@ -528,10 +553,14 @@ class LoopbackServer:
         # ``shutdown`` waits for the serving loop to wake up: up to one poll interval, at the
         # end of every life (0.05 s was ~40 ms of a kind-2 life's ~150). Waking 100 times a
         # second while idle costs nothing a life can measure.
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
+        self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
+
+    def _serve(self) -> None:
+        # The accept loop writes nothing of the case: a snapshot need not wait for it
+        # (harness.lives.threads); the handler threads it starts are counted.
+        with quiet():
+            self._httpd.serve_forever(poll_interval=0.01)
 
     def close(self) -> None:
         for key in list(self._mcp_frozen):

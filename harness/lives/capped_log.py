@@ -19,6 +19,8 @@ import re
 import threading
 from pathlib import Path
 
+from crashmatrix.harness.lives.threads import GATE, quiet
+
 __all__ = ["HEAD", "TAIL", "CappedLog", "Watch", "cap_file", "compact", "left_out", "watch"]
 
 HEAD = 1 << 20
@@ -104,11 +106,15 @@ class Watch:
         self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            stopping = self._stop.wait(self.every)
-            cap_file(self.path, head=self.head, tail=self.tail)
-            if stopping:
-                return
+        # Quiet between its cuts, each cut under the snapshots' gate: a clean life's snapshot
+        # need not wait for this thread, nor leave its point to a killed life for it.
+        with quiet():
+            while True:
+                stopping = self._stop.wait(self.every)
+                with GATE:
+                    cap_file(self.path, head=self.head, tail=self.tail)
+                if stopping:
+                    return
 
     def stop(self) -> None:
         """The last cut, made before this returns (the writers are done)."""

@@ -25,11 +25,15 @@ runs as before (a life killed at P), with the reason in the manifest:
 * a process the life started is alive at the boundary (a ``run_command`` child inside its
   effect, a kind-3 agent, an MCP relay or server): a SIGKILL of the life would end its
   tie with it, and it goes on writing while the copy is made;
+* another thread of the life is running at the boundary, besides the harness's quiet ones
+  (``harness.lives.threads``): a kill stops every thread at once, a pause only the one at
+  the boundary, so the others may write while the copy is made. A kind-2 agent's own
+  threads, and the agent's thread itself where the boundary is passed in the loopback
+  server's (the model's reply, a service's effect), leave their points to killed lives;
 * the case keeps a store on a PostgreSQL server (``postgres.json``): not a file to copy.
 
 And a whole agent is left on the plain path (``unfaithful``): agents whose adapter does not
-declare ``snapshots = True`` (threads of their own may write while the copy is made: a
-kill stops every thread at once, a pause only the one at the boundary), agents that run a
+declare ``snapshots = True`` (the reference agent and kind-2 agents do), agents that run a
 message's calls at once (``concurrent_calls``), spawned lives (``isolation: spawn``).
 
 With ``record_syncs`` (the power column) the clean life records its fsyncs
@@ -48,6 +52,7 @@ import shutil
 import signal
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -62,6 +67,7 @@ from crashmatrix.harness.lives import postgres
 from crashmatrix.harness.lives.descendants import _children
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
+from crashmatrix.harness.lives.threads import GATE, running_besides_this_one
 
 __all__ = ["MANIFEST", "WINDOW", "WINDOW_TORN", "Snapshotter", "unfaithful"]
 
@@ -177,13 +183,24 @@ class Snapshotter:
         running = _left_running()
         if running:
             return f"processes the life started were running at the boundary ({len(running)})"
+        threads = running_besides_this_one()
+        if threads:
+            # A kill stops them all; a copy made while they run is not what it leaves.
+            return (
+                f"other threads of the life were running at the boundary ({threads})"
+                if threads > 0
+                else "the life's threads cannot be counted here (/proc/self/task)"
+            )
         return ""
 
     def take(self, point: CrashPoint, tear: tuple[Path, bytes] | None = None) -> None:
         if self.window and not self.in_window(tear is not None):
             return
         self.count += 1
-        name = f"{self.count:04d}"
+        with GATE:  # no handler thread of the loopback server starts until the copy is made
+            self._take(point, f"{self.count:04d}", tear)
+
+    def _take(self, point: CrashPoint, name: str, tear: tuple[Path, bytes] | None) -> None:
         why = self.why_not()
         if why:
             _append(self.into / MANIFEST, {"point": point.id, "skipped": why})
@@ -191,7 +208,11 @@ class Snapshotter:
         copy = self.into / name
         crash = (json.dumps({"life": self.life, "event": "crash", "point": point.id}) + "\n").encode()
         parent = os.getpid()
-        pid = os.fork()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns on a fork with threads: the harness's quiet ones are
+            # waiting in C (select, recv) holding nothing the child's copy needs.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
         if pid == 0:  # pragma: no cover - the child dies by SIGKILL; tested through its copies
             try:
                 die_with_parent(parent)

@@ -16,6 +16,8 @@ import json
 import os
 import re
 import signal
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +29,7 @@ from hypothesis import strategies as st
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint, parse_point
 from crashmatrix.harness.input.suite import BUILTIN_SUITE
-from crashmatrix.harness.lives import postgres
+from crashmatrix.harness.lives import postgres, threads
 from crashmatrix.harness.lives.snapshots import MANIFEST, WINDOW, WINDOW_TORN, Snapshotter, unfaithful
 from crashmatrix.harness.plan.enumeration import recovery_window
 from crashmatrix.reports.results import CaseRecord, Results, load_results
@@ -151,6 +153,36 @@ def test_snapshots_give_every_case_of_the_slice_the_verdict_a_killed_life_gives(
     assert published == started_from and len(published) > 10
 
 
+DESK = Path(__file__).resolve().parents[3] / "examples" / "desk_agent"
+
+
+@pytest.mark.slow
+def test_a_kind_2_agent_gets_from_snapshots_the_verdicts_killed_lives_give(
+    pytester: pytest.Pytester,
+) -> None:
+    """desk_agent is a team's unmodified Python agent (kind 2): its own session, outbox and
+    orders database, found by probing; the model over the loopback server. Its lives have
+    the harness's threads beside its own one (the loopback server's), so snapshots rest on
+    counting the life's threads at each point (``harness.lives.threads``)."""
+    scenarios, agent = [DESK / "scenario.yaml"], f"--agent={DESK / 'adapter.yaml'}"
+    plain = run(pytester, "plain", scenarios, agent, "--no-snapshots")
+    snapshotted = run(pytester, "snapshots", scenarios, agent)
+    assert compare(plain, snapshotted) == []
+    entries = [
+        json.loads(line)
+        for manifest in (pytester.path / "tmp-snapshots").rglob(MANIFEST)
+        for line in manifest.read_text().splitlines()
+    ]
+    taken = [e["point"] for e in entries if "dir" in e]
+    skipped = {e["point"]: e["skipped"] for e in entries if "skipped" in e}
+    # The points its own thread passes are copies. The model's reply is passed in the
+    # loopback server's handler thread while the agent's thread runs on: a killed life's.
+    assert len(taken) > len(entries) // 2 and len(plain.cases) > 40
+    replies = {p: why for p, why in skipped.items() if p.startswith("after_model_reply")}
+    assert replies and set(replies.values()) == {"other threads of the life were running at the boundary (1)"}
+    assert not any(p.startswith("after_model_reply") for p in taken)
+
+
 def _in_a_child(body: Callable[[], None]) -> None:
     """Run ``body`` in a forked child of this test (a process with no children of its own:
     the test process may have fork servers from earlier tests, which ``why_not`` would see)."""
@@ -263,6 +295,84 @@ def test_a_point_passed_while_a_process_of_the_life_runs_is_left_to_a_killed_lif
         "skipped": "processes the life started were running at the boundary (1)",
     }
     assert taken["exitcode"] == -signal.SIGKILL
+
+
+def test_a_point_passed_while_another_thread_of_the_life_runs_is_left_to_a_killed_life(
+    tmp_path: Path,
+) -> None:
+    """A kill stops every thread, a pause only the one at the boundary: a thread of the
+    agent's own may write while the copy is made, so its points are left to killed lives.
+    A quiet thread of the harness (waiting, acting only under the gate) is no reason."""
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+
+    def clean_life() -> None:
+        release = threading.Event()
+        agents = threading.Thread(target=release.wait)
+        agents.start()
+        Snapshotter(case, into, 1).take(parse_point("after_running[call_1]"))
+        release.set()
+        agents.join()
+
+        def harness_thread(started: threading.Event) -> None:
+            with threads.quiet():
+                started.set()
+                release.wait()
+
+        release.clear()
+        started = threading.Event()
+        quiet = threading.Thread(target=harness_thread, args=(started,))
+        quiet.start()
+        started.wait()
+        Snapshotter(case, into, 1).take(parse_point("after_side_effect[call_1]"))
+        release.set()
+        quiet.join()
+
+    _in_a_child(clean_life)
+    skipped, taken = _manifest(into)
+    assert skipped == {
+        "point": "after_running[call_1]",
+        "skipped": "other threads of the life were running at the boundary (1)",
+    }
+    assert taken["point"] == "after_side_effect[call_1]" and taken["exitcode"] == -signal.SIGKILL
+
+
+def test_a_quiet_thread_does_not_act_while_a_snapshot_is_copied(tmp_path: Path) -> None:
+    """A quiet thread writes only under the gate, and a snapshot holds it through its copy:
+    a write of two halves, made under the gate with a pause between them, is never half in
+    a copy. Without the gate held, most copies caught the first half alone."""
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+    notes = case / "world" / "workspace" / "notes.txt"
+
+    def clean_life() -> None:
+        stop = threading.Event()
+
+        def writer() -> None:
+            with threads.quiet():
+                while not stop.is_set():
+                    with threads.GATE, notes.open("a") as out:
+                        out.write("first half ")
+                        out.flush()
+                        time.sleep(0.002)
+                        out.write("second half\n")
+                    time.sleep(0.0005)
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        snapshots = Snapshotter(case, into, 1)
+        for index in range(20):
+            snapshots.take(parse_point(f"after_running[call_{index}]"))
+        stop.set()
+        thread.join()
+
+    _in_a_child(clean_life)
+    copies = [entry for entry in _manifest(into) if "dir" in entry]
+    assert len(copies) == 20  # a quiet thread is no reason to skip
+    halves = [
+        entry["point"]
+        for entry in copies
+        if (into / entry["dir"] / "world" / "workspace" / "notes.txt").read_text().endswith("first half ")
+    ]
+    assert halves == []
 
 
 def test_a_case_with_a_postgres_store_is_not_snapshotted(tmp_path: Path) -> None:
