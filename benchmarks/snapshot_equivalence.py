@@ -5,6 +5,8 @@ each case's verdict compared; prints the figures and every difference (exit 1 if
     python benchmarks/snapshot_equivalence.py                # scenarios/ both ways, then mutants
     python benchmarks/snapshot_equivalence.py --no-mutants   # the suite only
     python benchmarks/snapshot_equivalence.py --workers 1 --scenarios scenarios/send_email
+    python benchmarks/snapshot_equivalence.py --agent examples/desk_agent/adapter.yaml \
+        --scenarios examples/desk_agent/scenario.yaml               # a kind-2 agent (no mutants)
 
 The suite: ``python -m pytest SCENARIOS -n W`` as CI runs it, twice (``-o
 crashmatrix_snapshots=true`` the first time, ``--no-snapshots`` the second), the two ``matrix.json`` files compared by ``tests/harness/lives/
@@ -13,6 +15,12 @@ observed, the second crashes). The mutants: ``crashmatrix mutants`` over the sui
 without ``--no-snapshots``, its kill matrix (every cell of every mutant, and the case that
 killed it) compared. The fast proof is that test, on a slice of the suite. The load average
 is printed before and after: a figure taken with other work on the cores says so.
+
+With ``--agent`` (a kind-2 agent's adapter: snapshots are taken where its life is one thread
+at the point), both runs are of that agent, and the points left to killed lives are counted
+by their reason (``snapshots.jsonl``). An agent that writes wall-clock times or random names
+into its files differs in ``observed`` between any two runs, with or without snapshots: run
+``--no-snapshots`` twice to see which.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -89,6 +98,19 @@ def _kill_cells(matrix: dict[str, object]) -> dict[str, object]:
     return kept
 
 
+def _manifests(basetemp: Path) -> tuple[int, Counter[str]]:
+    """Points copied, and points left to killed lives by why, over every clean life's manifest."""
+    copied, left = 0, Counter[str]()
+    for manifest in basetemp.rglob("snapshots.jsonl"):
+        for line in manifest.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            if "skipped" in entry:
+                left[str(entry["skipped"])] += 1
+            else:
+                copied += 1
+    return copied, left
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -96,19 +118,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--scenarios", nargs="*", default=["scenarios"])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-mutants", action="store_true")
+    parser.add_argument("--agent", help="an adapter or module:factory; implies --no-mutants")
     args = parser.parse_args(argv)
+    agent = ("--agent", args.agent) if args.agent else ()
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="crashmatrix-snapshot-equivalence-"))
     differences: list[str] = []
     # On by default under pytest; said anyway, so that an ini turning them off cannot.
-    on, on_s = _pytest(work / "on", args.scenarios, args.workers, "-o", "crashmatrix_snapshots=true")
-    off, off_s = _pytest(work / "off", args.scenarios, args.workers, "--no-snapshots")
+    on, on_s = _pytest(work / "on", args.scenarios, args.workers, *agent, "-o", "crashmatrix_snapshots=true")
+    off, off_s = _pytest(work / "off", args.scenarios, args.workers, *agent, "--no-snapshots")
     plain, snapshotted = load_results(off), load_results(on)
     found = compare(plain, snapshotted)
     print(f"suite: {len(snapshotted.cases)} cases, {len(snapshotted.cases) - len(found)} the same both ways")
     print(f"  {off_s:.0f} s without snapshots, {on_s:.0f} s with ({100 * (on_s - off_s) / off_s:+.0f}%)")
     differences += found
-    if not args.no_mutants:
+    copied, left = _manifests(work / "on" / "basetemp")
+    print(f"  crashes (first, and second from recovering lives): {copied} from snapshots, {sum(left.values())} from lives killed at the point")
+    for why, count in left.most_common():
+        print(f"    {count} x {why}")
+    if not args.no_mutants and not args.agent:
         killed_on, m_on = _mutants(work / "mutants-on", args.workers)
         killed_off, m_off = _mutants(work / "mutants-off", args.workers, "--no-snapshots")
         a, b = _kill_cells(killed_off), _kill_cells(killed_on)
