@@ -54,15 +54,15 @@ The graph runs as the team runs it: ``durability`` is an option (sync, async, ex
 default LangGraph's own ``"async"`` (a step's checkpoint is written by LangGraph's background
 pool while the next step already runs), and ``max_concurrency`` is not set unless the team
 sets it (``ToolNode`` runs the calls of one message in parallel threads, the pool saves in
-parallel too). The hooks fire on the thread that made the write, once it returned. Three
+parallel too). The hooks fire on the thread that made the write, once it returned. Four
 orders are held so that each boundary stays one state (``_Saves``): a checkpoint showing a
 result or a reply is committed after that message's own pending write, a tool starts after
-the checkpoint holding its call, and a model reply is written after the checkpoint it is
-written against. What stays a race, said in docs/frameworks.md: with calls in
+the checkpoint holding its call, a model reply is written after the checkpoint it is
+written against, and a model request is sent after the checkpoint of the step before
+(``hold_model_requests``). What stays a race, said in docs/frameworks.md: with calls in
 parallel, a kill at one call's boundary finds the other calls of its message anywhere (not
-started, running, done), and under async durability a kill at ``after_tool_result`` may find
-the model already asked again (the request is in the log; nothing of it was saved). The
-verdict reads only what is durable and the world, so it is true in either state.
+started, running, done). The verdict reads only what is durable and the world, so it is
+true in every such state.
 Under ``durability="exit"`` nothing is saved until the run returns: the boundaries of a
 save are reached only then.
 
@@ -494,7 +494,7 @@ class _Saves:
     LangGraph hands its saves to a thread pool: a step's checkpoint (``put``, awaited before
     the next step only under ``durability="sync"``) and each task's pending writes
     (``put_writes``, never awaited), and with more than one thread those can finish in any
-    order. Three orders are held, each one of the orders the pool can take, so that every
+    order. Four orders are held, each one of the orders the pool can take, so that every
     boundary is one state in every run:
 
     * a checkpoint that shows a ToolMessage or a model reply is committed only after that
@@ -512,6 +512,14 @@ class _Saves:
       find the reply saved against a checkpoint that never was (resumed, the graph asks the
       model again: after_model_reply's state, not the boundary's).
 
+    * a model request of the root graph starts only after the checkpoint of the step before
+      its node was committed and its boundaries passed (``wait_step``, from ``_HoldModel``,
+      a LangChain callback): under async durability the model node runs while that
+      checkpoint, the one holding the tool results the request carries, is still being
+      written. Then a recovering life passed after_tool_result before or after it asked the
+      model depending on the pool, and its recovery window (the points it passes before it
+      first asks) was one point or the rest of the run from one run to the next.
+
     Under ``durability="exit"`` nothing is saved until the run ends: nothing is waited for."""
 
     WAIT = 30.0
@@ -525,6 +533,8 @@ class _Saves:
         self.written: set[str] = set()  # results (tool call ids) whose pending write returned
         self.replied: set[str] = set()  # replies (message ids) whose pending write returned
         self.committed: set[str] = set()  # checkpoint ids whose ``put`` returned (or an earlier life's)
+        # The root graph's last step whose checkpoint was committed and its boundaries passed.
+        self.step = -2
 
     def _wait(self, ready: Callable[[], bool], what: str) -> None:
         if self.durability == "exit":
@@ -552,6 +562,16 @@ class _Saves:
         its model node runs, and a reply saved against a checkpoint that a kill then loses is
         not reused on resume (the model is asked again)."""
         self._wait(lambda: checkpoint_id in self.committed, f"the checkpoint {checkpoint_id}")
+
+    def wait_step(self, step: int) -> None:
+        """Hold a model request of the root graph's step ``step + 1`` until the checkpoint of
+        step ``step`` was committed and its boundaries passed."""
+        self._wait(lambda: self.step >= step, f"the checkpoint of step {step}")
+
+    def note_step(self, step: int) -> None:
+        with self.changed:
+            self.step = max(self.step, step)
+            self.changed.notify_all()
 
     def note(self, **sets: Any) -> None:
         with self.changed:
@@ -586,6 +606,9 @@ def _hook_checkpointer(
         saves.replied.update(str(m.id) for m in _replies(found.pending_writes or []))
         if found.config["configurable"].get("checkpoint_id"):
             saves.committed.add(str(found.config["configurable"]["checkpoint_id"]))
+        step = (found.metadata or {}).get("step")
+        if isinstance(step, int):
+            saves.step = step
     inner_put, inner_writes = saver.put, saver.put_writes
 
     def put(config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
@@ -604,6 +627,9 @@ def _hook_checkpointer(
                 hook("after_tool_result", message.tool_call_id)
         # Only now may the ToolNode that runs it start: after_tool_call_saved was one state.
         saves.note(seen={str(m.id) for m in fresh})
+        step = (metadata or {}).get("step")
+        if isinstance(step, int) and not (config.get("configurable") or {}).get("checkpoint_ns"):
+            saves.note_step(step)  # and the next step's model request
         return out
 
     def put_writes(config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = "") -> None:
@@ -963,6 +989,7 @@ class LangGraphAdapter:
         config = self.driving.config()
         saves = _hook_checkpointer(graph.checkpointer, ctx.hook, config, approvals, self.driving.durability)
         hold_tool_nodes(graph, lambda: saves)
+        config = hold_model_requests(config, saves)
         person = _Person(self.spec, ctx, tuple(ctx.scenario.contracts), approvals)
         try:
             send_turns(
@@ -1241,6 +1268,26 @@ def hold_tool_nodes(graph: Any, saves: Callable[[], _Saves | None]) -> None:
         node.__crashmatrix_held__ = True
 
 
+def hold_model_requests(config: Mapping[str, Any], saves: _Saves) -> dict[str, Any]:
+    """``config`` with a LangChain callback that holds each chat model request of the root
+    graph, on the thread about to send it, until the checkpoint of the step before its node
+    was committed and its boundaries passed (``_Saves.wait_step``). A model call outside a
+    root node (a subgraph's, one made without LangChain) is not held."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class _HoldModel(BaseCallbackHandler):
+        run_inline = True  # on the thread that sends the request, before it sends
+        raise_error = True  # an order that does not hold is the life's one-line error
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            metadata = kwargs.get("metadata") or {}
+            step = metadata.get("langgraph_step")
+            if isinstance(step, int) and "|" not in str(metadata.get("langgraph_checkpoint_ns", "")):
+                saves.wait_step(step - 1)
+
+    return {**config, "callbacks": [*(config.get("callbacks") or ()), _HoldModel()]}
+
+
 _CALL: contextvars.ContextVar[str] = contextvars.ContextVar("crashmatrix_langgraph_call", default="")
 
 
@@ -1344,6 +1391,7 @@ def drive(life: TeamLife) -> None:
         config = how.config()
         saves = _hook_checkpointer(saver, life.hook, config, approvals, how.durability)
         hold_tool_nodes(graph, lambda: saves)
+        config = hold_model_requests(config, saves)
         names = tuple(life.spec.dialect.tools.agent_name(t) for t in ctx.scenario.contracts)
         person = _Person(where, ctx, names, approvals)
         send_turns(graph, config, how.durability, ctx.scenario.turns, person, where)

@@ -492,6 +492,39 @@ def test_a_kill_at_the_pending_reply_finds_its_checkpoint_saved_however_slow_the
 
 
 @pytest.mark.slow
+def test_a_resumed_graph_passes_its_saved_result_before_it_asks_the_model_however_slow_the_saver(
+    launcher: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recovering life's window (the points it passes before it first asks the model: the
+    second crashes of ``recovery@P``) is one set in every run. Resumed after a kill at
+    before_tool_result, the graph checkpoints the reused result while its model node already
+    runs: without ``_Saves.wait_step`` the slow saver commits it after the model request,
+    and the window became every point of the rest of the run instead of after_tool_result."""
+    (tmp_path / "crashmatrix_lg_slow_put.py").write_text(SLOW_PUT_GRAPH)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from crashmatrix.harness.front.cases import run_point
+    from crashmatrix.harness.input.scenario import load_scenario
+
+    result = run_point(
+        load_scenario(SUITE / "send_email/send_once.yaml"),
+        parse_point("before_tool_result[call_mail]"),
+        launcher,  # type: ignore[arg-type]
+        tmp_path / "case",
+        agent="langgraph:crashmatrix_lg_slow_put:build",
+        deadline=60.0,
+    )
+    verdict = result.verdict
+    assert verdict.status == "passed", verdict.mismatches or verdict.violations
+    trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]
+    second = [
+        e.get("boundary", e["event"])
+        for e in trace
+        if e["life"] == 2 and e["event"] in ("boundary", "model_request")
+    ]
+    assert second[:2] == ["after_tool_result", "model_request"], second
+
+
+@pytest.mark.slow
 def test_two_calls_of_one_message_are_in_flight_together_and_the_ledger_never_sends_twice(
     launcher: object, tmp_path: Path
 ) -> None:
