@@ -15,6 +15,7 @@ import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -463,13 +464,10 @@ def build(ctx):
 """
 
 
-@pytest.mark.slow
-def test_a_kill_at_the_pending_reply_finds_its_checkpoint_saved_however_slow_the_saver(
-    launcher: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``after_tool_call_pending`` is one state: the reply is a pending write of a committed
-    checkpoint, so the resumed graph reuses it. Without ``_Saves.wait_committed`` the kill
-    finds the step's checkpoint unwritten and the resumed graph asks the model again."""
+def _slow_put_case(
+    point: str, launcher: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Any, list[dict[str, Any]]]:
+    """send_once.yaml's case at ``point`` on the slow saver's graph, passed; its trace."""
     (tmp_path / "crashmatrix_lg_slow_put.py").write_text(SLOW_PUT_GRAPH)
     monkeypatch.syspath_prepend(str(tmp_path))  # lives get this process's sys.path
     from crashmatrix.harness.front.cases import run_point
@@ -477,7 +475,7 @@ def test_a_kill_at_the_pending_reply_finds_its_checkpoint_saved_however_slow_the
 
     result = run_point(
         load_scenario(SUITE / "send_email/send_once.yaml"),
-        parse_point("after_tool_call_pending[call_mail]"),
+        parse_point(point),
         launcher,  # type: ignore[arg-type]
         tmp_path / "case",
         agent="langgraph:crashmatrix_lg_slow_put:build",
@@ -486,6 +484,17 @@ def test_a_kill_at_the_pending_reply_finds_its_checkpoint_saved_however_slow_the
     verdict = result.verdict
     assert verdict.status == "passed", verdict.mismatches or verdict.violations
     trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]
+    return result, trace
+
+
+@pytest.mark.slow
+def test_a_kill_at_the_pending_reply_finds_its_checkpoint_saved_however_slow_the_saver(
+    launcher: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``after_tool_call_pending`` is one state: the reply is a pending write of a committed
+    checkpoint, so the resumed graph reuses it. Without ``_Saves.wait_committed`` the kill
+    finds the step's checkpoint unwritten and the resumed graph asks the model again."""
+    result, trace = _slow_put_case("after_tool_call_pending[call_mail]", launcher, tmp_path, monkeypatch)
     second = [e["boundary"] for e in trace if e["life"] == 2 and e["event"] == "boundary"]
     assert second[0] == "after_tool_call_saved", second
     assert len((result.case_dir / "model_requests.jsonl").read_text().splitlines()) == 2
@@ -500,22 +509,7 @@ def test_a_resumed_graph_passes_its_saved_result_before_it_asks_the_model_howeve
     before_tool_result, the graph checkpoints the reused result while its model node already
     runs: without ``_Saves.wait_step`` the slow saver commits it after the model request,
     and the window became every point of the rest of the run instead of after_tool_result."""
-    (tmp_path / "crashmatrix_lg_slow_put.py").write_text(SLOW_PUT_GRAPH)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    from crashmatrix.harness.front.cases import run_point
-    from crashmatrix.harness.input.scenario import load_scenario
-
-    result = run_point(
-        load_scenario(SUITE / "send_email/send_once.yaml"),
-        parse_point("before_tool_result[call_mail]"),
-        launcher,  # type: ignore[arg-type]
-        tmp_path / "case",
-        agent="langgraph:crashmatrix_lg_slow_put:build",
-        deadline=60.0,
-    )
-    verdict = result.verdict
-    assert verdict.status == "passed", verdict.mismatches or verdict.violations
-    trace = [json.loads(line) for line in (result.case_dir / "trace.jsonl").read_text().splitlines()]
+    _, trace = _slow_put_case("before_tool_result[call_mail]", launcher, tmp_path, monkeypatch)
     second = [
         e.get("boundary", e["event"])
         for e in trace
