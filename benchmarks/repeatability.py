@@ -1,0 +1,102 @@
+"""Whether an agent's matrix is the same from one run to the next: prints every case whose
+verdict differs between runs (exit 1 if one does), asserts nothing else.
+
+    python benchmarks/repeatability.py                                  # scenarios/, 3 runs
+    python benchmarks/repeatability.py --agent examples/langgraph_team/adapter_fixed.yaml \\
+        --scenarios scenarios/send_email scenarios/create_order --runs 3
+
+Each run is ``python -m pytest SCENARIOS -n W --no-doctor`` (with ``--agent``), as CI runs
+it; the runs' ``matrix.json`` files are compared case by case with the first one's, on what
+``tests/harness/lives/test_snapshots.verdict_of`` keeps of a case: status, lives, failed
+invariants and expectation keys, the second crashes of ``recovery@P``. What the case observed is left out
+unless ``--observed``: an agent that writes wall-clock times or random names into its files
+differs there in any two runs. A cell that differs judged a different state or a different
+set of crashes from one run to the next: its red or green is not reproducible. It found the
+LangGraph adapter's fourth held order (docs/frameworks.md): a recovering graph's window was
+one point in one run and the rest of the run in the next. The built-in suite on the
+reference agent: 1518 of 1518 cases the same in three runs (2026-12-03). Expect a
+``double@P`` case of an agent that holds no lease to differ: its two lives race on one
+session, and it is red in every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the tests package, for compare()
+
+from crashmatrix.reports.results import Results, load_results  # noqa: E402
+from tests.harness.lives.test_snapshots import _key, verdict_of  # noqa: E402
+
+
+def _run(where: Path, scenarios: Sequence[str], workers: int, extra: Sequence[str]) -> Results:
+    report = where / "report"
+    where.mkdir(parents=True)
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", *scenarios, "-n", str(workers), "-q", "-p", "no:cacheprovider",
+            "--no-doctor", f"--report-dir={report}", f"--basetemp={where / 'basetemp'}", *extra,
+        ],
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    if not (report / "matrix.json").exists():
+        sys.exit(f"no matrix.json (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    print(f"  {where.name}: {time.monotonic() - started:.0f} s ({last})", flush=True)
+    return load_results(report / "matrix.json")
+
+
+def differences(first: Results, other: Results, n: int, *, observed: bool) -> list[str]:
+    """Every case whose verdict differs between run 1 and run ``n``, one line each (pure)."""
+    ours = {_key(case): verdict_of(case) for case in first.cases}
+    theirs = {_key(case): verdict_of(case) for case in other.cases}
+    out: list[str] = []
+    for node in sorted(ours.keys() | theirs.keys()):
+        a, b = ours.get(node), theirs.get(node)
+        if a is None or b is None:
+            out.append(f"{node}: only in run {1 if b is None else n}")
+            continue
+        differs = [key for key in a if a[key] != b[key] and (observed or key != "observed")]
+        if differs:
+            out.append(f"{node}: " + "; ".join(f"{key}: {a[key]!r} / {b[key]!r}" for key in differs)[:600])
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scenarios", nargs="*", default=["scenarios"])
+    parser.add_argument("--agent", help="an adapter or module:factory (default: the reference agent)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--observed", action="store_true", help="also compare what each case observed")
+    args = parser.parse_args(argv)
+    extra = ["--agent", args.agent] if args.agent else []
+    work = Path(tempfile.mkdtemp(prefix="crashmatrix-repeatability-"))
+    runs = [_run(work / f"run-{n}", args.scenarios, args.workers, extra) for n in range(1, args.runs + 1)]
+    found = 0
+    for n, other in enumerate(runs[1:], start=2):
+        lines = differences(runs[0], other, n, observed=args.observed)
+        print(f"run 1 / run {n}: {len(runs[0].cases)} cases, {len(lines)} different")
+        for line in lines:
+            print("  DIFFERENT:", line)
+        found += len(lines)
+    print(f"runs kept in {work}")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
