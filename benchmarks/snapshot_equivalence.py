@@ -133,7 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"  {off_s:.0f} s without snapshots, {on_s:.0f} s with ({100 * (on_s - off_s) / off_s:+.0f}%)")
     differences += found
     copied, left = _manifests(work / "on" / "basetemp")
-    print(f"  crashes (first, and second from recovering lives): {copied} from snapshots, {sum(left.values())} from lives killed at the point")
+    print(
+        f"  crashes (first, and second from recovering lives): {copied} from snapshots,"
+        f" {sum(left.values())} from lives killed at the point"
+    )
     for why, count in left.most_common():
         print(f"    {count} x {why}")
     if not args.no_mutants and not args.agent:
