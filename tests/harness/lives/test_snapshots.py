@@ -161,9 +161,9 @@ def test_a_kind_2_agent_gets_from_snapshots_the_verdicts_killed_lives_give(
     pytester: pytest.Pytester,
 ) -> None:
     """desk_agent is a team's unmodified Python agent (kind 2): its own session, outbox and
-    orders database, found by probing; the model over the loopback server. Its lives have
-    the harness's threads beside its own one (the loopback server's), so snapshots rest on
-    counting the life's threads at each point (``harness.lives.threads``)."""
+    orders database, found by probing; the model over the loopback server. Its lives run
+    the loopback server's threads beside the agent's, so its snapshots rest on counting the
+    life's threads at each point (``harness.lives.threads``)."""
     scenarios, agent = [DESK / "scenario.yaml"], f"--agent={DESK / 'adapter.yaml'}"
     plain = run(pytester, "plain", scenarios, agent, "--no-snapshots")
     snapshotted = run(pytester, "snapshots", scenarios, agent)
