@@ -6,8 +6,8 @@ verdict differs between runs (exit 1 if one does), asserts nothing else.
         --scenarios scenarios/send_email scenarios/create_order --runs 3
 
 Each run is ``python -m pytest SCENARIOS -n W --no-doctor`` (with ``--agent``), as CI runs
-it; the runs' ``matrix.json`` files are compared case by case with the first one's, on what
-``tests/harness/lives/test_snapshots.verdict_of`` keeps of a case: status, lives, failed
+it; the runs' ``matrix.json`` files are compared case by case with the first one's, by
+``tests/harness/lives/test_snapshots.compare``: status, lives, failed
 invariants and expectation keys, the second crashes of ``recovery@P``. What the case observed is left out
 unless ``--observed``: an agent that writes wall-clock times or random names into its files
 differs there in any two runs. A cell that differs judged a different state or a different
@@ -22,56 +22,22 @@ session, and it is red in every run.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests package, for compare()
 
+from benchmarks.snapshot_equivalence import _pytest  # noqa: E402
 from crashmatrix.reports.results import Results, load_results  # noqa: E402
-from tests.harness.lives.test_snapshots import _key, verdict_of  # noqa: E402
+from tests.harness.lives.test_snapshots import compare  # noqa: E402
 
 
 def _run(where: Path, scenarios: Sequence[str], workers: int, extra: Sequence[str]) -> Results:
-    report = where / "report"
-    where.mkdir(parents=True)
-    started = time.monotonic()
-    done = subprocess.run(
-        [
-            sys.executable, "-m", "pytest", *scenarios, "-n", str(workers), "-q", "-p", "no:cacheprovider",
-            "--no-doctor", f"--report-dir={report}", f"--basetemp={where / 'basetemp'}", *extra,
-        ],
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        check=False,
-    )  # fmt: skip
-    if not (report / "matrix.json").exists():
-        sys.exit(f"no matrix.json (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    print(f"  {where.name}: {time.monotonic() - started:.0f} s ({last})", flush=True)
-    return load_results(report / "matrix.json")
-
-
-def differences(first: Results, other: Results, n: int, *, observed: bool) -> list[str]:
-    """Every case whose verdict differs between run 1 and run ``n``, one line each (pure)."""
-    ours = {_key(case): verdict_of(case) for case in first.cases}
-    theirs = {_key(case): verdict_of(case) for case in other.cases}
-    out: list[str] = []
-    for node in sorted(ours.keys() | theirs.keys()):
-        a, b = ours.get(node), theirs.get(node)
-        if a is None or b is None:
-            out.append(f"{node}: only in run {1 if b is None else n}")
-            continue
-        differs = [key for key in a if a[key] != b[key] and (observed or key != "observed")]
-        if differs:
-            out.append(f"{node}: " + "; ".join(f"{key}: {a[key]!r} / {b[key]!r}" for key in differs)[:600])
-    return out
+    matrix, _ = _pytest(where, scenarios, workers, *extra, label=where.name)
+    return load_results(matrix)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -89,7 +55,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = [_run(work / f"run-{n}", args.scenarios, args.workers, extra) for n in range(1, args.runs + 1)]
     found = 0
     for n, other in enumerate(runs[1:], start=2):
-        lines = differences(runs[0], other, n, observed=args.observed)
+        lines = compare(
+            runs[0],
+            other,
+            runs=("first", "other"),
+            said=("in run 1", f"in run {n}"),
+            leave_out=() if args.observed else ("observed",),
+        )
         print(f"run 1 / run {n}: {len(runs[0].cases)} cases, {len(lines)} different")
         for line in lines:
             print("  DIFFERENT:", line)

@@ -43,7 +43,9 @@ from crashmatrix.reports.results import load_results  # noqa: E402
 from tests.harness.lives.test_snapshots import compare  # noqa: E402
 
 
-def _pytest(where: Path, scenarios: Sequence[str], workers: int, *extra: str) -> tuple[Path, float]:
+def _pytest(
+    where: Path, scenarios: Sequence[str], workers: int, *extra: str, label: str = ""
+) -> tuple[Path, float]:
     report = where / "report"
     where.mkdir(parents=True)
     started = time.monotonic()
@@ -62,7 +64,7 @@ def _pytest(where: Path, scenarios: Sequence[str], workers: int, *extra: str) ->
     if not (report / "matrix.json").exists():
         sys.exit(f"no matrix.json (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    print(f"  pytest {' '.join(extra) or '(snapshots)'}: {seconds:.0f} s ({last})", flush=True)
+    print(f"  {label or 'pytest ' + (' '.join(extra) or '(snapshots)')}: {seconds:.0f} s ({last})", flush=True)
     return report / "matrix.json", seconds
 
 

@@ -69,20 +69,29 @@ def _key(case: CaseRecord) -> str:
     return f"{Path(case.node_id.partition('::')[0]).name}::{case.point}"
 
 
-def compare(plain: Results, snapshots: Results) -> list[str]:
-    """Every case whose verdict differs between the two runs, one line each (pure)."""
+def compare(
+    plain: Results,
+    snapshots: Results,
+    *,
+    runs: tuple[str, str] = ("plain", "snapshot"),
+    said: tuple[str, str] = ("without snapshots", "with"),
+    leave_out: tuple[str, ...] = (),
+) -> list[str]:
+    """Every case whose verdict differs between the two runs, one line each (pure). ``runs``
+    and ``said`` name the two runs in the lines; ``leave_out``: keys of ``verdict_of`` not
+    compared (``benchmarks/repeatability.py``'s ``observed``)."""
     ours = {_key(case): verdict_of(case) for case in plain.cases}
     theirs = {_key(case): verdict_of(case) for case in snapshots.cases}
     out: list[str] = []
     for node in sorted(ours.keys() | theirs.keys()):
         a, b = ours.get(node), theirs.get(node)
         if a is None or b is None:
-            out.append(f"{node}: only in the {'plain' if b is None else 'snapshot'} run")
+            out.append(f"{node}: only in the {runs[0] if b is None else runs[1]} run")
             continue
-        differs = [key for key in a if a[key] != b[key]]
+        differs = [key for key in a if a[key] != b[key] and key not in leave_out]
         if differs:
-            said = "; ".join(f"{key}: {a[key]!r} without snapshots, {b[key]!r} with" for key in differs)
-            out.append(f"{node}: {said}"[:600])
+            line = "; ".join(f"{key}: {a[key]!r} {said[0]}, {b[key]!r} {said[1]}" for key in differs)
+            out.append(f"{node}: {line}"[:600])
     return out
 
 
