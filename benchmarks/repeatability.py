@@ -7,10 +7,11 @@ verdict differs between runs (exit 1 if one does), asserts nothing else.
 
 Each run is ``python -m pytest SCENARIOS -n W --no-doctor`` (with ``--agent``), as CI runs
 it; the runs' ``matrix.json`` files are compared case by case with the first one's, by
-``tests/harness/lives/test_snapshots.compare``: status, lives, failed
-invariants and expectation keys, the second crashes of ``recovery@P``. What the case observed is left out
-unless ``--observed``: an agent that writes wall-clock times or random names into its files
-differs there in any two runs. A cell that differs judged a different state or a different
+``tests/harness/lives/test_snapshots.compare``: status, lives, failed invariants and
+expectation keys, the second crashes of ``recovery@P``. What the case observed is left out by
+default (``--leave-out`` names the parts left out; ``--leave-out observed.world.files`` keeps
+all but the files' contents): an agent that writes wall-clock times or random names into
+its files differs there in any two runs. A cell that differs judged a different state or a different
 set of crashes from one run to the next: its red or green is not reproducible. It found the
 LangGraph adapter's fourth held order (docs/frameworks.md): a recovering graph's window was
 one point in one run and the rest of the run in the next. The built-in suite on the
@@ -48,7 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agent", help="an adapter or module:factory (default: the reference agent)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--observed", action="store_true", help="also compare what each case observed")
+    parser.add_argument(
+        "--leave-out", nargs="*", default=["observed"], metavar="PATH",
+        help="parts of a case not compared (default: observed); none with a bare --leave-out",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     extra = ["--agent", args.agent] if args.agent else []
     work = Path(tempfile.mkdtemp(prefix="crashmatrix-repeatability-"))
@@ -60,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             other,
             runs=("first", "other"),
             said=("in run 1", f"in run {n}"),
-            leave_out=() if args.observed else ("observed",),
+            leave_out=tuple(args.leave_out),
         )
         print(f"run 1 / run {n}: {len(runs[0].cases)} cases, {len(lines)} different")
         for line in lines:

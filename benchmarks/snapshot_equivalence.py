@@ -19,8 +19,9 @@ is printed before and after: a figure taken with other work on the cores says so
 With ``--agent`` (a kind-2 agent's adapter: snapshots are taken where its life is one thread
 at the point), both runs are of that agent, and the points left to killed lives are counted
 by their reason (``snapshots.jsonl``). An agent that writes wall-clock times or random names
-into its files differs in ``observed`` between any two runs, with or without snapshots: run
-``--no-snapshots`` twice to see which.
+into its files differs in ``observed`` between any two runs, with or without snapshots
+(``benchmarks/repeatability.py`` shows which): ``--leave-out observed.world.files`` compares
+everything but those files' contents.
 """
 
 from __future__ import annotations
@@ -121,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-mutants", action="store_true")
     parser.add_argument("--agent", help="an adapter or module:factory; implies --no-mutants")
+    parser.add_argument(
+        "--leave-out", nargs="*", default=[], metavar="PATH",
+        help="parts of a case not compared, e.g. observed.world.files (an agent writing wall-clock times)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     agent = ("--agent", args.agent) if args.agent else ()
     print(f"load average before: {os.getloadavg()[0]:.1f}", flush=True)
@@ -130,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     on, on_s = _pytest(work / "on", args.scenarios, args.workers, *agent, "-o", "crashmatrix_snapshots=true")
     off, off_s = _pytest(work / "off", args.scenarios, args.workers, *agent, "--no-snapshots")
     plain, snapshotted = load_results(off), load_results(on)
-    found = compare(plain, snapshotted)
+    found = compare(plain, snapshotted, leave_out=tuple(args.leave_out))
     print(f"suite: {len(snapshotted.cases)} cases, {len(snapshotted.cases) - len(found)} the same both ways")
     print(f"  {off_s:.0f} s without snapshots, {on_s:.0f} s with ({100 * (on_s - off_s) / off_s:+.0f}%)")
     differences += found

@@ -78,20 +78,34 @@ def compare(
     leave_out: tuple[str, ...] = (),
 ) -> list[str]:
     """Every case whose verdict differs between the two runs, one line each (pure). ``runs``
-    and ``said`` name the two runs in the lines; ``leave_out``: keys of ``verdict_of`` not
-    compared (``benchmarks/repeatability.py``'s ``observed``)."""
-    ours = {_key(case): verdict_of(case) for case in plain.cases}
-    theirs = {_key(case): verdict_of(case) for case in snapshots.cases}
+    and ``said`` name the two runs in the lines; ``leave_out``: parts of ``verdict_of`` not
+    compared, by dotted path (``observed``; ``observed.world.files``, the contents of an
+    agent that writes wall-clock times or random names into its files)."""
+    ours = {_key(case): _without(verdict_of(case), leave_out) for case in plain.cases}
+    theirs = {_key(case): _without(verdict_of(case), leave_out) for case in snapshots.cases}
     out: list[str] = []
     for node in sorted(ours.keys() | theirs.keys()):
         a, b = ours.get(node), theirs.get(node)
         if a is None or b is None:
             out.append(f"{node}: only in the {runs[0] if b is None else runs[1]} run")
             continue
-        differs = [key for key in a if a[key] != b[key] and key not in leave_out]
+        differs = [key for key in a if a[key] != b[key]]
         if differs:
             line = "; ".join(f"{key}: {a[key]!r} {said[0]}, {b[key]!r} {said[1]}" for key in differs)
             out.append(f"{node}: {line}"[:600])
+    return out
+
+
+def _without(verdict: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
+    """``verdict`` without the parts ``paths`` name (``a.b.c``); a path not there is no error."""
+    out = json.loads(json.dumps(verdict, default=str))
+    for path in paths:
+        *parents, last = path.split(".")
+        here: Any = out
+        for name in parents:
+            here = here.get(name) if isinstance(here, dict) else None
+        if isinstance(here, dict):
+            here.pop(last, None)
     return out
 
 
@@ -428,6 +442,25 @@ def test_a_different_verdict_is_named_case_by_case() -> None:
     assert compare(plain, Results(agent="reference", cases=plain.cases[:1])) == [
         "a.yaml::after_running[c]: only in the plain run"
     ]
+
+
+def test_a_part_left_out_is_not_compared_and_the_rest_still_is() -> None:
+    """An agent's journal with wall-clock times differs between any two runs: left out by
+    its path, its file contents are not compared, the world's counts still are."""
+
+    def results(journal: str, emails: int) -> Results:
+        world = {"emails": emails, "files": {".memo/journal.jsonl": journal}}
+        record = CaseRecord(
+            "a.yaml::clean", "a", "a.yaml", (), (), "clean", "clean", "passed", False, 0.0, 1, "",
+            observed={"world": world},
+        )  # fmt: skip
+        return Results(agent="memo", cases=(record,))
+
+    leave_out = ("observed.world.files", "no.such.part")
+    assert compare(results('{"at": 1.5}', 1), results('{"at": 2.25}', 1), leave_out=leave_out) == []
+    assert compare(results('{"at": 1.5}', 1), results('{"at": 2.25}', 1)) != []
+    [line] = compare(results('{"at": 1.5}', 1), results('{"at": 2.25}', 2), leave_out=leave_out)
+    assert "'emails': 1" in line and "'emails': 2" in line and "journal" not in line
 
 
 @given(
