@@ -50,11 +50,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
+        "--no-snapshots", action="store_true",
+        help="first crashes from lives killed at each point, not snapshots: whether a case that "
+        "differs with snapshots differs without them too",
+    )  # fmt: skip
+    parser.add_argument(
         "--leave-out", nargs="*", default=["observed"], metavar="PATH",
         help="parts of a case not compared (default: observed); none with a bare --leave-out",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    extra = ["--agent", args.agent] if args.agent else []
+    extra = [
+        *(["--agent", args.agent] if args.agent else []),
+        *(["--no-snapshots"] if args.no_snapshots else []),
+    ]
     work = Path(tempfile.mkdtemp(prefix="crashmatrix-repeatability-"))
     runs = [_run(work / f"run-{n}", args.scenarios, args.workers, extra) for n in range(1, args.runs + 1)]
     found = 0

@@ -97,6 +97,7 @@ from crashmatrix.harness.errors import HarnessError, InputError, SessionCorrupti
 from crashmatrix.harness.lives.capped_log import CappedLog, cap_file
 from crashmatrix.harness.lives.capped_log import watch as watch_log
 from crashmatrix.harness.lives.parent_death import die_with_parent
+from crashmatrix.harness.lives.threads import quiet
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
 from crashmatrix.harness.observation.reading import read_observation, read_requests
@@ -176,12 +177,13 @@ class ForeignAdapter:
         # A framework runs a message's calls at the same time: its clean run's points are
         # grouped by call, the same in every run (``plan.enumeration.by_call``).
         self.concurrent_calls = spec.kind == "framework"
-        # A kind-2 agent runs in the life's process: its first crashes come from the clean
-        # life's snapshots wherever the life is one thread at the point (its own threads, a
-        # relay or a command it started, leave that point to a killed life: the manifest
-        # says why, harness.lives.snapshots). A kind-3 agent is a process of its own: a
-        # snapshot would copy while it runs, so its points never are.
-        self.snapshots = spec.kind == "python"
+        # Its first crashes come from the clean life's snapshots wherever nothing but the
+        # agent at its boundary could act during the copy (harness.lives.snapshots; the
+        # manifest says why a point is left to a killed life). Kind 2 runs in the life's
+        # process: the life must be one thread there (its own threads, a relay or a command
+        # it started leave the point). Kind 3 is a process of its own, stopped at each edge
+        # (``freeze``): it must be stopped there, with no process of its own.
+        self.snapshots = spec.kind in ("python", "command")
         self.unreachable: Mapping[str, str] = {}
         if spec.kind == "framework":
             self._as_framework(spec)
@@ -1013,7 +1015,8 @@ class ForeignAdapter:
         )
         pump.start()
         try:
-            code = process.wait()
+            with quiet():  # it only waits: a snapshot at the agent's edge need not wait for it
+                code = process.wait()
             # The life's MCP relays are the harness's, not something the agent left: its HTTP
             # relay, and the warm server with every relay forked there (the agent's own child
             # is the launcher it spawned, harness.agents.mcp_launch).

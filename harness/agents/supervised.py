@@ -16,6 +16,7 @@ from typing import Any
 from crashmatrix.harness.agents.conversation import _PROMPT_WINDOW, Conversation, UnansweredApproval
 from crashmatrix.harness.lives.capped_log import CappedLog
 from crashmatrix.harness.lives.descendants import kill_adopted, tracking
+from crashmatrix.harness.lives.threads import active, quiet
 
 __all__ = []
 
@@ -67,39 +68,43 @@ def _pump(process: subprocess.Popen[bytes], conversation: Conversation, log: Pat
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
     pending: list[str] = []
     size = 0
-    with CappedLog(log) as copy:
+    with CappedLog(log) as copy, quiet():
         while True:
+            # Quiet while it waits for output: a kind-3 agent stopped at its edge prints
+            # nothing, so a snapshot copies with the pump idle (harness.lives.threads). What it
+            # read is handled active, entered under the snapshots' gate: never during a copy.
             chunk = os.read(fd, _CHUNK)
-            if not chunk:
-                return
-            copy.write(chunk)
-            text = decoder.decode(chunk)
-            pending.append(text)
-            size += len(text)
-            if size > 2 * _PROMPT_WINDOW:
-                window = "".join(pending)[-_PROMPT_WINDOW:]
-                pending, size = [window], len(window)
-            if select.select([fd], [], [], 0)[0] or process.stdin is None:
-                # More is there already: it is still printing, not asking. No stdin: an agent
-                # given its message another way, asking no approval, reads end of input.
-                continue
-            try:
-                line = conversation.answer("".join(pending)[-_PROMPT_WINDOW:], waiting=False)
-            except UnansweredApproval:
-                # No answer is truthful: the agent goes, unanswered; the life raises it once
-                # the agent is gone (conversation.unanswered), not as an unplanned death.
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                return
-            if line is None:
-                continue
-            pending, size = [], 0
-            copy.write(line.encode("utf-8"))
-            try:
-                if line:
-                    process.stdin.write(line.encode("utf-8"))
-                    process.stdin.flush()
-                else:
-                    process.stdin.close()  # no turns left: end of input, the agent exits
-            except (BrokenPipeError, ValueError):
-                return
+            with active():
+                if not chunk:
+                    return
+                copy.write(chunk)
+                text = decoder.decode(chunk)
+                pending.append(text)
+                size += len(text)
+                if size > 2 * _PROMPT_WINDOW:
+                    window = "".join(pending)[-_PROMPT_WINDOW:]
+                    pending, size = [window], len(window)
+                if select.select([fd], [], [], 0)[0] or process.stdin is None:
+                    # More is there already: it is still printing, not asking. No stdin: an agent
+                    # given its message another way, asking no approval, reads end of input.
+                    continue
+                try:
+                    line = conversation.answer("".join(pending)[-_PROMPT_WINDOW:], waiting=False)
+                except UnansweredApproval:
+                    # No answer is truthful: the agent goes, unanswered; the life raises it once
+                    # the agent is gone (conversation.unanswered), not as an unplanned death.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, signal.SIGKILL)
+                    return
+                if line is None:
+                    continue
+                pending, size = [], 0
+                copy.write(line.encode("utf-8"))
+                try:
+                    if line:
+                        process.stdin.write(line.encode("utf-8"))
+                        process.stdin.flush()
+                    else:
+                        process.stdin.close()  # no turns left: end of input, the agent exits
+                except (BrokenPipeError, ValueError):
+                    return

@@ -23,8 +23,9 @@ Where a snapshot could not be faithful, the point is not snapshotted and its fir
 runs as before (a life killed at P), with the reason in the manifest:
 
 * a process the life started is alive at the boundary (a ``run_command`` child inside its
-  effect, a kind-3 agent, an MCP relay or server): a SIGKILL of the life would end its
-  tie with it, and it goes on writing while the copy is made;
+  effect, an MCP relay or server): a SIGKILL of the life would end its tie with it, and it
+  goes on writing while the copy is made. A kind-3 agent is the exception where it is
+  stopped at its edge with no process of its own: it acts no more than a killed one;
 * another thread of the life is running at the boundary, besides the harness's quiet ones
   (``harness.lives.threads``): a kill stops every thread at once, a pause only the one at
   the boundary, so the others may write while the copy is made. A kind-2 agent's own
@@ -33,7 +34,7 @@ runs as before (a life killed at P), with the reason in the manifest:
 * the case keeps a store on a PostgreSQL server (``postgres.json``): not a file to copy.
 
 And a whole agent is left on the plain path (``unfaithful``): agents whose adapter does not
-declare ``snapshots = True`` (the reference agent and kind-2 agents do), agents that run a
+declare ``snapshots = True`` (the reference agent, kind-2 and kind-3 agents do), agents that run a
 message's calls at once (``concurrent_calls``), spawned lives (``isolation: spawn``).
 
 With ``record_syncs`` (the power column) the clean life records its fsyncs
@@ -138,8 +139,33 @@ def _rename_identities(source: Path, copy: Path) -> None:
     )
 
 
-def _left_running() -> list[int]:
-    return _children(os.getpid())
+def _state(pid: int) -> bytes:
+    """A process's state letter (``/proc/PID/stat``; b"" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            return stream.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return b""
+
+
+def _stopped(pid: int) -> bool:
+    """Stopped by a signal, every thread of it: a kind-3 agent at its edge
+    (``harness.agents.supervised._stopped``). It writes nothing while the copy is made, and a
+    kill of the life leaves it as it is now (the kernel SIGKILLs it with the life)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    return all(_state(int(task)) == b"T" for task in tasks)
+
+
+def _left_running() -> tuple[list[int], list[int]]:
+    """The life's children that may act while a copy is made (not stopped), and the stopped
+    ones with processes of their own: those may not have stopped with them (another process
+    group), and a kill of the life leaves them running, found as survivors by the next life."""
+    children = _children(os.getpid())
+    running = [pid for pid in children if not _stopped(pid)]
+    return running, [pid for pid in children if pid not in running and _children(pid)]
 
 
 class Snapshotter:
@@ -180,9 +206,11 @@ class Snapshotter:
         """Why a copy made now would not be the state a kill leaves ("" when it would)."""
         if (self.case_dir / postgres.RECORD).exists():
             return "the case keeps a store on a PostgreSQL server: no file to copy at the boundary"
-        running = _left_running()
+        running, parents = _left_running()
         if running:
             return f"processes the life started were running at the boundary ({len(running)})"
+        if parents:
+            return f"a process the life started had processes of its own at the boundary ({len(parents)})"
         threads = running_besides_this_one()
         if threads:
             # A kill stops them all; a copy made while they run is not what it leaves.

@@ -16,7 +16,10 @@ thread acts or wakes up meanwhile. The harness's quiet threads in a life:
   when the request arrives): waiting for the next one on a kept-alive connection (an agent's
   HTTP client keeps it open between requests), or closing the connection once answered;
 * the watcher that keeps the life's stderr file bounded (``harness.lives.capped_log``), which
-  cuts it under ``GATE``.
+  cuts it under ``GATE`` (a kind-3 agent's stderr file has one too);
+* a kind-3 agent's pump (``harness.agents.supervised._pump``), except while it handles what
+  the agent printed (``active()``): waiting for output, which a stopped agent never gives;
+* a kind-3 life's main thread while it waits for the agent to exit.
 
 Threads are counted from ``/proc/self/task``, the kernel's list: a C extension's threads
 (a framework's runtime, a database driver's pool) are there, not only ``threading``'s.

@@ -206,6 +206,30 @@ def test_a_kind_2_agent_gets_from_snapshots_the_verdicts_killed_lives_give(
     assert not any(p.startswith("after_model_reply") for p in taken)
 
 
+@pytest.mark.slow
+def test_a_kind_3_agent_gets_from_snapshots_the_verdicts_killed_lives_give(pytester: pytest.Pytester) -> None:
+    """blackbox_agent is a team's program run as a black box (kind 3): a process of its own,
+    stopped at each of its edges (the model's reply, its services' effects) while the life
+    decides. Its points are copied there, the model's reply included, so each case starts
+    one agent process fewer. Its ``double@`` cases are left out: two lives at once on a
+    session it holds no lease on race, and differ between any two runs without snapshots
+    too (``benchmarks/repeatability.py --no-snapshots``)."""
+    blackbox = DESK.parent / "blackbox_agent"
+    scenarios, agent = [blackbox / "scenario.yaml"], f"--agent={blackbox / 'adapter.yaml'}"
+    plain = run(pytester, "plain", scenarios, agent, "--no-snapshots", "-k", "not double")
+    snapshotted = run(pytester, "snapshots", scenarios, agent, "-k", "not double")
+    assert compare(plain, snapshotted) == []
+    entries = [
+        json.loads(line)
+        for manifest in (pytester.path / "tmp-snapshots").rglob(MANIFEST)
+        for line in manifest.read_text().splitlines()
+    ]
+    taken = {e["point"] for e in entries if "dir" in e}
+    assert [e for e in entries if "skipped" in e] == []
+    edges = ("after_model_reply", "after_running", "after_side_effect")
+    assert {f"{edge}[call_order]" for edge in edges} <= taken
+
+
 def _in_a_child(body: Callable[[], None]) -> None:
     """Run ``body`` in a forked child of this test (a process with no children of its own:
     the test process may have fork servers from earlier tests, which ``why_not`` would see)."""
@@ -318,6 +342,58 @@ def test_a_point_passed_while_a_process_of_the_life_runs_is_left_to_a_killed_lif
         "skipped": "processes the life started were running at the boundary (1)",
     }
     assert taken["exitcode"] == -signal.SIGKILL
+
+
+def _stopped_helper(with_own: bool) -> int:
+    """A child of the life stopped by SIGSTOP, as a kind-3 agent is at its edge; with
+    ``with_own``, with a process of its own (in its own group: it does not stop with it)."""
+    ready_read, ready_write = os.pipe()
+    helper = os.fork()
+    if helper == 0:
+        if with_own and os.fork() == 0:
+            os.setsid()
+            time.sleep(30)  # killed by the test, or by its parent's death (below)
+            os._exit(0)
+        os.write(ready_write, b"x")
+        time.sleep(30)
+        os._exit(0)
+    os.read(ready_read, 1)
+    if with_own:
+        while not (Path(f"/proc/{helper}/task/{helper}/children").read_text().split()):
+            time.sleep(0.001)
+    os.kill(helper, signal.SIGSTOP)
+    os.waitid(os.P_PID, helper, os.WSTOPPED | os.WNOWAIT)
+    return helper
+
+
+def test_a_kind_3_agent_stopped_at_its_edge_is_copied_unless_it_has_processes_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A kind-3 agent is a child of its life, stopped (SIGSTOP) while the life passes its edge:
+    it acts no more than a killed one, so the point is copied. A process it started, in a
+    group of its own, did not stop with it and outlives a kill: that point is a killed life's.
+    Fails if ``why_not`` takes every child for a running one (no kind-3 point copied) or
+    every stopped one as alone."""
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+
+    def clean_life() -> None:
+        for with_own, point in ((False, "after_model_reply[call_1]"), (True, "after_running[call_1]")):
+            helper = _stopped_helper(with_own)
+            try:
+                Snapshotter(case, into, 1).take(parse_point(point))
+            finally:
+                own = [int(pid) for pid in Path(f"/proc/{helper}/task/{helper}/children").read_text().split()]
+                for pid in (*own, helper):
+                    os.kill(pid, signal.SIGKILL)
+                os.waitpid(helper, 0)
+
+    _in_a_child(clean_life)
+    taken, skipped = _manifest(into)
+    assert taken["point"] == "after_model_reply[call_1]" and taken["exitcode"] == -signal.SIGKILL
+    assert skipped == {
+        "point": "after_running[call_1]",
+        "skipped": "a process the life started had processes of its own at the boundary (1)",
+    }
 
 
 def test_a_point_passed_while_another_thread_of_the_life_runs_is_left_to_a_killed_life(
