@@ -74,10 +74,11 @@ def _matrix(
     """The cases ``crashmatrix run`` runs for the scenario: clean, each point, power@ each
     point that is not a torn write, recovery@ the points after_approved and after_running
     (each column but the points' own can be left out, to keep a module cheap). P, power@P
-    and recovery@P share P's first crash, as the pytest plugin runs them."""
+    and recovery@P share P's first crash, taken from the clean life's snapshot where
+    faithful, as the pytest plugin runs them by default (``tests/matrices.py``)."""
     agent = str(adapter)
-    shared = FirstCrashes(work / "first-crashes", record_syncs=power)
-    enum = enumerate_points(scenario, launcher, work / "clean", agent=agent)
+    shared = FirstCrashes(work / "first-crashes", record_syncs=power, snapshots=True)
+    enum = enumerate_points(scenario, launcher, work / "clean", agent=agent, shared=shared)
     cases = {"clean": enum.clean_case()}
     for point in enum.points:
         cases[point.id] = run_point(scenario, point, launcher, work / point.id, agent=agent, shared=shared)

@@ -19,10 +19,12 @@ import yaml
 
 from crashmatrix.harness.agents.loading import fork_preload
 from crashmatrix.harness.core.boundaries import parse_point
-from crashmatrix.harness.front.cases import enumerate_points, run_point, run_recovery
+from crashmatrix.harness.front.cases import run_point, run_recovery
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.explain import explain
+
+from ...matrices import every_point
 
 ROOT = Path(__file__).resolve().parents[3]
 MEMO = ROOT / "examples" / "memo_agent"
@@ -50,12 +52,11 @@ def test_every_case_of_a_builtin_scenario_passes_with_only_an_adapter(
     name: str, launcher: LifeLauncher, tmp_path: Path
 ) -> None:
     scenario = load_scenario(ROOT / "scenarios" / name)
-    enumeration = enumerate_points(scenario, launcher, tmp_path / "enumerate", agent=str(ADAPTER))
+    enumeration, cases = every_point(scenario, launcher, tmp_path, agent=str(ADAPTER))
     clean = enumeration.clean_case()
     assert clean.passed, explain(clean, str(ADAPTER))
     assert len(enumeration.points) >= 4, enumeration.points  # the crash points were reached
-    for index, point in enumerate(enumeration.points):
-        result = run_point(scenario, point, launcher, tmp_path / f"p{index}", agent=str(ADAPTER))
+    for result in cases.values():
         assert result.passed, explain(result, str(ADAPTER))
     # And a second crash while it recovers from the side effect.
     effect = next(p for p in enumeration.points if p.boundary == "after_side_effect")

@@ -19,13 +19,14 @@ from pathlib import Path
 import pytest
 
 from crashmatrix.harness.core.boundaries import parse_point
-from crashmatrix.harness.front.cases import enumerate_points, run_point, run_tool_fault
+from crashmatrix.harness.front.cases import run_point, run_tool_fault
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher
 from crashmatrix.harness.verdict.explain import explain
 from crashmatrix.harness.verdict.result import CaseResult
 
 from ...launchers import warm_launcher
+from ...matrices import every_point
 from ...planted import plant
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -56,13 +57,12 @@ def _ledger(work: Path, call_id: str) -> list[tuple[str, str]]:
 @pytest.mark.slow
 def test_every_case_of_its_own_scenario_passes(launcher: LifeLauncher, tmp_path: Path) -> None:
     scenario = load_scenario(HERE / "scenario.yaml")
-    enumeration = enumerate_points(scenario, launcher, tmp_path / "enumerate", agent=str(ADAPTER))
+    enumeration, cases = every_point(scenario, launcher, tmp_path, agent=str(ADAPTER))
     clean = enumeration.clean_case()
     assert clean.passed, explain(clean, str(ADAPTER))
     boundaries = {p.boundary for p in enumeration.points}
     assert {"after_approved", "after_running", "after_side_effect", "before_tool_result"} <= boundaries
-    for index, point in enumerate(enumeration.points):
-        result = run_point(scenario, point, launcher, tmp_path / f"p{index}", agent=str(ADAPTER))
+    for result in cases.values():
         assert result.passed, explain(result, str(ADAPTER))
 
 
