@@ -217,12 +217,13 @@ def launcher() -> Iterator[LifeLauncher]:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> FirstCrashes:
-    """First crashes shared by P and recovery@P, whichever worker runs them (as the plugin
-    does): under the session's base directory, which every xdist worker sees."""
+    """First crashes shared by P and recovery@P, whichever worker runs them, each from the
+    clean life's snapshot where faithful (as the plugin does by default): under the
+    session's base directory, which every xdist worker sees."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent  # a worker's basetemp is <session's>/popen-gwN
-    return FirstCrashes(base / "foreign-examples-first-crashes")
+    return FirstCrashes(base / "foreign-examples-first-crashes", snapshots=True)
 
 
 def _variant(example: Example, bug: str, where: Path) -> Path:
