@@ -81,7 +81,7 @@ CANNOT_READ = {
         "give the command",
     ),
     "not MCP": (
-        "sh -c 'echo hello; sleep 5'",
+        "sh -c 'echo hello; sleep 1'",  # still running once it printed: read, not waited out
         "not an MCP server: it printed 'hello' on stdout, not JSON-RPC; "
         "give the command that starts an MCP server on stdio",
     ),
