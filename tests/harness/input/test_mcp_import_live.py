@@ -81,7 +81,7 @@ CANNOT_READ = {
         "give the command",
     ),
     "not MCP": (
-        "sh -c 'echo hello; sleep 1'",  # still running once it printed: read, not waited out
+        "sh -c 'echo hello; sleep 1'",  # still running after it printed: its line read while it runs
         "not an MCP server: it printed 'hello' on stdout, not JSON-RPC; "
         "give the command that starts an MCP server on stdio",
     ),
