@@ -17,8 +17,9 @@ killed it) compared. The fast proof is that test, on a slice of the suite. The l
 is printed before and after: a figure taken with other work on the cores says so.
 
 With ``--agent`` (a kind-2 agent's adapter: snapshots are taken where its life is one thread
-at the point; a kind-3 one's: where the agent is stopped at its edge, alone), both runs are of that agent, and the points left to killed lives are counted
-by their reason (``snapshots.jsonl``). An agent that writes wall-clock times or random names
+at the point; a kind-3 one's: where the agent is stopped at its edge, alone), both runs are
+of that agent, and the points left to killed lives are counted by their reason
+(``snapshots.jsonl``). An agent that writes wall-clock times or random names
 into its files differs in ``observed`` between any two runs, with or without snapshots
 (``benchmarks/repeatability.py`` shows which): ``--leave-out observed.world.files`` compares
 everything but those files' contents.
@@ -65,7 +66,9 @@ def _pytest(
     if not (report / "matrix.json").exists():
         sys.exit(f"no matrix.json (exit {done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    print(f"  {label or 'pytest ' + (' '.join(extra) or '(snapshots)')}: {seconds:.0f} s ({last})", flush=True)
+    print(
+        f"  {label or 'pytest ' + (' '.join(extra) or '(snapshots)')}: {seconds:.0f} s ({last})", flush=True
+    )
     return report / "matrix.json", seconds
 
 

@@ -148,7 +148,7 @@ def _state(pid: int) -> bytes:
         return b""
 
 
-def _stopped(pid: int) -> bool:
+def _all_stopped(pid: int) -> bool:
     """Stopped by a signal, every thread of it: a kind-3 agent at its edge
     (``harness.agents.supervised._stopped``). It writes nothing while the copy is made, and a
     kill of the life leaves it as it is now (the kernel SIGKILLs it with the life)."""
@@ -164,7 +164,7 @@ def _left_running() -> tuple[list[int], list[int]]:
     ones with processes of their own: those may not have stopped with them (another process
     group), and a kill of the life leaves them running, found as survivors by the next life."""
     children = _children(os.getpid())
-    running = [pid for pid in children if not _stopped(pid)]
+    running = [pid for pid in children if not _all_stopped(pid)]
     return running, [pid for pid in children if pid not in running and _children(pid)]
 
 

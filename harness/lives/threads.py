@@ -54,14 +54,17 @@ def quiet() -> Iterator[None]:
 @contextlib.contextmanager
 def active() -> Iterator[None]:
     """Inside ``quiet()``: the calling thread acts for a while without holding ``GATE`` (a
-    handler answering a request). It becomes active under ``GATE`` and quiet again after."""
+    handler answering a request). It becomes active under ``GATE`` and quiet again after.
+    Outside ``quiet()`` it changes nothing: a thread never declared quiet stays counted."""
     native = threading.get_native_id()
     with GATE:
+        was_quiet = native in _QUIET
         _QUIET.discard(native)
     try:
         yield
     finally:
-        _QUIET.add(native)
+        if was_quiet:
+            _QUIET.add(native)
 
 
 def running_besides_this_one() -> int:

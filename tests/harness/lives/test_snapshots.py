@@ -352,7 +352,7 @@ def _stopped_helper(with_own: bool) -> int:
     if helper == 0:
         if with_own and os.fork() == 0:
             os.setsid()
-            time.sleep(30)  # killed by the test, or by its parent's death (below)
+            time.sleep(30)  # killed by the test once the point is passed
             os._exit(0)
         os.write(ready_write, b"x")
         time.sleep(30)
@@ -433,6 +433,43 @@ def test_a_point_passed_while_another_thread_of_the_life_runs_is_left_to_a_kille
         "skipped": "other threads of the life were running at the boundary (1)",
     }
     assert taken["point"] == "after_side_effect[call_1]" and taken["exitcode"] == -signal.SIGKILL
+
+
+def test_a_thread_is_quiet_only_inside_quiet_and_active_hands_back_what_it_found() -> None:
+    """``active()`` inside ``quiet()`` is quiet again after; outside it, it makes nothing
+    quiet: a thread that handles some output but never declared itself quiet (a kind-3
+    agent's pump without ``quiet()``) must still leave a point to a killed life. Counted in
+    a forked child: this process may have threads of its own (xdist's)."""
+
+    def body() -> None:
+        counted: list[int] = []
+        go, done = threading.Event(), threading.Event()
+
+        def pause() -> None:  # the main thread counts while this one waits here
+            go.clear()
+            done.set()
+            go.wait()
+
+        def thread_body() -> None:
+            with threads.active():
+                pass
+            pause()
+            with threads.quiet():
+                with threads.active():
+                    pass
+                pause()
+
+        worker = threading.Thread(target=thread_body)
+        worker.start()
+        for _ in range(2):
+            done.wait()
+            done.clear()
+            counted.append(threads.running_besides_this_one())
+            go.set()
+        worker.join()
+        assert counted == [1, 0], counted
+
+    _in_a_child(body)
 
 
 def test_a_quiet_thread_does_not_act_while_a_snapshot_is_copied(tmp_path: Path) -> None:
