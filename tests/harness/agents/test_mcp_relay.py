@@ -220,7 +220,9 @@ def test_tool_server_died_kills_the_stdio_relay_after_the_effect(life: Life) -> 
     assert life.counts()["emails"] == 1  # the effect happened
     [fault] = life.events("fault")
     assert (fault["fault"], fault["call"], fault["acted"]) == ("tool_server_died", "call_mail", True)
-    assert pids and not _alive(pids[0])
+    # Gone within a bound, not at once: a killed process closes its files (the client sees
+    # the broken pipe) before the kernel marks it a zombie, so the test can look in between.
+    assert pids and _gone(pids[0])
     # Its one after_side_effect is passed at /mcp/end: no response will ever be written.
     assert _edges(life) == [("after_running", "call_mail"), ("after_side_effect", "call_mail")]
 
@@ -253,7 +255,7 @@ def test_the_http_relay_dies_and_comes_back_on_the_same_port(life: Life, start: 
     assert not after.is_error  # a new connection to the same URL: a new relay answers
     starts = life.events("mcp_relay")
     assert len(starts) == 2 and starts[0]["url"] == starts[1]["url"] and starts[0]["pid"] != starts[1]["pid"]
-    assert not _alive(int(starts[0]["pid"])) and _alive(int(starts[1]["pid"]))
+    assert _gone(int(starts[0]["pid"])) and _alive(int(starts[1]["pid"]))  # _gone: see above
     [fault] = life.events("fault")
     assert fault["pid"] == starts[0]["pid"]
     assert life.counts()["emails"] == 2
