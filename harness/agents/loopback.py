@@ -508,7 +508,7 @@ class LoopbackServer:
         # (relay pid, call id) -> the tool-side fault taken at its begin, until its end.
         self._mcp_faults: dict[tuple[int, str], str | None] = {}
         # (relay pid, call id) -> the agent stopped until the relay wrote its response.
-        self._mcp_frozen: dict[tuple[int, str], tuple[AbstractContextManager[None], threading.Timer]] = {}
+        self._mcp_frozen: dict[tuple[int, str], tuple[AbstractContextManager[None], threading.Event]] = {}
         self._mcp_runs = 0
         self._mcp_unattributed = 0
         # One edge at a time: two threads racing into the hook would make "the n-th time this
@@ -844,18 +844,30 @@ class LoopbackServer:
 
     def _freeze_until_sent(self, key: tuple[int, str]) -> None:
         stop = self.freeze()
-        stop.__enter__()  # left at _thaw, from /mcp/sent or the timer
-        timer = threading.Timer(SENT_TIMEOUT, self._thaw, args=(key,))
-        timer.daemon = True
+        stop.__enter__()  # left at _thaw, from /mcp/sent or after SENT_TIMEOUT
+        sent, waiting = threading.Event(), threading.Event()
         with self._mcp_lock:
-            self._mcp_frozen[key] = (stop, timer)
-        timer.start()
+            self._mcp_frozen[key] = (stop, sent)
+        threading.Thread(target=self._thaw_late, args=(key, sent, waiting), daemon=True).start()
+        # Quiet before this handler answers: the edge at /mcp/sent, which the answer leads
+        # to, may be copied (harness.lives.threads) only with no thread counted running.
+        waiting.wait()
+
+    def _thaw_late(self, key: tuple[int, str], sent: threading.Event, waiting: threading.Event) -> None:
+        """The relay never said it wrote the response (it died writing): the agent goes on
+        after SENT_TIMEOUT. Quiet while it waits; it thaws under GATE, never in a copy."""
+        with quiet():
+            waiting.set()
+            if sent.wait(SENT_TIMEOUT):
+                return
+            with GATE:
+                self._thaw(key)
 
     def _thaw(self, key: tuple[int, str]) -> None:
         with self._mcp_lock:
             frozen = self._mcp_frozen.pop(key, None)
         if frozen is not None:
-            frozen[1].cancel()
+            frozen[1].set()
             frozen[0].__exit__(None, None, None)
 
 

@@ -19,7 +19,9 @@ thread acts or wakes up meanwhile. The harness's quiet threads in a life:
   cuts it under ``GATE`` (a kind-3 agent's stderr file has one too);
 * a kind-3 agent's pump (``harness.agents.supervised._pump``), except while it handles what
   the agent printed (``active()``): waiting for output, which a stopped agent never gives;
-* a kind-3 life's main thread while it waits for the agent to exit.
+* a kind-3 life's main thread while it waits for the agent to exit;
+* the loopback server's wait for an MCP relay's ``/mcp/sent`` (``LoopbackServer._thaw_late``),
+  which lets the stopped agent go under ``GATE`` if it never comes.
 
 Threads are counted from ``/proc/self/task``, the kernel's list: a C extension's threads
 (a framework's runtime, a database driver's pool) are there, not only ``threading``'s.
