@@ -97,6 +97,7 @@ from crashmatrix.harness.errors import HarnessError, InputError, SessionCorrupti
 from crashmatrix.harness.lives.capped_log import CappedLog, cap_file
 from crashmatrix.harness.lives.capped_log import watch as watch_log
 from crashmatrix.harness.lives.parent_death import die_with_parent
+from crashmatrix.harness.lives.snapshots import harness_helpers
 from crashmatrix.harness.lives.threads import quiet
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
@@ -753,6 +754,9 @@ class ForeignAdapter:
         try:
             if warm is not None:
                 warm.fork()
+                assert warm.pid is not None
+                # Its relays stop for a copy at an edge where the agent is stopped.
+                harness_helpers(warm.pid, warm.command([]))
             for relay in relays:
                 relay.start()  # before the agent, which may connect at once
             if self.spec.kind == "python":

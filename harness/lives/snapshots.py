@@ -23,9 +23,14 @@ Where a snapshot could not be faithful, the point is not snapshotted and its fir
 runs as before (a life killed at P), with the reason in the manifest:
 
 * a process the life started is alive at the boundary (a ``run_command`` child inside its
-  effect, an MCP relay or server): a SIGKILL of the life would end its tie with it, and it
-  goes on writing while the copy is made. A kind-3 agent is the exception where it is
-  stopped at its edge with no process of its own: it acts no more than a killed one;
+  effect, a kind-3 agent that is not stopped): a SIGKILL of the life would end its tie
+  with it, and it goes on writing while the copy is made. A kind-3 agent is the exception
+  where it is stopped at its edge with no process of its own (the launchers of the life's
+  MCP relay server aside: ``harness_helpers``): it acts no more than a killed one. The
+  life's warm MCP relay server and its relays (``harness.agents.mcp_warm``) are stopped
+  for the copy and continued after it: they die with the life and act only through it; in
+  proxy mode (a relay with the team's server as its child, which outlives a kill) the
+  point is a killed life's;
 * another thread of the life is running at the boundary, besides the harness's quiet ones
   (``harness.lives.threads``): a kill stops every thread at once, a pause only the one at
   the boundary, so the others may write while the copy is made. A kind-2 agent's own
@@ -54,7 +59,7 @@ import signal
 import time
 import traceback
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +75,7 @@ from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
 from crashmatrix.harness.lives.threads import GATE, running_besides_this_one
 
-__all__ = ["MANIFEST", "WINDOW", "WINDOW_TORN", "Snapshotter", "unfaithful"]
+__all__ = ["MANIFEST", "WINDOW", "WINDOW_TORN", "Snapshotter", "harness_helpers", "unfaithful"]
 
 # Beside the snapshot directories: one line per crash point the clean life passed.
 MANIFEST = "snapshots.jsonl"
@@ -159,13 +164,99 @@ def _all_stopped(pid: int) -> bool:
     return all(_state(int(task)) == b"T" for task in tasks)
 
 
-def _left_running() -> tuple[list[int], list[int]]:
-    """The life's children that may act while a copy is made (not stopped), and the stopped
-    ones with processes of their own: those may not have stopped with them (another process
-    group), and a kill of the life leaves them running, found as survivors by the next life."""
-    children = _children(os.getpid())
-    running = [pid for pid in children if not _all_stopped(pid)]
-    return running, [pid for pid in children if pid not in running and _children(pid)]
+# The harness's own processes of this life (``harness_helpers``): the warm MCP relay server
+# (``harness.agents.mcp_warm``), and the argv a launcher of it starts with.
+_SERVERS: set[int] = set()
+_LAUNCHERS: set[bytes] = set()
+# How long a paused helper may take to stop (it is waiting on the life or its agent).
+PAUSE_DEADLINE = 2.0
+
+
+def harness_helpers(server: int, launcher: Sequence[str]) -> None:
+    """Declare this life's warm MCP relay server (its pid) and its launcher's command (the
+    ``{mcp_command}`` before the relay's options). Both are tied to the life: the server dies
+    with it, each relay with the server, and a launcher with its agent (PR_SET_PDEATHSIG);
+    and none writes the case directory but through the life (a relay asks it for every
+    step, on routes no handler serves while a copy is made). So at a point where the agent
+    is stopped, a copy made with the server and its relays stopped too is what a kill
+    leaves: nothing of theirs outlives it."""
+    _SERVERS.add(server)
+    _LAUNCHERS.add(b"\0".join(part.encode() for part in launcher) + b"\0")
+
+
+def _gone(pid: int) -> bool:
+    """Dead, reaped or not: a zombie acts no more."""
+    return _state(pid) in (b"Z", b"X", b"")
+
+
+def _live_children(pid: int) -> list[int]:
+    return [child for child in _children(pid) if not _gone(child)]
+
+
+def _launcher(pid: int) -> bool:
+    """A launcher of this life's warm relay server, alone (it only waits for its relay)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as stream:
+            argv = stream.read()
+    except OSError:
+        return False
+    return any(argv.startswith(prefix) for prefix in _LAUNCHERS) and not _live_children(pid)
+
+
+def _survey() -> tuple[str, list[int]]:
+    """The life's processes at this boundary: why a copy made now would not be what a kill
+    leaves ("" when it would), and the harness's own ones to stop while it is made.
+
+    A child of the life may act while a copy is made unless it is stopped (a kind-3 agent
+    at its edge) or the harness's own relay server. A stopped child with processes of its
+    own is left to a killed life too: those may not have stopped with it (another group),
+    and a kill leaves them running, found as survivors by the next life; the exception is
+    the launchers of the life's relay server, which die with their agent."""
+    pause: list[int] = []
+    running = parents = 0
+    for pid in _live_children(os.getpid()):
+        if pid in _SERVERS:
+            relays = _live_children(pid)
+            if any(_live_children(relay) for relay in relays):
+                # Proxy mode: the team's server is the relay's child, in a session of its
+                # own; it outlives a kill until it reads end of file, and may act till then.
+                return "an MCP relay had a server of its own at the boundary (proxy mode)", []
+            pause += [pid, *relays]
+        elif _launcher(pid):
+            continue  # a kind-2 agent's, spawned in the life: it dies with the life
+        elif not _all_stopped(pid):
+            running += 1
+        elif not all(_launcher(child) for child in _live_children(pid)):
+            parents += 1
+    if running:
+        return f"processes the life started were running at the boundary ({running})", []
+    if parents:
+        return f"a process the life started had processes of its own at the boundary ({parents})", []
+    return "", pause
+
+
+def _pause(pids: Sequence[int]) -> tuple[list[int], bool]:
+    """SIGSTOP each of ``pids`` not stopped already, and wait until it is (a signal is only
+    queued by kill()): the ones this stopped, to continue afterwards, and whether all of
+    them stopped in time."""
+    stopped: list[int] = []
+    for pid in pids:
+        if not _all_stopped(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+    deadline = time.monotonic() + PAUSE_DEADLINE
+    while not all(_all_stopped(pid) or _gone(pid) for pid in stopped):
+        if time.monotonic() > deadline:
+            return stopped, False
+        time.sleep(0.0002)
+    return stopped, True
+
+
+def _resume(pids: Sequence[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
 
 class Snapshotter:
@@ -204,13 +295,15 @@ class Snapshotter:
 
     def why_not(self) -> str:
         """Why a copy made now would not be the state a kill leaves ("" when it would)."""
+        return self._survey()[0]
+
+    def _survey(self) -> tuple[str, list[int]]:
+        """``why_not``, and the harness's own processes to stop while the copy is made."""
         if (self.case_dir / postgres.RECORD).exists():
-            return "the case keeps a store on a PostgreSQL server: no file to copy at the boundary"
-        running, parents = _left_running()
-        if running:
-            return f"processes the life started were running at the boundary ({len(running)})"
-        if parents:
-            return f"a process the life started had processes of its own at the boundary ({len(parents)})"
+            return "the case keeps a store on a PostgreSQL server: no file to copy at the boundary", []
+        why, pause = _survey()
+        if why:
+            return why, []
         threads = running_besides_this_one()
         if threads:
             # A kill stops them all; a copy made while they run is not what it leaves.
@@ -218,8 +311,8 @@ class Snapshotter:
                 f"other threads of the life were running at the boundary ({threads})"
                 if threads > 0
                 else "the life's threads cannot be counted here (/proc/self/task)"
-            )
-        return ""
+            ), []
+        return "", pause
 
     def take(self, point: CrashPoint, tear: tuple[Path, bytes] | None = None) -> None:
         if self.window and not self.in_window(tear is not None):
@@ -229,10 +322,21 @@ class Snapshotter:
             self._take(point, f"{self.count:04d}", tear)
 
     def _take(self, point: CrashPoint, name: str, tear: tuple[Path, bytes] | None) -> None:
-        why = self.why_not()
+        why, pause = self._survey()
         if why:
             _append(self.into / MANIFEST, {"point": point.id, "skipped": why})
             return
+        stopped, still = _pause(pause)
+        try:
+            if not still:
+                why = f"the life's MCP relays did not stop within {PAUSE_DEADLINE:g} s"
+                _append(self.into / MANIFEST, {"point": point.id, "skipped": why})
+                return
+            self._copy(point, name, tear)
+        finally:
+            _resume(stopped)
+
+    def _copy(self, point: CrashPoint, name: str, tear: tuple[Path, bytes] | None) -> None:
         copy = self.into / name
         crash = (json.dumps({"life": self.life, "event": "crash", "point": point.id}) + "\n").encode()
         parent = os.getpid()

@@ -16,6 +16,8 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -29,7 +31,7 @@ from hypothesis import strategies as st
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint, parse_point
 from crashmatrix.harness.input.suite import BUILTIN_SUITE
-from crashmatrix.harness.lives import postgres, threads
+from crashmatrix.harness.lives import postgres, snapshots, threads
 from crashmatrix.harness.lives.snapshots import MANIFEST, WINDOW, WINDOW_TORN, Snapshotter, unfaithful
 from crashmatrix.harness.plan.enumeration import recovery_window
 from crashmatrix.reports.results import CaseRecord, Results, load_results
@@ -230,6 +232,40 @@ def test_a_kind_3_agent_gets_from_snapshots_the_verdicts_killed_lives_give(pytes
     assert {f"{edge}[call_order]" for edge in edges} <= taken
 
 
+@pytest.mark.slow
+def test_a_kind_3_mcp_agent_gets_from_snapshots_the_verdicts_killed_lives_give(
+    pytester: pytest.Pytester,
+) -> None:
+    """tests/golden/mcp's agent calls its tools through the mcp SDK over stdio: its life runs
+    the warm relay server, the agent's launcher and a relay beside the stopped agent. At
+    its MCP edges (the relay's request arrived; the effect done, its response unread) they
+    are stopped for the copy, so those points are copied too (each case one agent process
+    fewer: ~1.3 s of importing the SDK and openai). Its ``double@`` cases are left out, as
+    blackbox_agent's; the rest of send_once's matrix is the proof in
+    ``benchmarks/snapshot_equivalence.py --agent tests/golden/mcp/adapter.yaml``."""
+    desk_mcp = Path(__file__).resolve().parents[2] / "golden" / "mcp"
+    scenarios, agent = (
+        [BUILTIN_SUITE / "send_email" / "send_once.yaml"],
+        f"--agent={desk_mcp / 'adapter.yaml'}",
+    )
+    only = ("-k", "(clean or after_running or after_side_effect) and not double and not recovery")
+    plain = run(pytester, "plain", scenarios, agent, "--no-snapshots", *only)
+    snapshotted = run(pytester, "snapshots", scenarios, agent, *only)
+    assert compare(plain, snapshotted) == []
+    entries = [
+        json.loads(line)
+        for manifest in (pytester.path / "tmp-snapshots").rglob(MANIFEST)
+        for line in manifest.read_text().splitlines()
+    ]
+    assert [e for e in entries if "skipped" in e] == []
+    taken = {e["point"] for e in entries if "dir" in e}
+    assert {"after_running[call_mail]", "after_side_effect[call_mail]"} <= taken
+    assert {case.point for case in snapshotted.cases} >= {
+        "after_running[call_mail]",
+        "after_side_effect[call_mail]",
+    }
+
+
 def _in_a_child(body: Callable[[], None]) -> None:
     """Run ``body`` in a forked child of this test (a process with no children of its own:
     the test process may have fork servers from earlier tests, which ``why_not`` would see)."""
@@ -393,6 +429,101 @@ def test_a_kind_3_agent_stopped_at_its_edge_is_copied_unless_it_has_processes_of
     assert skipped == {
         "point": "after_running[call_1]",
         "skipped": "a process the life started had processes of its own at the boundary (1)",
+    }
+
+
+def _spawned(code: str, **popen: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", code], **popen)
+
+
+def _until(ready: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 30
+    while not ready():
+        assert time.monotonic() < deadline, "a test process did not start"
+        time.sleep(0.005)
+
+
+def _kids(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _letter(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def test_the_lifes_mcp_relays_are_stopped_for_the_copy_and_a_launcher_is_no_process_of_the_agents_own(
+    tmp_path: Path,
+) -> None:
+    """A kind-3 MCP agent at its edge: stopped, its one child the launcher of the life's warm
+    relay server (in a session of its own, as the mcp SDK starts a server), the server and
+    its relay running. All die with the life, so the point is copied, with the server and
+    the relay stopped while the copy is made and going on after it. A relay with a process
+    of its own (proxy mode: the team's server, which outlives a kill) leaves the point to a
+    killed life. Fails if the launcher counts as the agent's own process, if the relay
+    server counts as a running child, or if they run on during the copy."""
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+    launcher = [sys.executable, "-c", "import time; time.sleep(60)", "@crashmatrix-mcp-test"]
+
+    def clean_life() -> None:
+        during: dict[str, str] = {}
+        after: dict[int, str] = {}
+        copy_case = snapshots._copy_case
+
+        def copying(source: Path, copy: Path) -> None:  # in the child that copies
+            (into / "seen.json").write_text(json.dumps({str(p): _letter(p) for p in (server.pid, *relays)}))
+            copy_case(source, copy)
+
+        snapshots._copy_case = copying  # this forked child's module, not the test process's
+        sleeper = (
+            "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {!r}]); time.sleep(60)"
+        )
+        agent = _spawned(
+            f"import subprocess; subprocess.Popen({launcher!r}, start_new_session=True); "
+            "import time; time.sleep(60)"
+        )
+        for proxied in (False, True):
+            relay = sleeper.format(
+                sleeper.format("import time; time.sleep(60)") if proxied else "import time; time.sleep(60)"
+            )
+            server = _spawned(relay)
+            snapshots.harness_helpers(server.pid, launcher[:4])
+            _until(
+                lambda pid=server.pid, proxied=proxied: (
+                    len(_kids(pid)) == 1 and (not proxied or _kids(_kids(pid)[0]))
+                )
+            )
+            _until(
+                lambda: (
+                    len(_kids(agent.pid)) == 1
+                    and Path(f"/proc/{_kids(agent.pid)[0]}/cmdline").read_bytes().split(b"\0")[-2]
+                    == launcher[-1].encode()
+                )
+            )
+            relays = _kids(server.pid)
+            os.kill(agent.pid, signal.SIGSTOP)
+            os.waitid(os.P_PID, agent.pid, os.WSTOPPED | os.WNOWAIT)
+            Snapshotter(case, into, 1).take(parse_point(f"after_running[call_{int(proxied)}]"))
+            if not proxied:
+                during.update(json.loads((into / "seen.json").read_text()))
+                after.update({p: _letter(p) for p in (server.pid, *relays)})
+            os.kill(agent.pid, signal.SIGCONT)
+            for pid in (*[k for r in relays for k in _kids(r)], *relays):
+                os.kill(pid, signal.SIGKILL)
+            server.kill()
+            server.wait()
+        assert len(during) == 2 and set(during.values()) == {"T"}, during  # the server, its relay
+        assert "T" not in after.values(), after  # continued after the copy
+        for pid in _kids(agent.pid):
+            os.kill(pid, signal.SIGKILL)
+        agent.kill()
+        agent.wait()
+
+    _in_a_child(clean_life)
+    taken, skipped = _manifest(into)
+    assert taken["point"] == "after_running[call_0]" and taken["exitcode"] == -signal.SIGKILL
+    assert skipped == {
+        "point": "after_running[call_1]",
+        "skipped": "an MCP relay had a server of its own at the boundary (proxy mode)",
     }
 
 
