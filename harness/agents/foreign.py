@@ -97,7 +97,7 @@ from crashmatrix.harness.errors import HarnessError, InputError, SessionCorrupti
 from crashmatrix.harness.lives.capped_log import CappedLog, cap_file
 from crashmatrix.harness.lives.capped_log import watch as watch_log
 from crashmatrix.harness.lives.parent_death import die_with_parent
-from crashmatrix.harness.lives.snapshots import harness_helpers
+from crashmatrix.harness.lives.snapshots import harness_helpers, harness_helpers_gone
 from crashmatrix.harness.lives.threads import quiet
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
@@ -772,6 +772,8 @@ class ForeignAdapter:
             for http_relay in relays:
                 http_relay.close()
             if warm is not None:
+                if warm.pid is not None:
+                    harness_helpers_gone(warm.pid)
                 warm.close()
         if server.errors:
             raise HarnessError(f"loopback server failed: {server.errors[0]}")

@@ -75,7 +75,15 @@ from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
 from crashmatrix.harness.lives.threads import GATE, running_besides_this_one
 
-__all__ = ["MANIFEST", "WINDOW", "WINDOW_TORN", "Snapshotter", "harness_helpers", "unfaithful"]
+__all__ = [
+    "MANIFEST",
+    "WINDOW",
+    "WINDOW_TORN",
+    "Snapshotter",
+    "harness_helpers",
+    "harness_helpers_gone",
+    "unfaithful",
+]
 
 # Beside the snapshot directories: one line per crash point the clean life passed.
 MANIFEST = "snapshots.jsonl"
@@ -184,6 +192,11 @@ def harness_helpers(server: int, launcher: Sequence[str]) -> None:
     _LAUNCHERS.add(b"\0".join(part.encode() for part in launcher) + b"\0")
 
 
+def harness_helpers_gone(server: int) -> None:
+    """The server declared by ``harness_helpers`` is closed: its pid may be another's later."""
+    _SERVERS.discard(server)
+
+
 def _gone(pid: int) -> bool:
     """Dead, reaped or not: a zombie acts no more."""
     return _state(pid) in (b"Z", b"X", b"")
@@ -238,14 +251,26 @@ def _survey() -> tuple[str, list[int]]:
 def _pause(pids: Sequence[int]) -> tuple[list[int], bool]:
     """SIGSTOP each of ``pids`` not stopped already, and wait until it is (a signal is only
     queued by kill()): the ones this stopped, to continue afterwards, and whether all of
-    them stopped in time."""
+    them stopped in time. A relay server forked a relay between the survey and its stop:
+    that one is stopped too (a stopped server forks no more)."""
     stopped: list[int] = []
-    for pid in pids:
-        if not _all_stopped(pid):
+
+    def stop(pid: int) -> None:
+        if pid not in stopped and not _all_stopped(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
                 stopped.append(pid)
+
     deadline = time.monotonic() + PAUSE_DEADLINE
+    for pid in pids:
+        stop(pid)
+        if pid in _SERVERS:
+            while not (_all_stopped(pid) or _gone(pid)):
+                if time.monotonic() > deadline:
+                    return stopped, False
+                time.sleep(0.0002)
+            for relay in _live_children(pid):
+                stop(relay)
     while not all(_all_stopped(pid) or _gone(pid) for pid in stopped):
         if time.monotonic() > deadline:
             return stopped, False
