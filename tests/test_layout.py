@@ -96,6 +96,7 @@ ALLOWED: dict[str, set[str]] = {
         "harness.lives.capped_log",  # a leaf too: an agent's output, kept bounded
         "harness.lives.postgres",  # a leaf too: a store's server and a case's database on it
         "harness.lives.threads",  # a leaf too: which threads of a life a snapshot may ignore
+        "harness.lives.helper_processes",  # a leaf too: the harness's own processes of a life
         "harness.observation",
         "mock_tools",
         "reference_agent",

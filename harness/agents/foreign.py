@@ -96,8 +96,8 @@ from crashmatrix.harness.core.trace import CaseRun, LifeRecord
 from crashmatrix.harness.errors import HarnessError, InputError, SessionCorruption
 from crashmatrix.harness.lives.capped_log import CappedLog, cap_file
 from crashmatrix.harness.lives.capped_log import watch as watch_log
+from crashmatrix.harness.lives.helper_processes import declare_relay_server, relay_server_closed
 from crashmatrix.harness.lives.parent_death import die_with_parent
-from crashmatrix.harness.lives.snapshots import harness_helpers, harness_helpers_gone
 from crashmatrix.harness.lives.threads import quiet
 from crashmatrix.harness.observation.conversation import conversation_from_requests
 from crashmatrix.harness.observation.observation import Observation
@@ -756,7 +756,7 @@ class ForeignAdapter:
                 warm.fork()
                 assert warm.pid is not None
                 # Its relays stop for a copy at an edge where the agent is stopped.
-                harness_helpers(warm.pid, warm.command([]))
+                declare_relay_server(warm.pid, warm.command([]))
             for relay in relays:
                 relay.start()  # before the agent, which may connect at once
             if self.spec.kind == "python":
@@ -773,7 +773,7 @@ class ForeignAdapter:
                 http_relay.close()
             if warm is not None:
                 if warm.pid is not None:
-                    harness_helpers_gone(warm.pid)
+                    relay_server_closed(warm.pid)
                 warm.close()
         if server.errors:
             raise HarnessError(f"loopback server failed: {server.errors[0]}")

@@ -26,7 +26,7 @@ runs as before (a life killed at P), with the reason in the manifest:
   effect, a kind-3 agent that is not stopped): a SIGKILL of the life would end its tie
   with it, and it goes on writing while the copy is made. A kind-3 agent is the exception
   where it is stopped at its edge with no process of its own (the launchers of the life's
-  MCP relay server aside: ``harness_helpers``): it acts no more than a killed one. The
+  MCP relay server aside: ``harness.lives.helper_processes``): it acts no more than a killed one. The
   life's warm MCP relay server and its relays (``harness.agents.mcp_warm``) are stopped
   for the copy and continued after it: they die with the life and act only through it; in
   proxy mode (a relay with the team's server as its child, which outlives a kill) the
@@ -70,7 +70,7 @@ from crashmatrix.harness.core.torn_fragments import torn_event
 # child compiling and running a module it needs paid ~10-30 ms a snapshot), and the fork
 # server preloads this module (``injector.PRELOAD``), so a clean life does not either.
 from crashmatrix.harness.lives import postgres
-from crashmatrix.harness.lives.descendants import _children
+from crashmatrix.harness.lives.helper_processes import SERVERS, is_gone, is_launcher, live_children, state
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
 from crashmatrix.harness.lives.threads import GATE, running_besides_this_one
@@ -80,8 +80,6 @@ __all__ = [
     "WINDOW",
     "WINDOW_TORN",
     "Snapshotter",
-    "harness_helpers",
-    "harness_helpers_gone",
     "unfaithful",
 ]
 
@@ -152,15 +150,6 @@ def _rename_identities(source: Path, copy: Path) -> None:
     )
 
 
-def _state(pid: int) -> bytes:
-    """A process's state letter (``/proc/PID/stat``; b"" once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stream:
-            return stream.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return b""
-
-
 def _all_stopped(pid: int) -> bool:
     """Stopped by a signal, every thread of it: a kind-3 agent at its edge
     (``harness.agents.supervised._stopped``). It writes nothing while the copy is made, and a
@@ -169,51 +158,11 @@ def _all_stopped(pid: int) -> bool:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return False
-    return all(_state(int(task)) == b"T" for task in tasks)
+    return all(state(int(task)) == b"T" for task in tasks)
 
 
-# The harness's own processes of this life (``harness_helpers``): the warm MCP relay server
-# (``harness.agents.mcp_warm``), and the argv a launcher of it starts with.
-_SERVERS: set[int] = set()
-_LAUNCHERS: set[bytes] = set()
 # How long a paused helper may take to stop (it is waiting on the life or its agent).
 PAUSE_DEADLINE = 2.0
-
-
-def harness_helpers(server: int, launcher: Sequence[str]) -> None:
-    """Declare this life's warm MCP relay server (its pid) and its launcher's command (the
-    ``{mcp_command}`` before the relay's options). Both are tied to the life: the server dies
-    with it, each relay with the server, and a launcher with its agent (PR_SET_PDEATHSIG);
-    and none writes the case directory but through the life (a relay asks it for every
-    step, on routes no handler serves while a copy is made). So at a point where the agent
-    is stopped, a copy made with the server and its relays stopped too is what a kill
-    leaves: nothing of theirs outlives it."""
-    _SERVERS.add(server)
-    _LAUNCHERS.add(b"\0".join(part.encode() for part in launcher) + b"\0")
-
-
-def harness_helpers_gone(server: int) -> None:
-    """The server declared by ``harness_helpers`` is closed: its pid may be another's later."""
-    _SERVERS.discard(server)
-
-
-def _gone(pid: int) -> bool:
-    """Dead, reaped or not: a zombie acts no more."""
-    return _state(pid) in (b"Z", b"X", b"")
-
-
-def _live_children(pid: int) -> list[int]:
-    return [child for child in _children(pid) if not _gone(child)]
-
-
-def _launcher(pid: int) -> bool:
-    """A launcher of this life's warm relay server, alone (it only waits for its relay)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as stream:
-            argv = stream.read()
-    except OSError:
-        return False
-    return any(argv.startswith(prefix) for prefix in _LAUNCHERS) and not _live_children(pid)
 
 
 def _survey() -> tuple[str, list[int]]:
@@ -227,19 +176,19 @@ def _survey() -> tuple[str, list[int]]:
     the launchers of the life's relay server, which die with their agent."""
     pause: list[int] = []
     running = parents = 0
-    for pid in _live_children(os.getpid()):
-        if pid in _SERVERS:
-            relays = _live_children(pid)
-            if any(_live_children(relay) for relay in relays):
+    for pid in live_children(os.getpid()):
+        if pid in SERVERS:
+            relays = live_children(pid)
+            if any(live_children(relay) for relay in relays):
                 # Proxy mode: the team's server is the relay's child, in a session of its
                 # own; it outlives a kill until it reads end of file, and may act till then.
                 return "an MCP relay had a server of its own at the boundary (proxy mode)", []
             pause += [pid, *relays]
-        elif _launcher(pid):
+        elif is_launcher(pid):
             continue  # a kind-2 agent's, spawned in the life: it dies with the life
         elif not _all_stopped(pid):
             running += 1
-        elif not all(_launcher(child) for child in _live_children(pid)):
+        elif not all(is_launcher(child) for child in live_children(pid)):
             parents += 1
     if running:
         return f"processes the life started were running at the boundary ({running})", []
@@ -264,14 +213,14 @@ def _pause(pids: Sequence[int]) -> tuple[list[int], bool]:
     deadline = time.monotonic() + PAUSE_DEADLINE
     for pid in pids:
         stop(pid)
-        if pid in _SERVERS:
-            while not (_all_stopped(pid) or _gone(pid)):
+        if pid in SERVERS:
+            while not (_all_stopped(pid) or is_gone(pid)):
                 if time.monotonic() > deadline:
                     return stopped, False
                 time.sleep(0.0002)
-            for relay in _live_children(pid):
+            for relay in live_children(pid):
                 stop(relay)
-    while not all(_all_stopped(pid) or _gone(pid) for pid in stopped):
+    while not all(_all_stopped(pid) or is_gone(pid) for pid in stopped):
         if time.monotonic() > deadline:
             return stopped, False
         time.sleep(0.0002)

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from crashmatrix.harness.core.boundaries import TORN_WRITE, CrashPoint, parse_point
 from crashmatrix.harness.input.suite import BUILTIN_SUITE
-from crashmatrix.harness.lives import postgres, snapshots, threads
+from crashmatrix.harness.lives import helper_processes, postgres, snapshots, threads
 from crashmatrix.harness.lives.snapshots import MANIFEST, WINDOW, WINDOW_TORN, Snapshotter, unfaithful
 from crashmatrix.harness.plan.enumeration import recovery_window
 from crashmatrix.reports.results import CaseRecord, Results, load_results
@@ -380,6 +380,14 @@ def test_a_point_passed_while_a_process_of_the_life_runs_is_left_to_a_killed_lif
     assert taken["exitcode"] == -signal.SIGKILL
 
 
+def _copied_then_left(into: Path, copied: str, why: str) -> None:
+    """The manifest of two points: ``copied`` by a child killed there, then
+    ``after_running[call_1]`` left to a killed life for ``why``."""
+    taken, skipped = _manifest(into)
+    assert taken["point"] == copied and taken["exitcode"] == -signal.SIGKILL
+    assert skipped == {"point": "after_running[call_1]", "skipped": why}
+
+
 def _stopped_helper(with_own: bool) -> int:
     """A child of the life stopped by SIGSTOP, as a kind-3 agent is at its edge; with
     ``with_own``, with a process of its own (in its own group: it does not stop with it)."""
@@ -424,12 +432,11 @@ def test_a_kind_3_agent_stopped_at_its_edge_is_copied_unless_it_has_processes_of
                 os.waitpid(helper, 0)
 
     _in_a_child(clean_life)
-    taken, skipped = _manifest(into)
-    assert taken["point"] == "after_model_reply[call_1]" and taken["exitcode"] == -signal.SIGKILL
-    assert skipped == {
-        "point": "after_running[call_1]",
-        "skipped": "a process the life started had processes of its own at the boundary (1)",
-    }
+    _copied_then_left(
+        into,
+        "after_model_reply[call_1]",
+        "a process the life started had processes of its own at the boundary (1)",
+    )
 
 
 def _spawned(code: str, **popen: Any) -> subprocess.Popen[bytes]:
@@ -486,7 +493,7 @@ def test_the_lifes_mcp_relays_are_stopped_for_the_copy_and_a_launcher_is_no_proc
                 sleeper.format("import time; time.sleep(60)") if proxied else "import time; time.sleep(60)"
             )
             server = _spawned(relay)
-            snapshots.harness_helpers(server.pid, launcher[:4])
+            helper_processes.declare_relay_server(server.pid, launcher[:4])
             _until(
                 lambda pid=server.pid, proxied=proxied: (
                     len(_kids(pid)) == 1 and (not proxied or _kids(_kids(pid)[0]))
@@ -519,12 +526,9 @@ def test_the_lifes_mcp_relays_are_stopped_for_the_copy_and_a_launcher_is_no_proc
         agent.wait()
 
     _in_a_child(clean_life)
-    taken, skipped = _manifest(into)
-    assert taken["point"] == "after_running[call_0]" and taken["exitcode"] == -signal.SIGKILL
-    assert skipped == {
-        "point": "after_running[call_1]",
-        "skipped": "an MCP relay had a server of its own at the boundary (proxy mode)",
-    }
+    _copied_then_left(
+        into, "after_running[call_0]", "an MCP relay had a server of its own at the boundary (proxy mode)"
+    )
 
 
 def test_a_point_passed_while_another_thread_of_the_life_runs_is_left_to_a_killed_life(
