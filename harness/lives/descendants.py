@@ -37,7 +37,7 @@ import time
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-__all__ = ["TIE_MARK", "Survivor", "become_subreaper", "kill_adopted", "tracking"]
+__all__ = ["TIE_MARK", "Survivor", "become_subreaper", "kill_adopted", "state", "tracking"]
 
 _PR_SET_CHILD_SUBREAPER = 36
 _SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
@@ -100,6 +100,15 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def state(pid: int, proc: str = "/proc") -> bytes:
+    """A process's (or thread's) state letter (``/proc/PID/stat``; b"" once it is gone)."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as stream:
+            return stream.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return b""
+
+
 def _in_exit(pid: int, proc: str = "/proc") -> bool:
     """The kernel is tearing the process down (``PF_EXITING`` in its flags): its SIGKILL is
     taken, so no longer pending, and it is not a zombie yet. A large process (a node MCP
@@ -121,8 +130,8 @@ def _dying(pid: int, proc: str = "/proc") -> bool:
             fields = dict(line.split(b":", 1) for line in stream.read().splitlines() if b":" in line)
     except OSError:
         return True  # gone already
-    state = fields.get(b"State", b"").strip()[:1]
-    if state in (b"Z", b"X"):
+    letter = fields.get(b"State", b"").strip()[:1]
+    if letter in (b"Z", b"X"):
         return True
     pending = 0
     for name in (b"SigPnd", b"ShdPnd"):
@@ -134,12 +143,7 @@ def _dying(pid: int, proc: str = "/proc") -> bool:
 def _exiting(pid: int) -> bool:
     """A SIGKILL pending and not exited yet (not a zombie): its children's death signals
     (``PR_SET_PDEATHSIG``) are not sent yet."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stream:
-            state = stream.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X") and _dying(pid)
+    return state(pid) not in (b"Z", b"X", b"") and _dying(pid)
 
 
 def _resolving(pid: int, proc: str = "/proc") -> bool:
@@ -157,12 +161,7 @@ def _resolving(pid: int, proc: str = "/proc") -> bool:
         return False
     if command:
         return TIE_MARK in command
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as stream:
-            state = stream.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
+    return state(pid, proc) not in (b"Z", b"X", b"")
 
 
 def _settle(parent: int, started: Collection[int]) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crashmatrix.harness.lives.descendants import _children
+from crashmatrix.harness.lives.descendants import _children, state
 
 __all__ = [
     "SERVERS",
@@ -24,7 +24,6 @@ __all__ = [
     "is_launcher",
     "live_children",
     "relay_server_closed",
-    "state",
 ]
 
 # This life's warm relay servers (pids), and the argv (NUL-separated, as in
@@ -43,15 +42,6 @@ def declare_relay_server(server: int, launcher: Sequence[str]) -> None:
 def relay_server_closed(server: int) -> None:
     """The server declared by ``declare_relay_server`` is closed: its pid may be another's later."""
     SERVERS.discard(server)
-
-
-def state(pid: int) -> bytes:
-    """A process's (or thread's) state letter (``/proc/PID/stat``; b"" once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stream:
-            return stream.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return b""
 
 
 def is_gone(pid: int) -> bool:

@@ -25,12 +25,12 @@ runs as before (a life killed at P), with the reason in the manifest:
 * a process the life started is alive at the boundary (a ``run_command`` child inside its
   effect, a kind-3 agent that is not stopped): a SIGKILL of the life would end its tie
   with it, and it goes on writing while the copy is made. A kind-3 agent is the exception
-  where it is stopped at its edge with no process of its own (the launchers of the life's
-  MCP relay server aside: ``harness.lives.helper_processes``): it acts no more than a killed one. The
-  life's warm MCP relay server and its relays (``harness.agents.mcp_warm``) are stopped
-  for the copy and continued after it: they die with the life and act only through it; in
-  proxy mode (a relay with the team's server as its child, which outlives a kill) the
-  point is a killed life's;
+  where it is stopped at its edge with no process of its own but the launchers of the
+  life's MCP relay server (``harness.lives.helper_processes``): it acts no more than a
+  killed one. That server and its relays (``harness.agents.mcp_warm``) are stopped for the
+  copy and continued after it: they die with the life and act only through it; in proxy
+  mode (a relay with the team's server as its child, which outlives a kill) the point is a
+  killed life's;
 * another thread of the life is running at the boundary, besides the harness's quiet ones
   (``harness.lives.threads``): a kill stops every thread at once, a pause only the one at
   the boundary, so the others may write while the copy is made. A kind-2 agent's own
@@ -70,18 +70,13 @@ from crashmatrix.harness.core.torn_fragments import torn_event
 # child compiling and running a module it needs paid ~10-30 ms a snapshot), and the fork
 # server preloads this module (``injector.PRELOAD``), so a clean life does not either.
 from crashmatrix.harness.lives import postgres
-from crashmatrix.harness.lives.helper_processes import SERVERS, is_gone, is_launcher, live_children, state
+from crashmatrix.harness.lives.descendants import state
+from crashmatrix.harness.lives.helper_processes import SERVERS, is_gone, is_launcher, live_children
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
 from crashmatrix.harness.lives.threads import GATE, running_besides_this_one
 
-__all__ = [
-    "MANIFEST",
-    "WINDOW",
-    "WINDOW_TORN",
-    "Snapshotter",
-    "unfaithful",
-]
+__all__ = ["MANIFEST", "WINDOW", "WINDOW_TORN", "Snapshotter", "unfaithful"]
 
 # Beside the snapshot directories: one line per crash point the clean life passed.
 MANIFEST = "snapshots.jsonl"
@@ -167,25 +162,22 @@ PAUSE_DEADLINE = 2.0
 
 def _survey() -> tuple[str, list[int]]:
     """The life's processes at this boundary: why a copy made now would not be what a kill
-    leaves ("" when it would), and the harness's own ones to stop while it is made.
+    leaves ("" when it would), and the harness's relay servers to stop while it is made.
 
     A child of the life may act while a copy is made unless it is stopped (a kind-3 agent
     at its edge) or the harness's own relay server. A stopped child with processes of its
     own is left to a killed life too: those may not have stopped with it (another group),
     and a kill leaves them running, found as survivors by the next life; the exception is
     the launchers of the life's relay server, which die with their agent."""
-    pause: list[int] = []
+    servers: list[int] = []
     running = parents = 0
     for pid in live_children(os.getpid()):
         if pid in SERVERS:
-            relays = live_children(pid)
-            if any(live_children(relay) for relay in relays):
+            if any(live_children(relay) for relay in live_children(pid)):
                 # Proxy mode: the team's server is the relay's child, in a session of its
                 # own; it outlives a kill until it reads end of file, and may act till then.
                 return "an MCP relay had a server of its own at the boundary (proxy mode)", []
-            pause += [pid, *relays]
-        elif is_launcher(pid):
-            continue  # a kind-2 agent's, spawned in the life: it dies with the life
+            servers.append(pid)
         elif not _all_stopped(pid):
             running += 1
         elif not all(is_launcher(child) for child in live_children(pid)):
@@ -194,37 +186,30 @@ def _survey() -> tuple[str, list[int]]:
         return f"processes the life started were running at the boundary ({running})", []
     if parents:
         return f"a process the life started had processes of its own at the boundary ({parents})", []
-    return "", pause
+    return "", servers
 
 
-def _pause(pids: Sequence[int]) -> tuple[list[int], bool]:
-    """SIGSTOP each of ``pids`` not stopped already, and wait until it is (a signal is only
-    queued by kill()): the ones this stopped, to continue afterwards, and whether all of
-    them stopped in time. A relay server forked a relay between the survey and its stop:
-    that one is stopped too (a stopped server forks no more)."""
+def _pause(servers: Sequence[int]) -> tuple[list[int], bool]:
+    """SIGSTOP the relay servers, then their relays (a stopped server forks no more), each
+    waited until it is stopped (kill() only queues the signal): the processes this stopped,
+    to continue afterwards, and whether all of them stopped in time."""
     stopped: list[int] = []
-
-    def stop(pid: int) -> None:
-        if pid not in stopped and not _all_stopped(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGSTOP)
-                stopped.append(pid)
-
     deadline = time.monotonic() + PAUSE_DEADLINE
-    for pid in pids:
-        stop(pid)
-        if pid in SERVERS:
-            while not (_all_stopped(pid) or is_gone(pid)):
-                if time.monotonic() > deadline:
-                    return stopped, False
-                time.sleep(0.0002)
-            for relay in live_children(pid):
-                stop(relay)
-    while not all(_all_stopped(pid) or is_gone(pid) for pid in stopped):
-        if time.monotonic() > deadline:
-            return stopped, False
-        time.sleep(0.0002)
-    return stopped, True
+
+    def stop(pids: Sequence[int]) -> bool:
+        for pid in pids:
+            if not _all_stopped(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+        while not all(_all_stopped(pid) or is_gone(pid) for pid in pids):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.0002)
+        return True
+
+    still = stop(servers) and stop([relay for server in servers for relay in live_children(server)])
+    return stopped, still
 
 
 def _resume(pids: Sequence[int]) -> None:
@@ -272,10 +257,10 @@ class Snapshotter:
         return self._survey()[0]
 
     def _survey(self) -> tuple[str, list[int]]:
-        """``why_not``, and the harness's own processes to stop while the copy is made."""
+        """``why_not``, and the harness's relay servers to stop while the copy is made."""
         if (self.case_dir / postgres.RECORD).exists():
             return "the case keeps a store on a PostgreSQL server: no file to copy at the boundary", []
-        why, pause = _survey()
+        why, servers = _survey()
         if why:
             return why, []
         threads = running_besides_this_one()
@@ -286,7 +271,7 @@ class Snapshotter:
                 if threads > 0
                 else "the life's threads cannot be counted here (/proc/self/task)"
             ), []
-        return "", pause
+        return "", servers
 
     def take(self, point: CrashPoint, tear: tuple[Path, bytes] | None = None) -> None:
         if self.window and not self.in_window(tear is not None):
@@ -296,11 +281,11 @@ class Snapshotter:
             self._take(point, f"{self.count:04d}", tear)
 
     def _take(self, point: CrashPoint, name: str, tear: tuple[Path, bytes] | None) -> None:
-        why, pause = self._survey()
+        why, servers = self._survey()
         if why:
             _append(self.into / MANIFEST, {"point": point.id, "skipped": why})
             return
-        stopped, still = _pause(pause)
+        stopped, still = _pause(servers)
         try:
             if not still:
                 why = f"the life's MCP relays did not stop within {PAUSE_DEADLINE:g} s"
