@@ -324,9 +324,9 @@ def _run_in(
     from crashmatrix.harness.plan.enumeration import (
         RECOVERY_FIRST,
         TOOL_SIDE_COLUMNS,
+        adapter_double_unreachable,
         adapter_tool_side_unreachable,
         double_points,
-        double_unreachable,
         power_points,
         selected,
     )
@@ -340,9 +340,7 @@ def _run_in(
     if kind in cannot_fail:  # asked for by name: refused before any life runs
         raise InputError(f"--crash {crash}: {kind} cannot act on this agent: {cannot_fail[kind]}")
     double_item = crash.startswith(DOUBLE_PREFIX)
-    cannot_double = double_unreachable(
-        args.agent, bool(getattr(load_adapter(args.agent), "double_resume", False)), spec
-    )
+    cannot_double = adapter_double_unreachable(args.agent, load_adapter(args.agent))
     if double_item and cannot_double is not None:
         raise InputError(f"--crash {crash}: {cannot_double}")
     launcher = LifeLauncher(args.isolation, preload=fork_preload(args.agent), warm=(args.agent,))

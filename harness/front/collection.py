@@ -56,9 +56,9 @@ from crashmatrix.harness.plan.enumeration import (
     POWER_COLUMN,
     RECOVERY_FIRST,
     TOOL_SIDE_COLUMNS,
+    adapter_double_unreachable,
     adapter_tool_side_unreachable,
     double_points,
-    double_unreachable,
     power_points,
     selected,
 )
@@ -263,9 +263,7 @@ def double_plan(
     if not chosen:
         return [], []
     ids = [p.id for p in chosen]
-    why = double_unreachable(
-        adapter.name, bool(getattr(adapter, "double_resume", False)), getattr(adapter, "spec", None)
-    )
+    why = adapter_double_unreachable(adapter.name, adapter)
     if why is not None:
         return [], [{"boundary": DOUBLE_COLUMN, "state": "not_reachable", "why": why, "points": ids}]
     if not on:

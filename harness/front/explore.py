@@ -53,7 +53,7 @@ from crashmatrix.harness.errors import CrashmatrixError, InputError
 from crashmatrix.harness.front.cases import run_double, run_point
 from crashmatrix.harness.input.scenario import load_scenario
 from crashmatrix.harness.lives.injector import LifeLauncher, run_case
-from crashmatrix.harness.plan.enumeration import double_points, double_unreachable, points_from_trace
+from crashmatrix.harness.plan.enumeration import adapter_double_unreachable, double_points, points_from_trace
 from crashmatrix.harness.plan.schedule import repro_command
 from crashmatrix.harness.verdict.verdict import Verdict
 
@@ -498,9 +498,7 @@ class _Runner:
 
     def doubles(self) -> bool:
         """Whether this agent gets ``double@P`` cases (``enumeration.double_unreachable``)."""
-        adapter = load_adapter(self.agent)
-        native = bool(getattr(adapter, "double_resume", False))
-        return double_unreachable(self.agent, native, getattr(adapter, "spec", None)) is None
+        return adapter_double_unreachable(self.agent, load_adapter(self.agent)) is None
 
     def second_points(
         self, scenario: Scenario, key: str, point: CrashPoint, power_loss: bool

@@ -20,6 +20,7 @@ __all__ = [
     "POWER_COLUMN",
     "RECOVERY_FIRST",
     "TOOL_SIDE_COLUMNS",
+    "adapter_double_unreachable",
     "adapter_tool_side_unreachable",
     "by_call",
     "double_points",
@@ -251,7 +252,25 @@ DOUBLE_STORE = (
 )
 
 
-def double_unreachable(agent: str, native: bool, spec: Any = None) -> str | None:
+def adapter_double_unreachable(agent: str, adapter: Any) -> str | None:
+    """``double_unreachable`` read off an adapter: ``double_resume`` (it appends its session
+    through ``ctx.before_append``), ``spec`` (its ``adapter_file.ForeignSpec``, where it has
+    one) and ``framework_store`` (a ``langgraph:`` / ``openai-agents:`` adapter: its session
+    is its framework's store)."""
+    spec = getattr(adapter, "spec", None)
+    # Only an adapter file's spec has a kind: a `spec` of any other adapter is not one (the
+    # kind-1 adapters' --agent text was, and every --agent=langgraph: scenario failed here).
+    return double_unreachable(
+        agent,
+        bool(getattr(adapter, "double_resume", False)),
+        spec if hasattr(spec, "kind") else None,
+        framework_store=bool(getattr(adapter, "framework_store", False)),
+    )
+
+
+def double_unreachable(
+    agent: str, native: bool, spec: Any = None, *, framework_store: bool = False
+) -> str | None:
     """Why two lives resuming one session at once cannot be judged on this agent, or None.
 
     ``native``: the agent appends its session lines through ``ctx.before_append`` in the
@@ -271,10 +290,10 @@ def double_unreachable(agent: str, native: bool, spec: Any = None) -> str | None
     reachable, with why."""
     if native:
         return None
+    if framework_store or (spec is not None and spec.kind == "framework"):
+        return f"adapter {agent} {DOUBLE_FRAMEWORK}"
     if spec is None:
         return f"adapter {agent} {DOUBLE_NOT_NATIVE}"
-    if spec.kind == "framework":
-        return f"adapter {agent} {DOUBLE_FRAMEWORK}"
     if spec.effects or spec.mcp_proxy is not None:
         return f"adapter {agent} {DOUBLE_PROBED}"
     if spec.tools == "agent" and not spec.services and not spec.intercepts:

@@ -815,6 +815,9 @@ class LangGraphAdapter:
     # ToolNode runs a message's calls at the same time (unless max_concurrency: 1): the
     # clean run's points are grouped by call (``plan.enumeration.by_call``).
     concurrent_calls = True
+    # Its session is its framework's store: the double@P column is not reachable, with why
+    # (``enumeration.adapter_double_unreachable``).
+    framework_store = True
     # after_approved only for a graph whose factory says it asks (validate): "not reachable"
     # with WHY_NO_APPROVAL otherwise, said in the matrix.
     boundaries: tuple[str, ...] = tuple(b for b in BOUNDARIES if b != "after_approved")
@@ -832,7 +835,7 @@ class LangGraphAdapter:
     )
 
     def __init__(self, spec: str, target: str, how: Driving = Driving()) -> None:
-        self.spec = spec
+        self.agent_spec = spec
         self.driving = how
         self.name = spec
         self.factory = _factory(spec, target)
@@ -943,7 +946,7 @@ class LangGraphAdapter:
                 graph.checkpointer.conn.close()
         if not asked:
             raise InputError(
-                f"--agent={self.spec!r}: a turn through the graph never asked ctx.model, the model "
+                f"--agent={self.agent_spec!r}: a turn through the graph never asked ctx.model, the model "
                 "crashmatrix serves in a life; bind its tools to ctx.model, or declare the agent in an "
                 "adapter YAML (framework: langgraph), where its own ChatOpenAI() is served"
             )
@@ -955,9 +958,9 @@ class LangGraphAdapter:
             raise
         except Exception as error:
             raise InputError(
-                f"--agent={self.spec!r}: the factory raised {type(error).__name__}: {error}"
+                f"--agent={self.agent_spec!r}: the factory raised {type(error).__name__}: {error}"
             ) from error
-        return _checked(self.spec, graph, ctx.checkpoint_path)
+        return _checked(self.agent_spec, graph, ctx.checkpoint_path)
 
     def run_life(self, ctx: LifeContext) -> None:
         from crashmatrix.harness.agents.foreign_session import _write_copy
@@ -990,10 +993,15 @@ class LangGraphAdapter:
         saves = _hook_checkpointer(graph.checkpointer, ctx.hook, config, approvals, self.driving.durability)
         hold_tool_nodes(graph, lambda: saves)
         config = hold_model_requests(config, saves)
-        person = _Person(self.spec, ctx, tuple(ctx.scenario.contracts), approvals)
+        person = _Person(self.agent_spec, ctx, tuple(ctx.scenario.contracts), approvals)
         try:
             send_turns(
-                graph, config, self.driving.durability, ctx.scenario.turns, person, f"--agent={self.spec!r}"
+                graph,
+                config,
+                self.driving.durability,
+                ctx.scenario.turns,
+                person,
+                f"--agent={self.agent_spec!r}",
             )
         finally:
             _write_copy(ctx.session_path, conversation(path)[1])

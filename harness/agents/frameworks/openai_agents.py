@@ -344,6 +344,9 @@ class OpenAIAgentsAdapter:
     keeps_ledger = False  # the SDK keeps a conversation, no ledger of attempts
     # A step's calls run at the same time (asyncio): points grouped by call (``by_call``).
     concurrent_calls = True
+    # Its session is its framework's store: the double@P column is not reachable, with why
+    # (``enumeration.adapter_double_unreachable``).
+    framework_store = True
     dialect = DIALECT
     # Said in the matrix where a column is "not reachable"; the agent reaches every other
     # named boundary (derived, so the two cannot disagree). An agent that asks no approval
@@ -360,7 +363,7 @@ class OpenAIAgentsAdapter:
     capabilities = Capabilities(approvals=True, edits_native_session=False)
 
     def __init__(self, spec: str, module: str, factory: Callable[[AgentsContext], Any]) -> None:
-        self.spec = spec
+        self.agent_spec = spec
         self.name = f"openai-agents:{module}"
         self.factory = factory
         # The fork server imports these once (the lead's launcher reads it).
@@ -466,7 +469,7 @@ class OpenAIAgentsAdapter:
             built = self.factory(context)
             if inspect.isawaitable(built):  # an async factory may read its session first
                 built = await built
-            agent, session, keeps = _checked(self.spec, built, context)
+            agent, session, keeps = _checked(self.agent_spec, built, context)
             _hook_saves(session, ctx.hook)
             run = _Run(
                 ctx, agent, session, hooks, approvals, KeptState(context.run_state_path) if keeps else None

@@ -12,7 +12,13 @@ from crashmatrix.harness.agents.foreign_session import SessionSource
 from crashmatrix.harness.agents.reference import ReferenceAdapter
 from crashmatrix.harness.core.boundaries import CrashPoint
 from crashmatrix.harness.front.collection import double_plan
-from crashmatrix.harness.plan.enumeration import DOUBLE_BOUNDARIES, double_points, double_unreachable
+from crashmatrix.harness.plan.enumeration import (
+    DOUBLE_BOUNDARIES,
+    DOUBLE_FRAMEWORK,
+    adapter_double_unreachable,
+    double_points,
+    double_unreachable,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 POINTS = [
@@ -93,3 +99,18 @@ def test_the_reference_agent_has_the_items_and_a_foreign_agent_a_reason() -> Non
 def test_no_double_resume_deselects_the_column_naming_the_option() -> None:
     items, gaps = double_plan(ReferenceAdapter(), POINTS, on=False)  # type: ignore[arg-type]
     assert items == [] and [(g["state"], g["why"]) for g in gaps] == [("deselected", "--no-double-resume")]
+
+
+def test_read_off_an_adapter_a_framework_store_says_so_and_a_spec_that_is_no_adapter_file_is_none() -> None:
+    class Framework:
+        name = "langgraph:team.graph:build"
+        framework_store = True
+
+    class Other:  # a Python adapter whose `spec` is not an adapter file's (its --agent text)
+        name = "team"
+        spec = "team.agent:build"
+
+    why = adapter_double_unreachable(Framework.name, Framework())
+    assert why == f"adapter {Framework.name} {DOUBLE_FRAMEWORK}"
+    assert adapter_double_unreachable("team", Other()) == double_unreachable("team", False)
+    assert adapter_double_unreachable("reference", ReferenceAdapter()) is None

@@ -29,6 +29,10 @@ from crashmatrix.harness.agents.protocol import MODEL_BASE_URL  # noqa: E402
 from crashmatrix.harness.core.boundaries import parse_point  # noqa: E402
 from crashmatrix.harness.errors import InputError  # noqa: E402
 
+from .pytest_agent import collected_and_clean  # noqa: E402
+
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[4]
 SUITE = ROOT / "scenarios"
 EXAMPLE = "examples.langgraph_agent.agent"
@@ -915,3 +919,12 @@ def test_the_tool_side_columns_act_on_the_mock_tools_a_kind_1_adapter_wraps(
         f"{EXAMPLE}:build": ("passed", 1, []),
         "crashmatrix_lg_resending:build": ("failed", 2, ["non_idempotent_at_most_once"]),
     }
+
+
+@pytest.mark.slow  # the inner run starts its fork server
+def test_pytest_collects_a_built_in_scenario_with_the_langgraph_adapter_as_agent(
+    pytester: pytest.Pytester,
+) -> None:
+    # Every scenario failed to collect: "'str' object has no attribute 'kind'" (its --agent
+    # text was read as an adapter file's spec by the double-resume plan).
+    collected_and_clean(pytester, "langgraph:examples.langgraph_agent.agent:build")

@@ -25,6 +25,10 @@ from crashmatrix.harness.agents.protocol import MODEL_BASE_URL  # noqa: E402
 from crashmatrix.harness.core.boundaries import parse_point  # noqa: E402
 from crashmatrix.harness.errors import InputError  # noqa: E402
 
+from .pytest_agent import collected_and_clean  # noqa: E402
+
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[4]
 SUITE = ROOT / "scenarios"
 EXAMPLE = "examples.openai_agents_agent"
@@ -527,3 +531,11 @@ def run_named(
         agent=f"openai-agents:{EXAMPLE}.{module}:{factory}",
         deadline=60.0,
     )
+
+
+@pytest.mark.slow  # the inner run starts its fork server
+def test_pytest_collects_a_built_in_scenario_with_the_agents_sdk_adapter_as_agent(
+    pytester: pytest.Pytester,
+) -> None:
+    # As the LangGraph adapter's: every scenario failed to collect.
+    collected_and_clean(pytester, "openai-agents:examples.openai_agents_agent.agent:build")
