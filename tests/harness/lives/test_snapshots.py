@@ -454,6 +454,12 @@ def _kids(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def _argv(pid: int) -> list[str]:
+    """The command line, ``[]`` while it reads empty: inside ``execve`` (a child ``Popen``
+    just returned) it does, and a CI run under load saw it (an IndexError)."""
+    return [part.decode() for part in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]]
+
+
 def _letter(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
@@ -499,13 +505,7 @@ def test_the_lifes_mcp_relays_are_stopped_for_the_copy_and_a_launcher_is_no_proc
                     len(_kids(pid)) == 1 and (not proxied or _kids(_kids(pid)[0]))
                 )
             )
-            _until(
-                lambda: (
-                    len(_kids(agent.pid)) == 1
-                    and Path(f"/proc/{_kids(agent.pid)[0]}/cmdline").read_bytes().split(b"\0")[-2]
-                    == launcher[-1].encode()
-                )
-            )
+            _until(lambda: [_argv(kid) for kid in _kids(agent.pid)] == [launcher])
             relays = _kids(server.pid)
             os.kill(agent.pid, signal.SIGSTOP)
             os.waitid(os.P_PID, agent.pid, os.WSTOPPED | os.WNOWAIT)
