@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 FLOW = textwrap.dedent(
-    '''
+    """
     import os, signal, sqlite3, sys
 
     from prefect import flow, task
@@ -81,20 +81,29 @@ FLOW = textwrap.dedent(
 
 
     print(support("alice@example.com"))
-    '''
+    """
 )
 
 CASES = (("default", "in-task"), ("inputs", "in-task"), ("inputs", "after-task"))
 
 
-def _life(folder: Path, env: dict[str, str], policy: str, kill: str, life: int, timeout: float) -> tuple[int, float]:
+def _life(
+    folder: Path, env: dict[str, str], policy: str, kill: str, life: int, timeout: float
+) -> tuple[int, float]:
     """One life, in a session of its own: the ephemeral API server Prefect starts is a child
     process that outlives a SIGKILLed flow process (holding its output open); it is stopped
     with the life's process group, as the machine or container a crash takes down would."""
     started = time.monotonic()
     with open(folder / f"life-{policy}-{kill}-{life}.log", "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, str(folder / "flow.py"), policy, kill, str(life), str(folder / f"world-{policy}-{kill}.db")],
+            [
+                sys.executable,
+                str(folder / "flow.py"),
+                policy,
+                kill,
+                str(life),
+                str(folder / f"world-{policy}-{kill}.db"),
+            ],
             cwd=folder,
             env=env,
             stdout=log,
@@ -150,7 +159,9 @@ def run_case(folder: Path, env: dict[str, str], policy: str, kill: str, timeout:
         "seconds per life": times,
         "emails": len(sent),
         "emails by life": [life for life, _, _ in sent],
-        "life 2's flow run": "life 1's, resumed" if runs.get(2) and runs.get(2) == runs.get(1) else "a new run",
+        "life 2's flow run": "life 1's, resumed"
+        if runs.get(2) and runs.get(2) == runs.get(1)
+        else "a new run",
         "life 2's task body ran": any(life == 2 for life, _, _ in sent),
         "flow runs on the server": [state for _, state in states],
         "task runs on the server": [f"{state} ({name})" for _, state, name in task_states],
@@ -165,7 +176,9 @@ def main() -> None:
     try:
         import prefect
     except ImportError:
-        sys.exit("prefect is not installed in this interpreter: pip install 'prefect==3.9.1' (in a venv of its own)")
+        sys.exit(
+            "prefect is not installed in this interpreter: pip install 'prefect==3.9.1' (in a venv of its own)"
+        )
     folder = Path(tempfile.mkdtemp(prefix="prefect-crash-"))
     (folder / "flow.py").write_text(FLOW, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}

@@ -287,7 +287,9 @@ def load_foreign(path: Path | str) -> ForeignSpec:
         # A framework keeps a conversation, not a ledger of attempts.
         keeps_ledger=False
         if framework is not None
-        else _keeps_ledger(session, boundaries) if source.readable else False,
+        else _keeps_ledger(session, boundaries)
+        if source.readable
+        else False,
         ledger=ledger,
         rules=tuple(rules),
         source=source,

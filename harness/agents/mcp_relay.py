@@ -87,6 +87,7 @@ class ForkedRelay(Protocol):
 class RelayForks(Protocol):
     def start(self, relay_args: Sequence[str], *, listening: int, stderr: int) -> ForkedRelay: ...
 
+
 # Seconds a call to the life may take: the life may hold it at an edge while it decides, and a
 # stopped agent makes nothing faster. A dead life refuses the connection at once.
 LIFE_TIMEOUT = 120.0

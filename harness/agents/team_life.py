@@ -163,4 +163,3 @@ class DotModel:
 def reader_of(name: str) -> str:
     """The session reader of ``framework: NAME`` (``module:function``, ``SessionSource.reader``)."""
     return f"{FRAMEWORKS[name][0]}:read_records"
-

@@ -126,10 +126,6 @@ class TeamContext:
 # -- the step table, read (pure below the readers) -------------------------------------------------
 
 
-
-
-
-
 def _decode(text: str | None, serialization: str | None) -> Any:
     """A value as DBOS serialized it: base64 pickle (``py_pickle``, its default) or JSON."""
     if text is None:
@@ -137,8 +133,6 @@ def _decode(text: str | None, serialization: str | None) -> Any:
     if serialization in ("portable_json", "json"):
         return json.loads(text)
     return pickle.loads(base64.b64decode(text))  # the team's own database, its own objects
-
-
 
 
 def _error_text(text: str | None, serialization: str | None) -> str:
@@ -149,24 +143,6 @@ def _error_text(text: str | None, serialization: str | None) -> str:
     if isinstance(error, BaseException):
         return f"{STEP_ERROR}: {type(error).__name__}: {error}"
     return f"{STEP_ERROR}: {error}"
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # A query on the system database: (SQL with ``?`` for each parameter, parameters) -> rows.

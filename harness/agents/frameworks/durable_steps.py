@@ -161,7 +161,6 @@ def history(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [dict(record["message"]) for record in records]
 
 
-
 def sourced_record(turns: Sequence[Turn], number: int, row: str) -> tuple[Mapping[str, Any], tuple[str, int]]:
     """Chat record ``number`` (from 1) with its source, for the doctor planting into the
     framework's store (``harness.agents.session_records``); ``row`` names what holds a record

@@ -184,4 +184,3 @@ def test_lives_keep_the_harness_sigint_disposition(tmp_path: Path, ignored: bool
     bit = 1 << (signal.SIGINT - 1)
     assert bool(masks["SigIgn"] & bit) is ignored
     assert bool(masks["SigCgt"] & bit) is not ignored
-

@@ -96,9 +96,7 @@ def test_an_agent_that_asks_has_the_approval_moments(team: types.ModuleType, fac
 def test_the_scenarios_approvals_ask_only_where_the_factory_declared() -> None:
     """``ctx.tools``' needs_approval asks nothing unless the factory said its agent asks."""
     declared = [False]
-    tool = oa._function_tool(
-        default_contract("send_email"), lambda *a: {}, lambda: declared[0]
-    )
+    tool = oa._function_tool(default_contract("send_email"), lambda *a: {}, lambda: declared[0])
 
     def needs() -> bool:
         return bool(asyncio.run(tool.needs_approval(None, {"to": "a"}, "call_1")))
