@@ -33,7 +33,9 @@ runs as before (a life killed at P), with the reason in the manifest:
   killed life's;
 * another thread of the life is running at the boundary, besides the harness's quiet ones
   (``harness.lives.threads``): a kill stops every thread at once, a pause only the one at
-  the boundary, so the others may write while the copy is made. A kind-2 agent's own
+  the boundary, so the others may write while the copy is made. A harness thread caught
+  acting (a handler that sent its answer, not yet returned) is waited for, up to
+  ``SETTLE_DEADLINE``; an agent's own thread is not. A kind-2 agent's own
   threads, and the agent's thread itself where the boundary is passed in the loopback
   server's (the model's reply, a service's effect), leave their points to killed lives;
 * the case keeps a store on a PostgreSQL server (``postgres.json``): not a file to copy.
@@ -74,7 +76,7 @@ from crashmatrix.harness.lives.descendants import state
 from crashmatrix.harness.lives.helper_processes import SERVERS, is_gone, is_launcher, live_children
 from crashmatrix.harness.lives.parent_death import die_with_parent
 from crashmatrix.harness.lives.power import RECORD_DIR, SYNC_LOG, _identity
-from crashmatrix.harness.lives.threads import GATE, running_besides_this_one
+from crashmatrix.harness.lives.threads import GATE, settled
 
 __all__ = ["MANIFEST", "WINDOW", "WINDOW_TORN", "Snapshotter", "unfaithful"]
 
@@ -158,6 +160,9 @@ def _all_stopped(pid: int) -> bool:
 
 # How long a paused helper may take to stop (it is waiting on the life or its agent).
 PAUSE_DEADLINE = 2.0
+# How long a point waits for the harness's threads caught acting to be quiet again
+# (``harness.lives.threads.settled``): milliseconds on a quiet machine, more when it is loaded.
+SETTLE_DEADLINE = 2.0
 
 
 def _survey() -> tuple[str, list[int]]:
@@ -263,7 +268,7 @@ class Snapshotter:
         why, servers = _survey()
         if why:
             return why, []
-        threads = running_besides_this_one()
+        threads = settled(SETTLE_DEADLINE)
         if threads:
             # A kill stops them all; a copy made while they run is not what it leaves.
             return (

@@ -25,6 +25,14 @@ thread acts or wakes up meanwhile. The harness's quiet threads in a life:
 
 Threads are counted from ``/proc/self/task``, the kernel's list: a C extension's threads
 (a framework's runtime, a database driver's pool) are there, not only ``threading``'s.
+
+A quiet thread inside ``active()`` is about to be quiet again: a handler that has sent its
+answer (the agent already acting on it, up to the next boundary) still has to return from
+the request, and on a loaded machine it can wait for a core for tens of milliseconds. A
+snapshot waits for such threads (``settled``, bounded) rather than leave its point to a
+killed life: what they do meanwhile is what they may do before a kill's signal lands, since
+a kill of the life is not in step with its other threads either. A thread never declared
+quiet (an agent's own) is not waited for: it may run on until the kill.
 """
 
 from __future__ import annotations
@@ -32,12 +40,14 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator
 
-__all__ = ["GATE", "active", "quiet", "running_besides_this_one"]
+__all__ = ["GATE", "active", "quiet", "running_besides_this_one", "settled"]
 
 GATE = threading.Lock()
 _QUIET: set[int] = set()  # native ids
+_ACTING: set[int] = set()  # native ids of quiet threads inside active()
 
 
 @contextlib.contextmanager
@@ -61,19 +71,44 @@ def active() -> Iterator[None]:
     native = threading.get_native_id()
     with GATE:
         was_quiet = native in _QUIET
+        if was_quiet:
+            _ACTING.add(native)
         _QUIET.discard(native)
     try:
         yield
     finally:
         if was_quiet:
+            # Quiet first: a snapshot looking in between sees it quiet, never neither.
             _QUIET.add(native)
+            _ACTING.discard(native)
 
 
 def running_besides_this_one() -> int:
     """How many threads of this process may write while this one waits: all but the caller and
     the quiet ones. -1 when the kernel's list cannot be read (not Linux): count unknown."""
+    running = _running()
+    return -1 if running is None else len(running)
+
+
+def settled(within: float) -> int:
+    """``running_besides_this_one()`` once the quiet threads acting for a while (inside
+    ``active()``) are quiet again, waiting up to ``within`` seconds for them. Returns at once
+    when another thread is running that never declared itself quiet (nothing to wait for),
+    and the count as it stands at the deadline: a thread acting may itself wait for ``GATE``,
+    which the caller holds."""
+    deadline = time.monotonic() + within
+    while True:
+        running = _running()
+        if running is None:
+            return -1
+        if not running or running - _ACTING or time.monotonic() >= deadline:
+            return len(running)
+        time.sleep(0.0005)
+
+
+def _running() -> set[int] | None:
     try:
         tasks = {int(name) for name in os.listdir("/proc/self/task")}
     except OSError:
-        return -1
-    return len(tasks - {threading.get_native_id()} - _QUIET)
+        return None
+    return tasks - {threading.get_native_id()} - _QUIET

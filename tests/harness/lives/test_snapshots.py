@@ -570,6 +570,90 @@ def test_a_point_passed_while_another_thread_of_the_life_runs_is_left_to_a_kille
     assert taken["point"] == "after_side_effect[call_1]" and taken["exitcode"] == -signal.SIGKILL
 
 
+def test_a_harness_thread_caught_acting_is_waited_for_and_what_it_did_is_in_the_copy(
+    tmp_path: Path,
+) -> None:
+    """A handler that has sent its answer is inside ``active()`` until it returns, and on a
+    loaded machine the agent can reach its next boundary first (CI's kind-3 MCP test left a
+    point to a killed life so). The snapshot waits for it to be quiet again, and what it did
+    while acting is in the copy whole. Fails if the point is left to a killed life, or if the
+    copy holds half of the write."""
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+    notes = case / "world" / "workspace" / "notes.txt"
+
+    def clean_life() -> None:
+        inside = threading.Event()
+
+        def handler() -> None:
+            with threads.quiet(), threads.active():
+                inside.set()
+                with notes.open("a") as out:
+                    out.write("first half ")
+                    out.flush()
+                    time.sleep(0.05)
+                    out.write("second half\n")
+
+        thread = threading.Thread(target=handler)
+        thread.start()
+        inside.wait()
+        Snapshotter(case, into, 1).take(parse_point("after_running[call_1]"))
+        thread.join()
+
+    _in_a_child(clean_life)
+    [entry] = _manifest(into)
+    assert "dir" in entry, entry
+    copied = into / entry["dir"] / "world" / "workspace" / "notes.txt"
+    assert copied.read_text() == "kept\nfirst half second half\n"
+
+
+def test_a_harness_thread_acting_past_the_deadline_leaves_the_point_to_a_killed_life(tmp_path: Path) -> None:
+    """The wait is bounded: a thread acting may itself wait on the life (a handler reaching a
+    boundary of its own waits for the gate the snapshot holds). Past ``SETTLE_DEADLINE`` the
+    point is a killed life's, counted as before."""
+    case, into = _case(tmp_path), tmp_path / "snapshots"
+
+    def clean_life() -> None:
+        snapshots.SETTLE_DEADLINE = 0.2  # in this forked child only
+        inside, release = threading.Event(), threading.Event()
+
+        def handler() -> None:
+            with threads.quiet(), threads.active():
+                inside.set()
+                release.wait()
+
+        thread = threading.Thread(target=handler)
+        thread.start()
+        inside.wait()
+        Snapshotter(case, into, 1).take(parse_point("after_running[call_1]"))
+        release.set()
+        thread.join()
+
+    _in_a_child(clean_life)
+    why = "other threads of the life were running at the boundary (1)"
+    assert _manifest(into) == [{"point": "after_running[call_1]", "skipped": why}]
+
+
+def test_a_thread_never_declared_quiet_is_not_waited_for() -> None:
+    """An agent's own thread may run on until the kill: ``settled`` counts it at once rather
+    than wait out its deadline. Fails if it waits (the thread's own 10 s run out first)."""
+
+    def body() -> None:
+        release, waited_out = threading.Event(), []
+
+        def agents() -> None:
+            if not release.wait(10):
+                waited_out.append(True)
+
+        thread = threading.Thread(target=agents)
+        thread.start()
+        count = threads.settled(60)
+        release.set()
+        thread.join()
+        assert (count, waited_out) == (1, []), (count, waited_out)
+
+    _in_a_child(body)
+
+
 def test_a_thread_is_quiet_only_inside_quiet_and_active_hands_back_what_it_found() -> None:
     """``active()`` inside ``quiet()`` is quiet again after; outside it, it makes nothing
     quiet: a thread that handles some output but never declared itself quiet (a kind-3
