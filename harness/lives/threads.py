@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-__all__ = ["GATE", "active", "quiet", "running_besides_this_one", "settled"]
+__all__ = ["GATE", "active", "quiet", "settled"]
 
 GATE = threading.Lock()
 _QUIET: set[int] = set()  # native ids
@@ -78,37 +78,27 @@ def active() -> Iterator[None]:
         yield
     finally:
         if was_quiet:
-            # Quiet first: a snapshot looking in between sees it quiet, never neither.
+            # Quiet first: a snapshot looking in between sees it quiet, never as running
+            # and not acting (a thread it would not wait for).
             _QUIET.add(native)
             _ACTING.discard(native)
 
 
-def running_besides_this_one() -> int:
-    """How many threads of this process may write while this one waits: all but the caller and
-    the quiet ones. -1 when the kernel's list cannot be read (not Linux): count unknown."""
-    running = _running()
-    return -1 if running is None else len(running)
-
-
 def settled(within: float) -> int:
-    """``running_besides_this_one()`` once the quiet threads acting for a while (inside
-    ``active()``) are quiet again, waiting up to ``within`` seconds for them. Returns at once
-    when another thread is running that never declared itself quiet (nothing to wait for),
-    and the count as it stands at the deadline: a thread acting may itself wait for ``GATE``,
-    which the caller holds."""
+    """How many threads of this process may write while this one waits: all but the caller and
+    the quiet ones, once those acting for a while (inside ``active()``) are quiet again,
+    waiting up to ``within`` seconds for them (0: counted as they are). At once when a thread
+    that never declared itself quiet runs (nothing to wait for); at the deadline, as they
+    stand then: a thread acting may itself wait for ``GATE``, which the caller holds. -1 when
+    the kernel's list cannot be read (not Linux): count unknown."""
     deadline = time.monotonic() + within
+    me = threading.get_native_id()
     while True:
-        running = _running()
-        if running is None:
+        try:
+            tasks = {int(name) for name in os.listdir("/proc/self/task")}
+        except OSError:
             return -1
+        running = tasks - {me} - _QUIET
         if not running or running - _ACTING or time.monotonic() >= deadline:
             return len(running)
         time.sleep(0.0005)
-
-
-def _running() -> set[int] | None:
-    try:
-        tasks = {int(name) for name in os.listdir("/proc/self/task")}
-    except OSError:
-        return None
-    return tasks - {threading.get_native_id()} - _QUIET

@@ -683,7 +683,7 @@ def test_a_thread_is_quiet_only_inside_quiet_and_active_hands_back_what_it_found
         for _ in range(2):
             done.wait()
             done.clear()
-            counted.append(threads.running_besides_this_one())
+            counted.append(threads.settled(0))
             go.set()
         worker.join()
         assert counted == [1, 0], counted
